@@ -1,0 +1,132 @@
+//! The error type of keel-io.
+
+use std::path::PathBuf;
+
+/// Result with [`IoError`].
+pub type Result<T, E = IoError> = std::result::Result<T, E>;
+
+/// Everything that can go wrong talking to a file. Every variant names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum IoError {
+    /// The OS refused an operation.
+    #[error("{op} {path}: {source}")]
+    Os {
+        /// The operation (`"open"`, `"pwrite"`, ...).
+        op: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A write failed because the device is full (ENOSPC). Nothing is claimed written.
+    #[error("{path}: no space left on device writing {len} bytes at offset {offset}")]
+    NoSpace {
+        /// The file.
+        path: PathBuf,
+        /// Offset of the failed write.
+        offset: u64,
+        /// Length of the failed write.
+        len: usize,
+    },
+    /// A sync failed (e.g. EIO). Data written since the last successful sync may be lost;
+    /// callers must never retry the sync as if it had worked (the store poisons itself).
+    #[error(
+        "sync of {path} failed: {source}; data written since the last successful sync may be lost"
+    )]
+    SyncFailed {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A read reached the end of the file before filling the buffer.
+    #[error("short read from {path}: wanted {wanted} bytes at offset {offset}, got {got}")]
+    ShortRead {
+        /// The file.
+        path: PathBuf,
+        /// Offset of the read.
+        offset: u64,
+        /// Bytes asked for.
+        wanted: usize,
+        /// Bytes available.
+        got: usize,
+    },
+    /// An O_DIRECT request whose offset, length or buffer address is not aligned.
+    #[error("{path}: direct I/O needs {align}-byte alignment of offset, length and buffer; got offset {offset}, length {len}, buffer address {addr:#x}")]
+    Misaligned {
+        /// The file.
+        path: PathBuf,
+        /// Offset of the request.
+        offset: u64,
+        /// Length of the request.
+        len: usize,
+        /// Address of the buffer.
+        addr: usize,
+        /// The alignment needed.
+        align: usize,
+    },
+    /// The file cannot do atomic writes at all (file system, device or buffered I/O).
+    #[error("{path}: atomic writes are not supported: {reason}")]
+    AtomicUnsupported {
+        /// The file.
+        path: PathBuf,
+        /// What the probe found.
+        reason: String,
+    },
+    /// This write cannot be atomic (length or alignment outside what the probe reported).
+    /// Rejected before any I/O was issued.
+    #[error("{path}: a {len}-byte write at offset {offset} cannot be atomic: {reason}")]
+    AtomicRejected {
+        /// The file.
+        path: PathBuf,
+        /// Offset of the write.
+        offset: u64,
+        /// Length of the write.
+        len: usize,
+        /// Which rule it breaks.
+        reason: String,
+    },
+    /// A [`crate::SimFs`] handle used after the simulated machine crashed.
+    #[error(
+        "{path}: the simulated machine crashed; reopen on the file system returned by crash()"
+    )]
+    Crashed {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The file does not exist.
+    #[error("{path}: no such file")]
+    NotFound {
+        /// The file.
+        path: PathBuf,
+    },
+}
+
+impl IoError {
+    /// Wraps an OS error, mapping ENOSPC to [`IoError::NoSpace`] and ENOENT to
+    /// [`IoError::NotFound`].
+    pub fn os(op: &'static str, path: &std::path::Path, source: std::io::Error) -> IoError {
+        match source.raw_os_error() {
+            Some(libc::ENOENT) => IoError::NotFound {
+                path: path.to_path_buf(),
+            },
+            _ => IoError::Os {
+                op,
+                path: path.to_path_buf(),
+                source,
+            },
+        }
+    }
+
+    /// True for [`IoError::NoSpace`].
+    pub fn is_no_space(&self) -> bool {
+        matches!(self, IoError::NoSpace { .. })
+    }
+
+    /// True for [`IoError::SyncFailed`].
+    pub fn is_sync_failure(&self) -> bool {
+        matches!(self, IoError::SyncFailed { .. })
+    }
+}

@@ -1,0 +1,271 @@
+//! keel-io: the only crate in Keel that talks to the OS about files.
+//!
+//! It offers a small VFS in the spirit of SQLite's: a [`FileSystem`] opens [`File`]s, which do
+//! positional reads and writes, batches of writes, syncs, preallocation, and atomic writes
+//! (`RWF_ATOMIC`). Two real backends share the traits — io_uring and plain `pread`/`pwrite`
+//! ([`OsFs`] with [`Backend`]) — and [`SimFs`] is an in-memory, seeded, fault-injecting
+//! implementation for crash tests (DESIGN.md's fault model).
+//!
+//! # Invariants this crate keeps (each tested by breaking it on purpose)
+//!
+//! 1. O_DIRECT requests whose offset, length or buffer address is not aligned are rejected with
+//!    [`IoError::Misaligned`] before any I/O (by both [`OsFs`] and [`SimFs`]).
+//! 2. An atomic write whose length or alignment the probe says cannot be atomic is rejected with
+//!    [`IoError::AtomicRejected`] before any I/O; on a file without atomic support,
+//!    [`IoError::AtomicUnsupported`].
+//! 3. A failed sync is reported as [`IoError::SyncFailed`] and is never turned into success.
+//! 4. In [`SimFs`], data synced before a crash is always there after it; atomic writes are
+//!    all-or-nothing.
+
+mod aligned;
+mod caps;
+mod counters;
+mod error;
+pub mod os;
+
+pub use aligned::{AlignedBuf, PAGE_ALIGN};
+pub use caps::{AtomicSupport, AtomicWriteLimits, Capabilities, DirectIoAlignment};
+pub use counters::{ClassStats, FileClass, IoCounters, IoStats};
+pub use error::{IoError, Result};
+pub use os::{Backend, OsFs};
+
+use serde::{Deserialize, Serialize};
+use std::fmt::Debug;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// How a file is opened.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OpenOptions {
+    /// Create the file if it does not exist.
+    pub create: bool,
+    /// O_DIRECT: bypass the page cache. Offsets, lengths and buffer addresses must be aligned
+    /// (use [`AlignedBuf`]).
+    pub direct: bool,
+    /// O_DSYNC: every write returns only once its data is durable.
+    pub write_through: bool,
+    /// What the file is for (selects its counters).
+    pub class: FileClass,
+}
+
+impl OpenOptions {
+    /// Open an existing file of `class`, buffered, not write-through.
+    pub fn new(class: FileClass) -> OpenOptions {
+        OpenOptions {
+            create: false,
+            direct: false,
+            write_through: false,
+            class,
+        }
+    }
+
+    /// Sets `create`.
+    pub fn create(mut self, yes: bool) -> OpenOptions {
+        self.create = yes;
+        self
+    }
+
+    /// Sets `direct` (O_DIRECT).
+    pub fn direct(mut self, yes: bool) -> OpenOptions {
+        self.direct = yes;
+        self
+    }
+
+    /// Sets `write_through` (O_DSYNC).
+    pub fn write_through(mut self, yes: bool) -> OpenOptions {
+        self.write_through = yes;
+        self
+    }
+
+    /// Sets the open flags a [`SyncMethod`] needs (O_DSYNC for `ODsync`, O_DIRECT for `ODirect`).
+    pub fn for_sync_method(mut self, method: SyncMethod) -> OpenOptions {
+        self.write_through = method == SyncMethod::ODsync;
+        self.direct = method == SyncMethod::ODirect;
+        self
+    }
+}
+
+/// How written data is made durable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SyncMethod {
+    /// `fsync` after writing: data and all metadata.
+    Fsync,
+    /// `fdatasync` after writing: data and the metadata needed to read it back (file size).
+    #[default]
+    Fdatasync,
+    /// Open with O_DSYNC: each write is durable when it returns; no explicit sync.
+    ODsync,
+    /// Open with O_DIRECT (bypass the page cache), then `fdatasync`.
+    ODirect,
+}
+
+impl SyncMethod {
+    /// Every method.
+    pub const ALL: [SyncMethod; 4] = [
+        SyncMethod::Fsync,
+        SyncMethod::Fdatasync,
+        SyncMethod::ODsync,
+        SyncMethod::ODirect,
+    ];
+
+    /// Whether a sync call is needed after writes (false for `ODsync`).
+    pub fn needs_sync_call(self) -> bool {
+        self != SyncMethod::ODsync
+    }
+}
+
+/// How a file's space is set up when it is created.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Preallocation {
+    /// Write zeros over the whole size and sync: later overwrites + fdatasync need no metadata
+    /// commit (PostgreSQL `wal_init_zero`).
+    #[default]
+    Zeroed,
+    /// `posix_fallocate`: space reserved as unwritten extents; the first write to each extent
+    /// still commits metadata.
+    Fallocate,
+    /// Nothing: the file grows as it is appended to.
+    Grow,
+}
+
+/// One write of a batch.
+#[derive(Clone, Copy, Debug)]
+pub struct WriteOp<'a> {
+    /// File offset.
+    pub offset: u64,
+    /// Bytes to write.
+    pub buf: &'a [u8],
+}
+
+/// One read of a batch.
+#[derive(Debug)]
+pub struct ReadOp<'a> {
+    /// File offset.
+    pub offset: u64,
+    /// Buffer to fill completely.
+    pub buf: &'a mut [u8],
+}
+
+/// An open file. All I/O is positional; handles are shared between threads.
+pub trait File: Send + Sync + Debug {
+    /// The path it was opened at.
+    fn path(&self) -> &Path;
+
+    /// The class its counters go to.
+    fn class(&self) -> FileClass;
+
+    /// Fills `buf` from `offset`; [`IoError::ShortRead`] if the file ends first.
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> Result<()>;
+
+    /// Writes all of `buf` at `offset`, extending the file if needed.
+    fn write_all_at(&self, buf: &[u8], offset: u64) -> Result<()>;
+
+    /// Writes every op; the io_uring backend submits them together. On error, any subset of the
+    /// ops may have been written.
+    fn write_batch(&self, writes: &[WriteOp<'_>]) -> Result<()>;
+
+    /// Performs every read; the io_uring backend submits them together.
+    fn read_batch(&self, reads: &mut [ReadOp<'_>]) -> Result<()>;
+
+    /// One `RWF_ATOMIC` write: after a crash the range holds either all old or all new bytes.
+    /// Needs a file opened with `direct`; rejected before I/O if the length or alignment breaks
+    /// the probed [`AtomicWriteLimits`]. Atomicity is not durability: sync afterwards.
+    fn write_atomic(&self, buf: &[u8], offset: u64) -> Result<()>;
+
+    /// Several atomic writes submitted together (each is atomic on its own).
+    fn write_atomic_batch(&self, writes: &[WriteOp<'_>]) -> Result<()>;
+
+    /// `fsync`.
+    fn sync_all(&self) -> Result<()>;
+
+    /// `fdatasync`.
+    fn sync_data(&self) -> Result<()>;
+
+    /// Makes written data durable the way `method` says (`ODsync`: nothing to do, writes were
+    /// durable when they returned — the file must have been opened write-through).
+    fn sync(&self, method: SyncMethod) -> Result<()> {
+        match method {
+            SyncMethod::Fsync => self.sync_all(),
+            SyncMethod::Fdatasync | SyncMethod::ODirect => self.sync_data(),
+            SyncMethod::ODsync => Ok(()),
+        }
+    }
+
+    /// `posix_fallocate(offset, len)`.
+    fn allocate(&self, offset: u64, len: u64) -> Result<()>;
+
+    /// Truncates or extends (with zeros) to `len` bytes.
+    fn set_len(&self, len: u64) -> Result<()>;
+
+    /// Current length in bytes.
+    fn len(&self) -> Result<u64>;
+
+    /// Whether the file is empty.
+    fn is_empty(&self) -> Result<bool> {
+        Ok(self.len()? == 0)
+    }
+
+    /// The atomic-write limits of this file (all zero unless opened `direct` on a file system
+    /// that supports them).
+    fn atomic_write_limits(&self) -> AtomicWriteLimits;
+
+    /// Whether the file was opened with O_DIRECT.
+    fn is_direct(&self) -> bool;
+}
+
+/// A set of files in directories.
+pub trait FileSystem: Send + Sync + Debug {
+    /// Opens (or creates) a file.
+    fn open(&self, path: &Path, options: &OpenOptions) -> Result<Arc<dyn File>>;
+
+    /// Whether a file or directory exists.
+    fn exists(&self, path: &Path) -> Result<bool>;
+
+    /// Creates a directory and its parents, syncing each parent that gained an entry.
+    fn create_dir_all(&self, path: &Path) -> Result<()>;
+
+    /// The entries of a directory (full paths), sorted.
+    fn list_dir(&self, dir: &Path) -> Result<Vec<PathBuf>>;
+
+    /// Removes a file and syncs its directory.
+    fn remove_file(&self, path: &Path) -> Result<()>;
+
+    /// Renames a file (replacing `to`) and syncs the directories involved.
+    fn rename(&self, from: &Path, to: &Path) -> Result<()>;
+
+    /// Syncs a directory, making creations, renames and removals in it durable.
+    fn sync_dir(&self, dir: &Path) -> Result<()>;
+
+    /// Probes what the file system holding `path` (an existing file or directory) can do.
+    fn capabilities(&self, path: &Path) -> Result<Capabilities>;
+
+    /// The counters every file of this file system reports to.
+    fn counters(&self) -> Arc<IoCounters>;
+}
+
+/// Sets up `len` bytes of `file` the way `how` says (see [`Preallocation`]), then syncs it with
+/// `fsync` so size and extents are durable.
+///
+/// `Zeroed` writes zeros in 1 MiB page-aligned chunks (works on direct files too).
+pub fn preallocate(file: &dyn File, len: u64, how: Preallocation) -> Result<()> {
+    match how {
+        Preallocation::Zeroed => {
+            const CHUNK: u64 = 1 << 20;
+            let zeros = AlignedBuf::page(CHUNK as usize);
+            let mut off = 0;
+            while off < len {
+                let n = (len - off).min(CHUNK) as usize;
+                file.write_all_at(&zeros[..n], off)?;
+                off += n as u64;
+            }
+            file.sync_all()
+        }
+        Preallocation::Fallocate => {
+            file.allocate(0, len)?;
+            file.sync_all()
+        }
+        Preallocation::Grow => Ok(()),
+    }
+}
