@@ -1,0 +1,1 @@
+//! keel-buffer-pool (being written).

@@ -1,0 +1,1 @@
+//! keel-redo-log (being written).
