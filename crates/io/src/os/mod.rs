@@ -208,7 +208,7 @@ impl<'a> Op<'a> {
 }
 
 /// How one request failed, before it is turned into an [`IoError`] naming the file.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Failure {
     /// The kernel returned this errno.
     Errno(i32),
@@ -892,6 +892,96 @@ mod tests {
                 sync_failed: AtomicBool::new(false),
             };
             check_mapping(&os);
+        }
+    }
+
+    fn direct_file(dir: &Path) -> fs::File {
+        fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .custom_flags(libc::O_DIRECT)
+            .open(dir.join("raw"))
+            .unwrap()
+    }
+
+    /// The kernel's answer to a raw RWF_ATOMIC write through each backend, bypassing Keel's own
+    /// checks: proves the flag really reaches the kernel (a plain write would succeed).
+    fn raw_atomic(file: &fs::File, buf: &[u8], offset: u64) -> [Result<(), Failure>; 2] {
+        let by_pwrite = pwrite::write_atomic(file, buf, offset);
+        let by_uring = match io_uring_status() {
+            Ok(()) => {
+                let pool = RingPool::new();
+                let mut ring = pool.take().unwrap();
+                ring.run(
+                    file.as_raw_fd(),
+                    &[Op::write(buf, offset, Kind::AtomicWrite)],
+                    |_| {},
+                )
+                .map_err(|(_, f)| f)
+            }
+            Err(_) => by_pwrite.clone(),
+        };
+        [by_pwrite, by_uring]
+    }
+
+    #[test]
+    fn rwf_atomic_reaches_the_kernel_on_xfs() {
+        let Some(base) = std::env::var_os("KEEL_XFS_DIR") else {
+            println!("SKIPPED: KEEL_XFS_DIR is not set (needs a mounted XFS with reflink)");
+            return;
+        };
+        let dir = tempfile::tempdir_in(base).unwrap();
+        let file = direct_file(dir.path());
+        let page = AlignedBuf::page(16384);
+        // Naturally aligned: accepted. 16 KiB at 4096: the kernel refuses (EINVAL) — only
+        // because RWF_ATOMIC was passed, since a plain O_DIRECT write there is fine.
+        for r in raw_atomic(&file, &page, 16384) {
+            assert_eq!(r, Ok(()));
+        }
+        for r in raw_atomic(&file, &page, 4096) {
+            assert_eq!(r, Err(Failure::Errno(libc::EINVAL)));
+        }
+        pwrite::write_all(&file, &page, 4096).unwrap();
+    }
+
+    #[test]
+    fn rwf_atomic_is_refused_by_the_kernel_without_atomic_support() {
+        let Some(base) = std::env::var_os("KEEL_EXT4_DIR") else {
+            println!("SKIPPED: KEEL_EXT4_DIR is not set (needs a mounted ext4)");
+            return;
+        };
+        let dir = tempfile::tempdir_in(base).unwrap();
+        let file = direct_file(dir.path());
+        let page = AlignedBuf::page(16384);
+        for r in raw_atomic(&file, &page, 0) {
+            assert_eq!(r, Err(Failure::Errno(libc::EOPNOTSUPP)));
+        }
+        // The same error through OsFile becomes AtomicUnsupported on both backends.
+        for fs in backends() {
+            let os = OsFile {
+                file: file.try_clone().unwrap(),
+                path: dir.path().join("raw"),
+                options: OpenOptions::new(FileClass::Data).direct(true),
+                counters: fs.counters(),
+                // Pretend the probe had claimed support, so the write reaches the kernel.
+                atomic: AtomicWriteLimits {
+                    unit_min: 4096,
+                    unit_max: 65536,
+                    segments_max: 1,
+                    unit_max_opt: 0,
+                },
+                align: DirectIoAlignment {
+                    memory: 512,
+                    offset: 512,
+                },
+                rings: fs.rings.clone(),
+                sync_failed: AtomicBool::new(false),
+            };
+            let e = os.write_atomic(&page, 0).unwrap_err();
+            assert!(matches!(e, IoError::AtomicUnsupported { .. }), "{e}");
+            assert!(e.to_string().contains("EOPNOTSUPP"), "{e}");
         }
     }
 
