@@ -22,12 +22,17 @@ mod caps;
 mod counters;
 mod error;
 pub mod os;
+pub mod sim;
 
 pub use aligned::{AlignedBuf, PAGE_ALIGN};
 pub use caps::{AtomicSupport, AtomicWriteLimits, Capabilities, DirectIoAlignment};
 pub use counters::{ClassStats, FileClass, IoCounters, IoStats};
 pub use error::{IoError, Result};
 pub use os::{Backend, OsFs};
+pub use sim::{
+    CrashPolicy, CrashReport, Fates, Fault, FaultStats, FileSnapshot, PendingWrite, SimConfig,
+    SimFile, SimFs,
+};
 
 use serde::{Deserialize, Serialize};
 use std::fmt::Debug;

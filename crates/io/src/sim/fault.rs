@@ -1,0 +1,193 @@
+//! Runtime fault injection: [`Fault`] and [`FaultStats`].
+
+use super::rng::SplitMix64;
+use std::path::{Path, PathBuf};
+
+/// A fault to inject into a live [`super::SimFs`] with [`super::SimFs::inject`].
+///
+/// Faults are checked after argument validation (alignment, atomic limits) and before any effect:
+/// a write that fails with [`crate::IoError::NoSpace`] changed nothing. Faults do not survive a
+/// crash (the post-crash file system starts with none).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Fault {
+    /// ENOSPC on the `n`th write request from now (1: the next one; each op of a batch is one
+    /// request); fires once. Injecting it again replaces the countdown.
+    NoSpaceOnNthWrite(u64),
+    /// ENOSPC on every write (and `allocate`) to the file opened at this path, until cleared.
+    NoSpaceOnPath(PathBuf),
+    /// ENOSPC on every write (and `allocate`) that would make the sum of the lengths of all
+    /// files exceed this many bytes (overwrites inside a file's length always succeed).
+    NoSpaceAbove(u64),
+    /// EIO on the `n`th file sync (`sync_all`/`sync_data`) from now (1: the next); fires once.
+    /// Directory syncs do not count.
+    SyncFailsNth(u64),
+    /// EIO on every sync of the file opened at this path, or of this directory (`sync_dir`, and
+    /// the directory syncs that `open` with create, `rename`, `remove_file` and
+    /// `create_dir_all` do), until cleared.
+    SyncFailsOnPath(PathBuf),
+    /// Every read that covers byte `offset` of the file opened at `path` returns it with bit
+    /// `bit` (0..=7) flipped; the stored byte is unchanged. Until cleared.
+    FlipBit {
+        /// The file.
+        path: PathBuf,
+        /// Byte offset in the file.
+        offset: u64,
+        /// Bit number, 0 (least significant) ..= 7.
+        bit: u8,
+    },
+    /// Each non-empty read request, with this probability, returns one random bit of its buffer
+    /// flipped (drawn from the file system's seeded generator). Until cleared.
+    RandomFlips {
+        /// Probability per read request, 0.0..=1.0.
+        probability: f64,
+    },
+}
+
+/// How many injected faults fired since the file system was created (or crashed into being).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FaultStats {
+    /// Writes (and allocations) refused with ENOSPC.
+    pub no_space: u64,
+    /// Syncs (file or directory) that failed with EIO.
+    pub sync_failed: u64,
+    /// Pending writes that a failed file sync lost or tore for good.
+    pub writes_dropped_by_failed_sync: u64,
+    /// Bits flipped in data returned by reads.
+    pub bits_flipped: u64,
+}
+
+/// The armed faults of one file system.
+#[derive(Debug)]
+pub(crate) struct Faults {
+    nth_write: Option<u64>,
+    no_space_paths: Vec<PathBuf>,
+    space_limit: Option<u64>,
+    nth_sync: Option<u64>,
+    sync_paths: Vec<PathBuf>,
+    flips: Vec<(PathBuf, u64, u8)>,
+    random_flips: f64,
+    /// The generator for run-time randomness (random flips, failed-sync fates).
+    pub(crate) rng: SplitMix64,
+    pub(crate) stats: FaultStats,
+}
+
+impl Faults {
+    pub(crate) fn new(rng: SplitMix64) -> Faults {
+        Faults {
+            nth_write: None,
+            no_space_paths: Vec::new(),
+            space_limit: None,
+            nth_sync: None,
+            sync_paths: Vec::new(),
+            flips: Vec::new(),
+            random_flips: 0.0,
+            rng,
+            stats: FaultStats::default(),
+        }
+    }
+
+    /// Whether any fault is armed (fast path for the I/O calls).
+    pub(crate) fn armed(&self) -> bool {
+        self.nth_write.is_some()
+            || !self.no_space_paths.is_empty()
+            || self.space_limit.is_some()
+            || self.nth_sync.is_some()
+            || !self.sync_paths.is_empty()
+            || !self.flips.is_empty()
+            || self.random_flips > 0.0
+    }
+
+    pub(crate) fn inject(&mut self, fault: Fault) {
+        match fault {
+            Fault::NoSpaceOnNthWrite(n) => self.nth_write = Some(n.max(1)),
+            Fault::NoSpaceOnPath(p) => self.no_space_paths.push(p),
+            Fault::NoSpaceAbove(n) => self.space_limit = Some(n),
+            Fault::SyncFailsNth(n) => self.nth_sync = Some(n.max(1)),
+            Fault::SyncFailsOnPath(p) => self.sync_paths.push(p),
+            Fault::FlipBit { path, offset, bit } => self.flips.push((path, offset, bit & 7)),
+            Fault::RandomFlips { probability } => self.random_flips = probability,
+        }
+    }
+
+    pub(crate) fn clear(&mut self) {
+        self.nth_write = None;
+        self.no_space_paths.clear();
+        self.space_limit = None;
+        self.nth_sync = None;
+        self.sync_paths.clear();
+        self.flips.clear();
+        self.random_flips = 0.0;
+    }
+
+    /// Whether a write request to `path` that grows the total file size to `total_after` fails
+    /// (`counts`: a write request, which counts towards `NoSpaceOnNthWrite`).
+    pub(crate) fn write_fails(
+        &mut self,
+        path: &Path,
+        growth: u64,
+        total_after: u64,
+        counts: bool,
+    ) -> bool {
+        let mut fail = false;
+        if counts {
+            if let Some(n) = self.nth_write {
+                if n <= 1 {
+                    self.nth_write = None;
+                    fail = true;
+                } else {
+                    self.nth_write = Some(n - 1);
+                }
+            }
+        }
+        if self.no_space_paths.iter().any(|p| p == path) {
+            fail = true;
+        }
+        if let Some(limit) = self.space_limit {
+            if growth > 0 && total_after > limit {
+                fail = true;
+            }
+        }
+        if fail {
+            self.stats.no_space += 1;
+        }
+        fail
+    }
+
+    /// Whether a sync of `path` fails (`file`: a file sync, which counts towards `SyncFailsNth`).
+    pub(crate) fn sync_fails(&mut self, path: &Path, file: bool) -> bool {
+        let mut fail = false;
+        if file {
+            if let Some(n) = self.nth_sync {
+                if n <= 1 {
+                    self.nth_sync = None;
+                    fail = true;
+                } else {
+                    self.nth_sync = Some(n - 1);
+                }
+            }
+        }
+        if self.sync_paths.iter().any(|p| p == path) {
+            fail = true;
+        }
+        if fail {
+            self.stats.sync_failed += 1;
+        }
+        fail
+    }
+
+    /// Applies read faults to `buf`, just read from `offset` of `path`.
+    pub(crate) fn on_read(&mut self, path: &Path, offset: u64, buf: &mut [u8]) {
+        let end = offset + buf.len() as u64;
+        for (p, at, bit) in &self.flips {
+            if p == path && *at >= offset && *at < end {
+                buf[(*at - offset) as usize] ^= 1 << bit;
+                self.stats.bits_flipped += 1;
+            }
+        }
+        if !buf.is_empty() && self.random_flips > 0.0 && self.rng.chance(self.random_flips) {
+            let bit = self.rng.below(buf.len() as u64 * 8);
+            buf[(bit / 8) as usize] ^= 1 << (bit % 8);
+            self.stats.bits_flipped += 1;
+        }
+    }
+}

@@ -1,0 +1,408 @@
+//! The state of one simulated file: its latest and durable images and the operations issued since
+//! its last successful sync, with what sync, write-through, failed sync and truncation do to them.
+//!
+//! Invariant (while `limbo` is false): applying `pending`, in issue order, to `durable` gives
+//! `current`. A successful sync relies on it to copy only the touched chunks.
+
+use super::crash::{CrashPolicy, Fate};
+use super::image::Image;
+use super::rng::SplitMix64;
+use std::sync::Arc;
+
+/// The bytes of a pending write; all-zero writes (preallocation) are stored without memory.
+#[derive(Clone, Debug)]
+pub(crate) enum Data {
+    /// `n` zero bytes.
+    Zeros(usize),
+    /// These bytes.
+    Bytes(Arc<[u8]>),
+}
+
+impl Data {
+    pub(crate) fn from_slice(buf: &[u8]) -> Data {
+        if buf.iter().all(|&b| b == 0) {
+            Data::Zeros(buf.len())
+        } else {
+            Data::Bytes(Arc::from(buf))
+        }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            Data::Zeros(n) => *n,
+            Data::Bytes(b) => b.len(),
+        }
+    }
+
+    /// Bytes `from..to` (relative to the start of the data).
+    pub(crate) fn slice(&self, from: usize, to: usize) -> Data {
+        match self {
+            Data::Zeros(_) => Data::Zeros(to - from),
+            Data::Bytes(b) => Data::Bytes(Arc::from(&b[from..to])),
+        }
+    }
+
+    /// Writes bytes `from..to` (relative) of the data at `offset + from` of `image`.
+    pub(crate) fn write_part(&self, image: &mut Image, offset: u64, from: usize, to: usize) {
+        match self {
+            Data::Zeros(_) => image.write_zeros(offset + from as u64, (to - from) as u64),
+            Data::Bytes(b) => image.write(offset + from as u64, &b[from..to]),
+        }
+    }
+
+    pub(crate) fn to_vec(&self) -> Vec<u8> {
+        match self {
+            Data::Zeros(n) => vec![0; *n],
+            Data::Bytes(b) => b.to_vec(),
+        }
+    }
+}
+
+/// One operation issued since the last successful sync.
+#[derive(Clone, Debug)]
+pub(crate) enum Op {
+    /// A write (`atomic`: by `write_atomic`, all-or-nothing at a crash).
+    Write {
+        offset: u64,
+        data: Data,
+        atomic: bool,
+    },
+    /// `set_len` (or `allocate` extending the file) from length `from` to `len`.
+    SetLen { len: u64, from: u64 },
+}
+
+impl Op {
+    /// The byte range whose contents this operation changed.
+    fn range(&self) -> (u64, u64) {
+        match self {
+            Op::Write { offset, data, .. } => (*offset, *offset + data.len() as u64),
+            Op::SetLen { len, from } => ((*len).min(*from), (*len).max(*from)),
+        }
+    }
+}
+
+/// One file.
+#[derive(Debug, Default)]
+pub(crate) struct FileState {
+    /// The latest contents: what reads see.
+    pub(crate) current: Image,
+    /// What survives a crash for certain.
+    pub(crate) durable: Image,
+    /// Operations since the last successful sync, in issue order.
+    pub(crate) pending: Vec<Op>,
+    /// A sync failed and dropped some writes: `durable` and `current` differ in places no pending
+    /// operation covers (the page cache still shows data that will never reach the disk).
+    pub(crate) limbo: bool,
+    /// Whether some live path names this file (its length counts towards the space limit).
+    pub(crate) linked: bool,
+}
+
+/// Removes bytes `start..end` from every pending write (splitting writes that straddle it).
+fn cut_writes(pending: &mut Vec<Op>, start: u64, end: u64) {
+    if start >= end {
+        return;
+    }
+    let mut out = Vec::with_capacity(pending.len());
+    for op in pending.drain(..) {
+        match op {
+            Op::Write {
+                offset,
+                data,
+                atomic,
+            } => {
+                let wend = offset + data.len() as u64;
+                if wend <= start || offset >= end {
+                    out.push(Op::Write {
+                        offset,
+                        data,
+                        atomic,
+                    });
+                    continue;
+                }
+                if offset < start {
+                    out.push(Op::Write {
+                        offset,
+                        data: data.slice(0, (start - offset) as usize),
+                        atomic,
+                    });
+                }
+                if wend > end {
+                    out.push(Op::Write {
+                        offset: end,
+                        data: data.slice((end - offset) as usize, data.len()),
+                        atomic,
+                    });
+                }
+            }
+            other => out.push(other),
+        }
+    }
+    *pending = out;
+}
+
+impl FileState {
+    /// A file whose durable and latest contents are `image`.
+    pub(crate) fn clean(image: Image) -> FileState {
+        FileState {
+            current: image.clone(),
+            durable: image,
+            pending: Vec::new(),
+            limbo: false,
+            linked: true,
+        }
+    }
+
+    /// A buffered write: visible now, durable after the next successful sync.
+    pub(crate) fn write(&mut self, offset: u64, buf: &[u8], atomic: bool) {
+        if buf.is_empty() {
+            return;
+        }
+        self.current.write(offset, buf);
+        self.pending.push(Op::Write {
+            offset,
+            data: Data::from_slice(buf),
+            atomic,
+        });
+    }
+
+    /// An O_DSYNC write: durable when it returns, together with the file's current length (the
+    /// metadata needed to read it back, as fdatasync commits it). Earlier pending writes lose the
+    /// bytes it overwrote (those bytes are now durably the new ones), earlier pending length
+    /// changes become durable, and other pending writes stay pending: where they extended the
+    /// file, a crash that loses them leaves zeros inside the durable length.
+    pub(crate) fn write_through(&mut self, offset: u64, buf: &[u8]) {
+        if buf.is_empty() {
+            return;
+        }
+        let end = offset + buf.len() as u64;
+        self.current.write(offset, buf);
+        // The size is committed with the data: pending length changes become durable.
+        let mut rest = Vec::with_capacity(self.pending.len());
+        for op in self.pending.drain(..) {
+            match op {
+                Op::SetLen { len, .. } => self.durable.set_len(len),
+                w => rest.push(w),
+            }
+        }
+        self.pending = rest;
+        cut_writes(&mut self.pending, offset, end);
+        if self.pending.is_empty() && !self.limbo {
+            // durable ⊕ (nothing) = current outside offset..end: take the chunks over.
+            self.durable.share_chunks_from(&self.current, offset, end);
+            let len = self.current.len();
+            self.durable.set_len_unchecked(len);
+        } else {
+            self.durable.write(offset, buf);
+            self.durable.set_len(self.current.len());
+        }
+        #[cfg(test)]
+        self.check_invariant();
+    }
+
+    /// `set_len` / the extension done by `allocate`: visible now, durable after a sync.
+    /// Truncation drops the cached bytes of earlier pending writes past `len`.
+    pub(crate) fn set_len(&mut self, len: u64) {
+        let from = self.current.len();
+        if len == from {
+            return;
+        }
+        if len < from {
+            cut_writes(&mut self.pending, len, u64::MAX);
+        }
+        self.current.set_len(len);
+        self.pending.push(Op::SetLen { len, from });
+    }
+
+    /// A successful sync: every pending operation and the length become durable.
+    pub(crate) fn sync(&mut self) {
+        if self.pending.is_empty() && !self.limbo {
+            return;
+        }
+        let pending = std::mem::take(&mut self.pending);
+        let len = self.current.len();
+        if !self.limbo {
+            for op in &pending {
+                let (a, b) = op.range();
+                self.durable.share_chunks_from(&self.current, a, b);
+            }
+            self.durable.set_len_unchecked(len);
+        } else {
+            for op in &pending {
+                let (a, b) = op.range();
+                let b = b.min(len);
+                if a < b {
+                    self.durable.copy_range_from(&self.current, a, b);
+                }
+            }
+            self.durable.set_len(len);
+            if self.durable.same_as(&self.current) {
+                self.limbo = false;
+                self.durable = self.current.clone();
+            }
+        }
+        #[cfg(test)]
+        self.check_invariant();
+    }
+
+    /// A failed sync: each pending operation independently reached the disk, did not, or (writes)
+    /// reached it in part, decided now by `policy` and `rng`. What did not reach the disk is
+    /// dropped for good (Linux marks the pages clean after a writeback error: a later sync will
+    /// not write them), although reads still see it. Returns how many writes were lost or torn.
+    pub(crate) fn fail_sync(
+        &mut self,
+        policy: &CrashPolicy,
+        rng: &mut SplitMix64,
+        sector: u64,
+    ) -> u64 {
+        let mut dropped = 0;
+        for op in std::mem::take(&mut self.pending) {
+            match op {
+                Op::Write {
+                    offset,
+                    data,
+                    atomic,
+                } => {
+                    let n = sectors_of(offset, data.len(), sector);
+                    match policy.draw(rng, !atomic && n >= 2) {
+                        Fate::Keep => data.write_part(&mut self.durable, offset, 0, data.len()),
+                        Fate::Lose => dropped += 1,
+                        Fate::Tear => {
+                            dropped += 1;
+                            let mask = torn_mask(rng, n);
+                            write_sectors(&mut self.durable, offset, &data, sector, &mask);
+                        }
+                    }
+                }
+                Op::SetLen { len, .. } => {
+                    if policy.draw(rng, false) == Fate::Keep {
+                        self.durable.set_len(len);
+                    }
+                }
+            }
+        }
+        self.limbo = true;
+        dropped
+    }
+
+    /// Checks `durable ⊕ pending = current` (unit tests only: it costs a full comparison).
+    #[cfg(test)]
+    pub(crate) fn check_invariant(&self) {
+        if self.limbo || self.current.len() > (8 << 20) {
+            return;
+        }
+        let mut replay = self.durable.clone();
+        for op in &self.pending {
+            match op {
+                Op::Write { offset, data, .. } => {
+                    data.write_part(&mut replay, *offset, 0, data.len())
+                }
+                Op::SetLen { len, .. } => replay.set_len(*len),
+            }
+        }
+        assert_eq!(
+            replay.to_vec(),
+            self.current.to_vec(),
+            "durable + pending != current"
+        );
+    }
+}
+
+/// How many sectors (of `sector` bytes, at absolute offsets) `offset..offset+len` touches.
+pub(crate) fn sectors_of(offset: u64, len: usize, sector: u64) -> usize {
+    if len == 0 {
+        return 0;
+    }
+    let first = offset / sector;
+    let last = (offset + len as u64 - 1) / sector;
+    (last - first + 1) as usize
+}
+
+/// A random non-empty proper subset of `n ≥ 2` sectors (true = kept).
+pub(crate) fn torn_mask(rng: &mut SplitMix64, n: usize) -> Vec<bool> {
+    let mut mask = Vec::with_capacity(n);
+    let mut bits = 0u64;
+    for i in 0..n {
+        if i % 64 == 0 {
+            bits = rng.next_u64();
+        }
+        mask.push(bits & 1 == 1);
+        bits >>= 1;
+    }
+    let kept = mask.iter().filter(|&&k| k).count();
+    if n >= 2 && (kept == 0 || kept == n) {
+        let i = rng.below(n as u64) as usize;
+        mask[i] = !mask[i];
+    }
+    mask
+}
+
+/// Writes the sectors of a write that `mask` keeps; returns the number kept.
+pub(crate) fn write_sectors(
+    image: &mut Image,
+    offset: u64,
+    data: &Data,
+    sector: u64,
+    mask: &[bool],
+) -> usize {
+    let first = offset / sector;
+    let end = offset + data.len() as u64;
+    let mut kept = 0;
+    for (i, &keep) in mask.iter().enumerate() {
+        if !keep {
+            continue;
+        }
+        let s = (first + i as u64) * sector;
+        let a = s.max(offset);
+        let b = (s + sector).min(end);
+        data.write_part(image, offset, (a - offset) as usize, (b - offset) as usize);
+        kept += 1;
+    }
+    kept
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn torn_masks_are_proper_nonempty_subsets() {
+        let mut rng = SplitMix64::new(3);
+        for n in [2usize, 3, 8, 64, 65, 300] {
+            for _ in 0..200 {
+                let m = torn_mask(&mut rng, n);
+                let k = m.iter().filter(|&&b| b).count();
+                assert!(k > 0 && k < n, "n {n} kept {k}");
+            }
+        }
+    }
+
+    #[test]
+    fn truncation_drops_cached_bytes_of_earlier_writes() {
+        let mut f = FileState::clean(Image::default());
+        f.write(0, &[1u8; 8192], false);
+        f.set_len(100);
+        f.set_len(8192);
+        f.check_invariant();
+        assert!(f.current.to_vec()[100..].iter().all(|&b| b == 0));
+        match &f.pending[0] {
+            Op::Write { data, .. } => assert_eq!(data.len(), 100),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    #[test]
+    fn write_through_supersedes_overlapped_pending_bytes() {
+        let mut f = FileState::clean(Image::default());
+        f.write(0, &[1u8; 1000], false);
+        f.write_through(200, &[2u8; 100]);
+        f.check_invariant();
+        assert_eq!(f.pending.len(), 2);
+        let d = f.durable.to_vec();
+        assert_eq!(d.len(), 1000, "the length is committed with the data");
+        assert!(d[200..300].iter().all(|&b| b == 2));
+        assert!(d[..200].iter().all(|&b| b == 0));
+        f.sync();
+        assert!(f.pending.is_empty());
+        assert!(f.durable.same_as(&f.current));
+    }
+}
