@@ -1,0 +1,522 @@
+//! The doublewrite area: its on-disk format (docs/format.md, "Doublewrite area"), slot
+//! allocation, and the recovery scan.
+//!
+//! The area is its own file (`doublewrite.keel`): a 4 KiB header naming the geometry, then
+//! [`DOUBLEWRITE_SLOTS`] slots. A slot holds one batch: a directory (batch sequence number, and
+//! for each image its page id, LSN and a CRC-32C over sequence number, page id, LSN and image)
+//! followed by the page images, written with one sequential write.
+//!
+//! # Invariants this module keeps (each tested by breaking it on purpose)
+//!
+//! 1. The area is valid on its own after a crash: an image is used by recovery only if its slot
+//!    directory passes its checksum and the image passes its own checksum (which binds it to the
+//!    directory's sequence number, its page id and LSN) *and* verifies as a page. A torn slot
+//!    write, an old directory over new images or a new directory over old images is ignored
+//!    (`torn_slot_writes_are_never_restored`).
+//! 2. A slot is handed out to one batch at a time and is reused only after the batch released
+//!    it; the writer releases it only after the batch's in-place writes are durable
+//!    (`writer.rs`; tested by the ordering and crash tests).
+//! 3. A header that cannot be read while the slots hold data is an error, never silently treated
+//!    as an empty area (`a_corrupt_header_over_data_is_an_error`).
+
+use crate::error::{FlushError, Result};
+use keel_io::{preallocate, AlignedBuf, File, Preallocation};
+use keel_page::{verify, Checksum, Lsn, PageId, PageSize, PageState};
+use parking_lot::{Condvar, Mutex};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Slots in the doublewrite area: how many batches may be between "copied to the area" and
+/// "durable in place" at once (two writers, e.g. the page cleaner and a user thread).
+pub const DOUBLEWRITE_SLOTS: usize = 2;
+
+/// Bytes of the area header at the start of the doublewrite file.
+pub(crate) const AREA_HEADER_LEN: usize = 4096;
+const AREA_MAGIC: &[u8; 8] = b"KEELDWA1";
+const SLOT_MAGIC: &[u8; 8] = b"KEELDWSL";
+const FORMAT_VERSION: u32 = 1;
+/// Fixed part of a slot directory; entries follow.
+const DIR_FIXED: usize = 64;
+/// Bytes per directory entry.
+const ENTRY_LEN: usize = 32;
+/// Offset of the directory checksum.
+const DIR_CRC: usize = 60;
+
+/// The layout of an area.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Geometry {
+    /// Page size in bytes.
+    pub page_size: usize,
+    /// Images per slot (the batch size).
+    pub capacity: usize,
+    /// Number of slots.
+    pub slots: usize,
+}
+
+impl Geometry {
+    /// Bytes of a slot directory: 64 + 32 per image, rounded up to 4 KiB.
+    pub fn dir_len(&self) -> usize {
+        (DIR_FIXED + ENTRY_LEN * self.capacity).div_ceil(4096) * 4096
+    }
+
+    /// Bytes from one slot to the next.
+    pub fn stride(&self) -> u64 {
+        (self.dir_len() + self.capacity * self.page_size) as u64
+    }
+
+    /// File offset of slot `i`.
+    pub fn slot_offset(&self, i: usize) -> u64 {
+        AREA_HEADER_LEN as u64 + i as u64 * self.stride()
+    }
+
+    /// Length of the whole area file.
+    pub fn file_len(&self) -> u64 {
+        self.slot_offset(self.slots)
+    }
+
+    fn encode_header(&self) -> AlignedBuf {
+        let mut h = AlignedBuf::page(AREA_HEADER_LEN);
+        h[0..8].copy_from_slice(AREA_MAGIC);
+        put_u32(&mut h, 8, FORMAT_VERSION);
+        put_u32(&mut h, 12, self.page_size as u32);
+        put_u32(&mut h, 16, self.capacity as u32);
+        put_u32(&mut h, 20, self.slots as u32);
+        put_u32(&mut h, 24, self.dir_len() as u32);
+        let crc = crc32c::crc32c(&h[..AREA_HEADER_LEN - 4]);
+        put_u32(&mut h, AREA_HEADER_LEN - 4, crc);
+        h
+    }
+
+    /// Decodes an area header: `Ok(None)` when it is all zero (never written).
+    fn decode_header(h: &[u8]) -> std::result::Result<Option<Geometry>, String> {
+        if h.len() < AREA_HEADER_LEN {
+            return Err(format!(
+                "header is {} bytes, expected {AREA_HEADER_LEN}",
+                h.len()
+            ));
+        }
+        if h[..AREA_HEADER_LEN].iter().all(|&b| b == 0) {
+            return Ok(None);
+        }
+        let stored = get_u32(h, AREA_HEADER_LEN - 4);
+        let computed = crc32c::crc32c(&h[..AREA_HEADER_LEN - 4]);
+        if stored != computed {
+            return Err(format!(
+                "header checksum mismatch: expected {computed:#010x}, found {stored:#010x}"
+            ));
+        }
+        if &h[0..8] != AREA_MAGIC {
+            return Err("header magic is not KEELDWA1".into());
+        }
+        let version = get_u32(h, 8);
+        if version != FORMAT_VERSION {
+            return Err(format!(
+                "format version {version}, this build reads {FORMAT_VERSION}"
+            ));
+        }
+        let g = Geometry {
+            page_size: get_u32(h, 12) as usize,
+            capacity: get_u32(h, 16) as usize,
+            slots: get_u32(h, 20) as usize,
+        };
+        if PageSize::from_bytes(g.page_size).is_none()
+            || g.capacity == 0
+            || g.capacity > MAX_BATCH_PAGES
+            || g.slots == 0
+            || g.slots > 64
+            || get_u32(h, 24) as usize != g.dir_len()
+        {
+            return Err(format!("header describes an impossible geometry {g:?}"));
+        }
+        Ok(Some(g))
+    }
+}
+
+/// The largest batch a slot may hold.
+pub const MAX_BATCH_PAGES: usize = 4096;
+
+/// The CRC-32C binding an image to its batch, page id and LSN.
+pub(crate) fn image_crc(seq: u64, page_id: PageId, lsn: Lsn, image: &[u8]) -> u32 {
+    let mut pre = [0u8; 24];
+    pre[0..8].copy_from_slice(&seq.to_le_bytes());
+    pre[8..16].copy_from_slice(&page_id.0.to_le_bytes());
+    pre[16..24].copy_from_slice(&lsn.0.to_le_bytes());
+    crc32c::crc32c_append(crc32c::crc32c(&pre), image)
+}
+
+/// Fills a slot directory in `dir` (of `geometry.dir_len()` bytes) for `entries`, whose images
+/// follow in `images` (`entries.len()` pages back to back).
+pub(crate) fn encode_directory(
+    dir: &mut [u8],
+    slot: usize,
+    seq: u64,
+    page_size: usize,
+    entries: &[(PageId, Lsn)],
+    images: &[u8],
+) {
+    dir.fill(0);
+    dir[0..8].copy_from_slice(SLOT_MAGIC);
+    put_u64(dir, 8, seq);
+    put_u32(dir, 16, slot as u32);
+    put_u32(dir, 20, entries.len() as u32);
+    put_u32(dir, 24, page_size as u32);
+    put_u32(dir, 28, dir.len() as u32);
+    for (i, &(id, lsn)) in entries.iter().enumerate() {
+        let e = DIR_FIXED + i * ENTRY_LEN;
+        let image = &images[i * page_size..(i + 1) * page_size];
+        put_u64(dir, e, id.0);
+        put_u64(dir, e + 8, lsn.0);
+        put_u32(dir, e + 16, image_crc(seq, id, lsn, image));
+    }
+    let crc = directory_crc(dir, entries.len());
+    put_u32(dir, DIR_CRC, crc);
+}
+
+fn directory_crc(dir: &[u8], count: usize) -> u32 {
+    let c = crc32c::crc32c(&dir[..DIR_CRC]);
+    crc32c::crc32c_append(c, &dir[DIR_FIXED..DIR_FIXED + count * ENTRY_LEN])
+}
+
+/// One entry of a decoded directory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct DirEntry {
+    pub page_id: PageId,
+    pub lsn: Lsn,
+    pub crc: u32,
+}
+
+/// A decoded, checksum-valid slot directory.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Directory {
+    pub seq: u64,
+    pub entries: Vec<DirEntry>,
+}
+
+/// Decodes the directory at the start of slot `slot` (`Err` says why it is not valid).
+pub(crate) fn decode_directory(
+    dir: &[u8],
+    g: &Geometry,
+    slot: usize,
+) -> std::result::Result<Directory, String> {
+    if dir.len() < g.dir_len() {
+        return Err("directory shorter than its geometry".into());
+    }
+    if dir[..DIR_FIXED].iter().all(|&b| b == 0) {
+        return Err("never written".into());
+    }
+    if &dir[0..8] != SLOT_MAGIC {
+        return Err("no slot magic".into());
+    }
+    let count = get_u32(dir, 20) as usize;
+    if count == 0 || count > g.capacity {
+        return Err(format!("{count} images in a slot of {}", g.capacity));
+    }
+    let stored = get_u32(dir, DIR_CRC);
+    let computed = directory_crc(dir, count);
+    if stored != computed {
+        return Err(format!(
+            "directory checksum mismatch: expected {computed:#010x}, found {stored:#010x}"
+        ));
+    }
+    if get_u32(dir, 16) as usize != slot
+        || get_u32(dir, 24) as usize != g.page_size
+        || get_u32(dir, 28) as usize != g.dir_len()
+    {
+        return Err("directory belongs to another slot or geometry".into());
+    }
+    let entries = (0..count)
+        .map(|i| {
+            let e = DIR_FIXED + i * ENTRY_LEN;
+            DirEntry {
+                page_id: PageId(get_u64(dir, e)),
+                lsn: Lsn(get_u64(dir, e + 8)),
+                crc: get_u32(dir, e + 16),
+            }
+        })
+        .collect();
+    Ok(Directory {
+        seq: get_u64(dir, 8),
+        entries,
+    })
+}
+
+/// A valid image found by the recovery scan.
+#[derive(Debug)]
+pub(crate) struct Candidate {
+    pub page_id: PageId,
+    pub lsn: Lsn,
+    pub seq: u64,
+    pub image: AlignedBuf,
+}
+
+/// What the scan of the area found.
+#[derive(Debug, Default)]
+pub(crate) struct Scan {
+    pub slots_scanned: usize,
+    pub slots_valid: usize,
+    pub images_valid: usize,
+    pub images_invalid: usize,
+    pub max_seq: u64,
+    pub candidates: Vec<Candidate>,
+}
+
+#[derive(Debug)]
+struct SlotState {
+    /// The geometry the file currently has (None: header never written).
+    on_disk: Option<Geometry>,
+    busy: Vec<bool>,
+    next_seq: u64,
+    /// Where the search for a free slot starts.
+    next_slot: usize,
+    /// Recovery has run and the file has the wanted geometry: slots may be written.
+    ready: bool,
+}
+
+/// The doublewrite area of an open page writer.
+#[derive(Debug)]
+pub(crate) struct DoublewriteArea {
+    file: Arc<dyn File>,
+    path: PathBuf,
+    /// The geometry the configuration wants (None: the writer does not use doublewrite and only
+    /// keeps the area to recover from it).
+    wanted: Option<Geometry>,
+    state: Mutex<SlotState>,
+    freed: Condvar,
+}
+
+impl DoublewriteArea {
+    /// Opens the area file `file` (just opened or created). A file that is empty (or all zero) is
+    /// formatted with `wanted` when given; one that holds data waits for recovery.
+    pub fn open(file: Arc<dyn File>, wanted: Option<Geometry>) -> Result<DoublewriteArea> {
+        let path = file.path().to_path_buf();
+        let len = file.len()?;
+        let on_disk = if len >= AREA_HEADER_LEN as u64 {
+            let mut h = AlignedBuf::page(AREA_HEADER_LEN);
+            file.read_exact_at(&mut h, 0)?;
+            Geometry::decode_header(&h).ok().flatten()
+        } else {
+            None
+        };
+        let area = DoublewriteArea {
+            file,
+            path,
+            wanted,
+            state: Mutex::new(SlotState {
+                on_disk,
+                busy: vec![false; wanted.map_or(0, |g| g.slots)],
+                next_seq: 1,
+                next_slot: 0,
+                ready: false,
+            }),
+            freed: Condvar::new(),
+        };
+        if len == 0 {
+            // A brand-new file: nothing to recover.
+            area.format()?;
+        }
+        Ok(area)
+    }
+
+    /// The area's file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Whether slots may be written (recovery has run, geometry is as configured).
+    pub fn is_ready(&self) -> bool {
+        self.state.lock().ready
+    }
+
+    /// Writes zeros over the whole area, then the header for the wanted geometry, and syncs.
+    /// Called only when nothing in the area is needed any more.
+    fn format(&self) -> Result<()> {
+        let mut st = self.state.lock();
+        let Some(g) = self.wanted else {
+            // Recovery-only area (the writer runs another mode): once its images are restored it
+            // is emptied, so that a page torn later, while no doublewrite protects it, can never
+            // be "repaired" with an older image (that would be silently wrong data).
+            if st.on_disk.is_some() || self.file.len()? > 0 {
+                self.file.set_len(0)?;
+                self.file.sync_all()?;
+                st.on_disk = None;
+            }
+            st.ready = true;
+            return Ok(());
+        };
+        if st.on_disk != Some(g) {
+            self.file.set_len(0)?;
+            preallocate(&*self.file, g.file_len(), Preallocation::Zeroed)?;
+            self.file.write_all_at(&g.encode_header(), 0)?;
+            self.file.sync_all()?;
+            st.on_disk = Some(g);
+        }
+        st.ready = true;
+        Ok(())
+    }
+
+    /// Reads every slot and returns the valid images (recovery's first half).
+    pub fn scan(&self, checksum: Checksum) -> Result<Scan> {
+        let on_disk = self.state.lock().on_disk;
+        let len = self.file.len()?;
+        let mut scan = Scan::default();
+        let g = match on_disk {
+            Some(g) => g,
+            None => {
+                // Header unreadable or never written: only acceptable if nothing else is there.
+                if len == 0 {
+                    return Ok(scan);
+                }
+                let mut all = AlignedBuf::page(len.div_ceil(4096) as usize * 4096);
+                self.read_upto(&mut all, 0, len)?;
+                let header_problem = if len >= AREA_HEADER_LEN as u64 {
+                    match Geometry::decode_header(&all[..AREA_HEADER_LEN]) {
+                        Err(e) => e,
+                        Ok(_) => "header never written".into(),
+                    }
+                } else {
+                    format!("file is only {len} bytes")
+                };
+                let body = all.get(AREA_HEADER_LEN.min(all.len())..).unwrap_or(&[]);
+                if body.iter().all(|&b| b == 0) {
+                    return Ok(scan);
+                }
+                return Err(FlushError::DoublewriteArea {
+                    file: self.path.clone(),
+                    reason: format!(
+                        "{header_problem}, but the slots hold data: page images may be hidden; \
+                         refusing to treat the area as empty"
+                    ),
+                });
+            }
+        };
+        for slot in 0..g.slots {
+            scan.slots_scanned += 1;
+            let off = g.slot_offset(slot);
+            let mut dir = AlignedBuf::page(g.dir_len());
+            if self.read_upto(&mut dir, off, len)? < DIR_FIXED {
+                continue;
+            }
+            let Ok(d) = decode_directory(&dir, &g, slot) else {
+                continue;
+            };
+            scan.slots_valid += 1;
+            scan.max_seq = scan.max_seq.max(d.seq);
+            let mut images = AlignedBuf::page(d.entries.len() * g.page_size);
+            self.read_upto(&mut images, off + g.dir_len() as u64, len)?;
+            for (i, e) in d.entries.iter().enumerate() {
+                let image = &images[i * g.page_size..(i + 1) * g.page_size];
+                let ok = image_crc(d.seq, e.page_id, e.lsn, image) == e.crc
+                    && matches!(
+                        verify(image, e.page_id, checksum, &self.path),
+                        Ok(PageState::Valid(h)) if h.lsn == e.lsn
+                    );
+                if ok {
+                    scan.images_valid += 1;
+                    scan.candidates.push(Candidate {
+                        page_id: e.page_id,
+                        lsn: e.lsn,
+                        seq: d.seq,
+                        image: AlignedBuf::from_slice(image),
+                    });
+                } else {
+                    scan.images_invalid += 1;
+                }
+            }
+        }
+        Ok(scan)
+    }
+
+    /// Reads `buf.len()` bytes at `off`, or as many as the file (of `len` bytes) has; the rest of
+    /// `buf` is zero. Returns the bytes read.
+    fn read_upto(&self, buf: &mut [u8], off: u64, len: u64) -> Result<usize> {
+        buf.fill(0);
+        let avail = len.saturating_sub(off).min(buf.len() as u64) as usize;
+        // Direct files read whole 4 KiB blocks; the file is always a multiple of that.
+        let n = if self.file.is_direct() {
+            avail / 4096 * 4096
+        } else {
+            avail
+        };
+        if n > 0 {
+            self.file.read_exact_at(&mut buf[..n], off)?;
+        }
+        Ok(n)
+    }
+
+    /// Ends recovery (after the restored pages are durable in place): the next batch sequence
+    /// number follows `max_seq`, and the area takes the wanted geometry if it had another one;
+    /// an area kept only for recovery is emptied. Its images are no longer needed.
+    pub fn finish_recovery(&self, max_seq: u64) -> Result<()> {
+        {
+            let mut st = self.state.lock();
+            st.next_seq = st.next_seq.max(max_seq + 1);
+        }
+        self.format()
+    }
+
+    /// Takes a free slot (blocking while all are busy) and the batch sequence number to write
+    /// into it.
+    pub fn acquire(&self) -> (usize, u64) {
+        let mut st = self.state.lock();
+        loop {
+            // Round robin from the slot after the last one handed out, so the most recent
+            // batches stay in the area.
+            let n = st.busy.len();
+            let start = st.next_slot;
+            if let Some(i) = (0..n).map(|k| (start + k) % n).find(|&i| !st.busy[i]) {
+                st.busy[i] = true;
+                st.next_slot = (i + 1) % n;
+                let seq = st.next_seq;
+                st.next_seq += 1;
+                return (i, seq);
+            }
+            self.freed.wait(&mut st);
+        }
+    }
+
+    /// Gives slot `i` back. Only after the in-place writes of its batch are durable
+    /// (DESIGN.md invariant 2).
+    pub fn release(&self, i: usize) {
+        let mut st = self.state.lock();
+        if let Some(b) = st.busy.get_mut(i) {
+            *b = false;
+        }
+        drop(st);
+        self.freed.notify_one();
+    }
+
+    /// Writes a slot (directory followed by its images) with one sequential write.
+    pub fn write_slot(&self, i: usize, bytes: &[u8]) -> Result<()> {
+        let g = self.wanted.ok_or_else(|| FlushError::DoublewriteArea {
+            file: self.path.clone(),
+            reason: "the area is open for recovery only".into(),
+        })?;
+        self.file.write_all_at(bytes, g.slot_offset(i))?;
+        Ok(())
+    }
+
+    /// The area's file handle.
+    pub fn file(&self) -> &Arc<dyn File> {
+        &self.file
+    }
+}
+
+fn put_u32(b: &mut [u8], off: usize, v: u32) {
+    b[off..off + 4].copy_from_slice(&v.to_le_bytes());
+}
+
+fn put_u64(b: &mut [u8], off: usize, v: u64) {
+    b[off..off + 8].copy_from_slice(&v.to_le_bytes());
+}
+
+fn get_u32(b: &[u8], off: usize) -> u32 {
+    let mut a = [0u8; 4];
+    a.copy_from_slice(&b[off..off + 4]);
+    u32::from_le_bytes(a)
+}
+
+fn get_u64(b: &[u8], off: usize) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[off..off + 8]);
+    u64::from_le_bytes(a)
+}

@@ -1,0 +1,109 @@
+//! The error type of keel-flush. Every variant names the file, page or LSN it is about.
+
+use keel_io::IoError;
+use keel_page::{Lsn, PageError, PageId, PageSize};
+use std::path::PathBuf;
+
+/// The error a [`crate::WalFlush`] implementation reports (boxed: the writer only passes it on).
+pub type WalError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// Everything that can go wrong writing, reading or recovering pages.
+#[derive(Debug, thiserror::Error)]
+pub enum FlushError {
+    /// An I/O error from keel-io (it names the file).
+    #[error(transparent)]
+    Io(#[from] IoError),
+
+    /// A page read back failed verification and cannot be used as data (names file, page id and
+    /// what was expected and found).
+    #[error(transparent)]
+    Corruption(#[from] PageError),
+
+    /// An earlier sync (or a write whose outcome is unknown) failed: the writer refuses all
+    /// further writes. A failed sync is never retried as if it had worked.
+    #[error("the page writer is poisoned: {cause} (file {file}); no further writes are accepted")]
+    Poisoned {
+        /// The file whose sync (or write) failed.
+        file: PathBuf,
+        /// What failed.
+        cause: String,
+    },
+
+    /// Asking the redo log to become durable failed.
+    #[error(
+        "WAL rule: flushing the redo log up to {lsn} before writing {page_id} failed: {source}"
+    )]
+    Wal {
+        /// The LSN the log had to reach.
+        lsn: Lsn,
+        /// The page that needed it (the newest page of the batch).
+        page_id: PageId,
+        /// The log's error.
+        #[source]
+        source: WalError,
+    },
+
+    /// The redo log is durable only up to `durable`, below the LSN of a page about to be written:
+    /// writing it would break the WAL rule (DESIGN.md invariant 1). No page byte was written.
+    #[error("WAL rule violated: {page_id} has {needed} but the redo log is durable only up to {durable}; nothing was written")]
+    WalRule {
+        /// The page whose LSN is not durable.
+        page_id: PageId,
+        /// Its LSN.
+        needed: Lsn,
+        /// The log's durable LSN.
+        durable: Lsn,
+    },
+
+    /// Atomic writes were asked for (`TornPageProtection::Atomic`) but the probe says pages of
+    /// this size cannot be written atomically here.
+    #[error("atomic writes of {page_size} pages are not possible on {path} (file system {filesystem}): {found}")]
+    AtomicUnavailable {
+        /// The directory or file probed.
+        path: PathBuf,
+        /// The file-system name the probe reported.
+        filesystem: String,
+        /// The page size asked for.
+        page_size: PageSize,
+        /// What the probe found.
+        found: String,
+    },
+
+    /// A page handed to the writer is not a valid image of the page it claims to be.
+    #[error("{page_id}: cannot write this page image: {reason}")]
+    BadPage {
+        /// The page.
+        page_id: PageId,
+        /// What is wrong.
+        reason: String,
+    },
+
+    /// A buffer passed to a read has the wrong size.
+    #[error("{page_id}: read buffer is {len} bytes, the page size is {page_size}")]
+    BadBuffer {
+        /// The page.
+        page_id: PageId,
+        /// The buffer length.
+        len: usize,
+        /// The page size.
+        page_size: PageSize,
+    },
+
+    /// The doublewrite area's own structures are damaged in a way that could hide page images
+    /// (e.g. its header is unreadable while its slots hold data), or it was made for another page
+    /// size.
+    #[error("doublewrite area {file}: {reason}")]
+    DoublewriteArea {
+        /// The area's file.
+        file: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+
+    /// The configuration cannot work.
+    #[error("invalid page writer configuration: {0}")]
+    Config(String),
+}
+
+/// Result with [`FlushError`].
+pub type Result<T, E = FlushError> = std::result::Result<T, E>;

@@ -1,0 +1,342 @@
+//! The torn-page protection schemes: one trait, [`ProtectionScheme`], with one small
+//! implementation per mode. The writer seals a batch into [`Group`]s and hands each to its
+//! scheme; the scheme decides how the pages reach their home and when they are durable.
+//!
+//! # Invariants kept here (each tested by breaking it on purpose, see `crate::tests`)
+//!
+//! * Doublewrite order (DESIGN.md invariant 2): a group's protected images are written to a
+//!   doublewrite slot and the area is synced before any page of the group is written in place;
+//!   the slot is released only after the data file has been synced.
+//! * A failed sync poisons the writer: the error is returned once, every later write returns
+//!   [`FlushError::Poisoned`]; a batch whose sync "succeeded" after another batch's sync failed is
+//!   not reported durable (the page cache may have dropped its pages).
+//! * A failed in-place write poisons too: the page's home may hold part of a page, so its
+//!   doublewrite copy must survive until recovery.
+
+use crate::area::{encode_directory, DoublewriteArea};
+use crate::config::ResolvedMode;
+use crate::error::{FlushError, Result};
+use crate::stats::{add, Counters};
+use keel_io::{AlignedBuf, File, WriteOp};
+use keel_page::{Lsn, PageId};
+use parking_lot::Mutex;
+use std::fmt::Debug;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Deliberate faults for the tests that break DESIGN.md's invariants on purpose. Always off
+/// outside `cfg(test)` (there is no way to set them).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Knobs {
+    /// Invariant 1: do not ask the log to flush before writing.
+    pub skip_wal_flush: bool,
+    /// Invariant 1: do not check the log's durable LSN before writing.
+    pub skip_wal_check: bool,
+    /// Invariant 2: write pages in place before the doublewrite area is synced.
+    pub in_place_before_doublewrite_sync: bool,
+    /// Invariant 2: release a slot (and return) before the in-place writes are synced, so a
+    /// later batch may overwrite the slot while they are still volatile.
+    pub defer_data_sync: bool,
+}
+
+/// The poison flag: set by the first failed sync (or in-place write), never cleared.
+#[derive(Debug, Default)]
+pub(crate) struct Poison(Mutex<Option<(PathBuf, String)>>);
+
+impl Poison {
+    /// `Err(Poisoned)` once poisoned.
+    pub fn check(&self) -> Result<()> {
+        match &*self.0.lock() {
+            None => Ok(()),
+            Some((file, cause)) => Err(FlushError::Poisoned {
+                file: file.clone(),
+                cause: cause.clone(),
+            }),
+        }
+    }
+
+    /// Poisons (the first cause is kept).
+    pub fn set(&self, file: &Path, cause: String) {
+        let mut p = self.0.lock();
+        if p.is_none() {
+            tracing::error!(file = %file.display(), %cause, "page writer poisoned");
+            *p = Some((file.to_path_buf(), cause));
+        }
+    }
+
+    /// Whether poisoned.
+    pub fn is_set(&self) -> bool {
+        self.0.lock().is_some()
+    }
+}
+
+/// One page of a group.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct GroupPage {
+    pub id: PageId,
+    pub lsn: Lsn,
+}
+
+/// Sealed page images ready to write: `buf` holds `dir_len` bytes reserved for a doublewrite
+/// slot directory, then the images back to back. The first `protected` pages get the scheme's
+/// protection; the rest skipped it (init on flush).
+#[derive(Debug)]
+pub(crate) struct Group {
+    pub buf: AlignedBuf,
+    pub dir_len: usize,
+    pub page_size: usize,
+    pub pages: Vec<GroupPage>,
+    pub protected: usize,
+}
+
+impl Group {
+    /// The sealed image of page `i`.
+    pub fn image(&self, i: usize) -> &[u8] {
+        let o = self.dir_len + i * self.page_size;
+        &self.buf[o..o + self.page_size]
+    }
+
+    /// In-place writes of pages `range`, in file order.
+    pub fn home_ops(&self, range: std::ops::Range<usize>) -> Vec<WriteOp<'_>> {
+        let mut ops: Vec<WriteOp<'_>> = range
+            .map(|i| WriteOp {
+                offset: self.pages[i].id.0 * self.page_size as u64,
+                buf: self.image(i),
+            })
+            .collect();
+        ops.sort_by_key(|w| w.offset);
+        ops
+    }
+}
+
+/// What a scheme needs to write: the data file, counters, the poison flag, the knobs.
+pub(crate) struct Ctx<'a> {
+    pub data: &'a dyn File,
+    pub counters: &'a Counters,
+    pub poison: &'a Poison,
+    pub knobs: &'a Knobs,
+}
+
+impl Ctx<'_> {
+    /// Writes `ops` to their homes (as RWF_ATOMIC writes when `atomic`). Any failure poisons: a
+    /// home may now hold part of a page.
+    pub fn write_home(&self, ops: &[WriteOp<'_>], atomic: bool) -> Result<()> {
+        if ops.is_empty() {
+            return Ok(());
+        }
+        self.poison.check()?;
+        let r = if atomic {
+            self.data.write_atomic_batch(ops)
+        } else {
+            self.data.write_batch(ops)
+        };
+        match r {
+            Ok(()) => {
+                let bytes: usize = ops.iter().map(|w| w.buf.len()).sum();
+                add(&self.counters.data_writes, ops.len() as u64);
+                add(&self.counters.data_pages_written, ops.len() as u64);
+                add(&self.counters.data_bytes_written, bytes as u64);
+                if atomic {
+                    add(&self.counters.atomic_writes, ops.len() as u64);
+                }
+                Ok(())
+            }
+            Err(e) => {
+                self.poison.set(
+                    self.data.path(),
+                    format!(
+                        "an in-place page write failed ({e}); a page's home may hold part of a \
+                         page and must be repaired by recovery"
+                    ),
+                );
+                Err(e.into())
+            }
+        }
+    }
+
+    /// Syncs `file` (the data file or the doublewrite area). A failure poisons; success is
+    /// reported only if no other sync failed meanwhile.
+    pub fn sync(&self, file: &dyn File, doublewrite: bool) -> Result<()> {
+        self.poison.check()?;
+        match file.sync_data() {
+            Ok(()) => {
+                add(&self.counters.syncs, 1);
+                if doublewrite {
+                    add(&self.counters.doublewrite_syncs, 1);
+                }
+                // Another batch's failed sync may have dropped this batch's pages from the page
+                // cache even though this sync returned success.
+                self.poison.check()
+            }
+            Err(e) => {
+                self.poison
+                    .set(file.path(), format!("sync failed: {e}; never retried"));
+                Err(e.into())
+            }
+        }
+    }
+}
+
+/// A torn-page protection scheme: how one sealed group reaches its home durably.
+pub(crate) trait ProtectionScheme: Send + Sync + Debug {
+    /// The mode it implements.
+    fn mode(&self) -> ResolvedMode;
+
+    /// Whether pages rebuildable from redo may skip this scheme's protection (and be counted as
+    /// skipped). False for schemes that protect nothing at write time.
+    fn protects(&self) -> bool;
+
+    /// The most protected pages one group may hold (the doublewrite batch size).
+    fn group_limit(&self) -> usize {
+        usize::MAX
+    }
+
+    /// Bytes to reserve in front of a group's images (a doublewrite slot directory).
+    fn dir_len(&self) -> usize {
+        0
+    }
+
+    /// Whether the buffer pool must log a full page image with a page's first change after a
+    /// checkpoint.
+    fn wants_full_page_images(&self) -> bool {
+        false
+    }
+
+    /// Writes the group; returns when it is durable.
+    fn write_group(&self, ctx: &Ctx<'_>, group: &mut Group) -> Result<()>;
+}
+
+/// `None` and `FullPageWrites`: pages in place, then one data sync.
+#[derive(Debug)]
+pub(crate) struct InPlace {
+    pub full_page_writes: bool,
+}
+
+impl ProtectionScheme for InPlace {
+    fn mode(&self) -> ResolvedMode {
+        if self.full_page_writes {
+            ResolvedMode::FullPageWrites
+        } else {
+            ResolvedMode::None
+        }
+    }
+
+    fn protects(&self) -> bool {
+        false
+    }
+
+    fn wants_full_page_images(&self) -> bool {
+        self.full_page_writes
+    }
+
+    fn write_group(&self, ctx: &Ctx<'_>, group: &mut Group) -> Result<()> {
+        ctx.write_home(&group.home_ops(0..group.pages.len()), false)?;
+        ctx.sync(ctx.data, false)
+    }
+}
+
+/// `Atomic`: each protected page one RWF_ATOMIC write (the io layer rejects, before any I/O, a
+/// write its probe says cannot be atomic); skipped pages plain writes; then one data sync
+/// (atomicity is not durability).
+#[derive(Debug)]
+pub(crate) struct Atomic;
+
+impl ProtectionScheme for Atomic {
+    fn mode(&self) -> ResolvedMode {
+        ResolvedMode::Atomic
+    }
+
+    fn protects(&self) -> bool {
+        true
+    }
+
+    fn write_group(&self, ctx: &Ctx<'_>, group: &mut Group) -> Result<()> {
+        ctx.write_home(&group.home_ops(0..group.protected), true)?;
+        let skipped = group.home_ops(group.protected..group.pages.len());
+        ctx.write_home(&skipped, false)?;
+        add(&ctx.counters.pages_skipped_protection, skipped.len() as u64);
+        ctx.sync(ctx.data, false)
+    }
+}
+
+/// `Doublewrite`: InnoDB's scheme on a [`DoublewriteArea`].
+#[derive(Debug)]
+pub(crate) struct Doublewrite {
+    pub area: Arc<DoublewriteArea>,
+    pub batch_pages: usize,
+    pub dir_len: usize,
+}
+
+impl ProtectionScheme for Doublewrite {
+    fn mode(&self) -> ResolvedMode {
+        ResolvedMode::Doublewrite {
+            batch_pages: self.batch_pages,
+        }
+    }
+
+    fn protects(&self) -> bool {
+        true
+    }
+
+    fn group_limit(&self) -> usize {
+        self.batch_pages
+    }
+
+    fn dir_len(&self) -> usize {
+        self.dir_len
+    }
+
+    fn write_group(&self, ctx: &Ctx<'_>, group: &mut Group) -> Result<()> {
+        let n = group.pages.len();
+        let skipped = n - group.protected;
+        if group.protected == 0 {
+            ctx.write_home(&group.home_ops(0..n), false)?;
+            add(&ctx.counters.pages_skipped_protection, skipped as u64);
+            return ctx.sync(ctx.data, false);
+        }
+        let (slot, seq) = self.area.acquire();
+        let r = self.write_in_slot(ctx, group, slot, seq);
+        // Released on every path: after success the in-place writes are durable (or the
+        // deliberate `defer_data_sync` fault); after a failure before any in-place write the
+        // slot's old batch was already durable in place; after a failure during or after the
+        // in-place writes the writer is poisoned and writes nothing more.
+        self.area.release(slot);
+        r
+    }
+}
+
+impl Doublewrite {
+    fn write_in_slot(&self, ctx: &Ctx<'_>, group: &mut Group, slot: usize, seq: u64) -> Result<()> {
+        let n = group.pages.len();
+        let prot = group.protected;
+        let ps = group.page_size;
+        let entries: Vec<(PageId, Lsn)> =
+            group.pages[..prot].iter().map(|p| (p.id, p.lsn)).collect();
+        {
+            let (dir, images) = group.buf.split_at_mut(self.dir_len);
+            encode_directory(dir, slot, seq, ps, &entries, &images[..prot * ps]);
+        }
+        let slot_bytes = &group.buf[..self.dir_len + prot * ps];
+        ctx.poison.check()?;
+        self.area.write_slot(slot, slot_bytes)?;
+        add(&ctx.counters.doublewrite_writes, 1);
+        add(&ctx.counters.doublewrite_pages, prot as u64);
+        add(
+            &ctx.counters.doublewrite_bytes_written,
+            slot_bytes.len() as u64,
+        );
+        let area_file = &**self.area.file();
+        if !ctx.knobs.in_place_before_doublewrite_sync {
+            ctx.sync(area_file, true)?;
+        }
+        ctx.write_home(&group.home_ops(0..n), false)?;
+        add(&ctx.counters.pages_skipped_protection, (n - prot) as u64);
+        if ctx.knobs.in_place_before_doublewrite_sync {
+            ctx.sync(area_file, true)?;
+        }
+        if ctx.knobs.defer_data_sync {
+            return Ok(());
+        }
+        ctx.sync(ctx.data, false)
+    }
+}

@@ -1,0 +1,40 @@
+//! The writer's only dependency on the redo log: make it durable up to an LSN (the WAL rule).
+//!
+//! Kept as a small trait so tests can put a fake log in front of the writer that records the
+//! order of events (DESIGN.md invariant 1), and so the writer does not care how the log works.
+
+use crate::error::WalError;
+use keel_page::Lsn;
+use std::sync::Arc;
+
+/// What the page writer needs from the redo log.
+///
+/// Contract: after `flush_to(lsn)` returns `Ok`, `durable_lsn() >= lsn`. The writer checks this
+/// before any page byte is written, and refuses the batch if it does not hold.
+pub trait WalFlush: Send + Sync {
+    /// Makes the log durable (written and synced) up to at least `lsn`; blocks until it is.
+    fn flush_to(&self, lsn: Lsn) -> Result<(), WalError>;
+
+    /// The LSN up to which the log is durable now.
+    fn durable_lsn(&self) -> Lsn;
+}
+
+impl<T: WalFlush + ?Sized> WalFlush for Arc<T> {
+    fn flush_to(&self, lsn: Lsn) -> Result<(), WalError> {
+        (**self).flush_to(lsn)
+    }
+
+    fn durable_lsn(&self) -> Lsn {
+        (**self).durable_lsn()
+    }
+}
+
+impl<T: WalFlush + ?Sized> WalFlush for Box<T> {
+    fn flush_to(&self, lsn: Lsn) -> Result<(), WalError> {
+        (**self).flush_to(lsn)
+    }
+
+    fn durable_lsn(&self) -> Lsn {
+        (**self).durable_lsn()
+    }
+}

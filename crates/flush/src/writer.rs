@@ -1,0 +1,681 @@
+//! [`PageWriter`]: the WAL rule, sealing, the schemes, the read path and doublewrite recovery.
+
+use crate::area::{Candidate, DoublewriteArea, Geometry, DOUBLEWRITE_SLOTS, MAX_BATCH_PAGES};
+use crate::config::{resolve, PageWriterConfig, ResolvedMode, ResolvedProtection};
+use crate::error::{FlushError, Result};
+use crate::scheme::{self, Ctx, Group, GroupPage, Knobs, Poison, ProtectionScheme};
+use crate::stats::{add, Counters, FlushStats};
+use crate::wal::WalFlush;
+use keel_io::{AlignedBuf, File, FileClass, FileSystem, IoError, OpenOptions, ReadOp, WriteOp};
+use keel_page::{seal, verify, Lsn, PageHeader, PageId, PageSize, PageState};
+use parking_lot::Mutex;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashSet};
+use std::path::Path;
+use std::sync::Arc;
+
+/// File name of the data file inside the writer's directory.
+pub const DATA_FILE_NAME: &str = "data.keel";
+/// File name of the doublewrite area inside the writer's directory.
+pub const DOUBLEWRITE_FILE_NAME: &str = "doublewrite.keel";
+
+/// One page handed to the writer.
+#[derive(Clone, Copy, Debug)]
+pub struct FlushPage<'a> {
+    /// The page (its position in the data file).
+    pub page_id: PageId,
+    /// The in-memory page: exactly one page of bytes whose header already holds this page id,
+    /// the page type and the page LSN. The writer seals (checksum + trailer) its own copy.
+    pub image: &'a [u8],
+    /// The page's newest modification (must equal the LSN in its header).
+    pub lsn: Lsn,
+    /// The page's redo since the last checkpoint begins with a whole-page init (or it was freshly
+    /// allocated after it): redo alone can rebuild it, so it may skip the doublewrite, the atomic
+    /// write or the full page image (MariaDB MDEV-19738).
+    pub rebuildable_from_redo: bool,
+}
+
+/// What [`PageWriter::recover_doublewrite`] found and did.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DoublewriteRecovery {
+    /// Slots read.
+    pub slots_scanned: usize,
+    /// Slots whose directory passed its checksum.
+    pub slots_valid: usize,
+    /// Images that passed their own checksum and page verification.
+    pub images_valid: usize,
+    /// Images listed by a valid directory that failed their checksum (a torn slot write, or a
+    /// slot overwritten by a later batch): ignored.
+    pub images_invalid: usize,
+    /// Pages restored in place.
+    pub restored_pages: u64,
+    /// Each restored page, in page order.
+    pub restored: Vec<RestoredPage>,
+}
+
+/// One page restored from the doublewrite area.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RestoredPage {
+    /// The page.
+    pub page_id: PageId,
+    /// The LSN of the image restored.
+    pub image_lsn: Lsn,
+    /// The LSN of the home page if it was valid (and older); `None` if it failed verification or
+    /// was never written.
+    pub home_lsn: Option<Lsn>,
+}
+
+/// The page writer: owns the data file and the doublewrite area, writes batches of dirty pages
+/// durably through the configured torn-page protection, reads and verifies pages, and repairs
+/// torn pages from the doublewrite area at recovery. `Send + Sync`.
+pub struct PageWriter {
+    config: PageWriterConfig,
+    resolved: ResolvedProtection,
+    data: Arc<dyn File>,
+    area: Option<Arc<DoublewriteArea>>,
+    scheme: Box<dyn ProtectionScheme>,
+    log: Box<dyn WalFlush>,
+    counters: Counters,
+    poison: Poison,
+    recovery: Mutex<()>,
+    knobs: Knobs,
+}
+
+impl std::fmt::Debug for PageWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PageWriter")
+            .field("data", &self.data.path())
+            .field("resolved", &self.resolved)
+            .field("poisoned", &self.poison.is_set())
+            .finish()
+    }
+}
+
+impl PageWriter {
+    /// Opens (creating if needed) the data file `dir/data.keel` and, in doublewrite mode, the
+    /// doublewrite area `dir/doublewrite.keel`, resolving `Auto` (and checking `Atomic`) with
+    /// [`FileSystem::capabilities`]. In other modes an existing area is kept only to recover from
+    /// it (and emptied afterwards). `log` is the redo log (any [`WalFlush`]).
+    ///
+    /// Errors: [`FlushError::AtomicUnavailable`] for `Atomic` where the probe says pages of this
+    /// size cannot be atomic; [`FlushError::Config`] for a batch size of 0 or above 4096.
+    pub fn open<L: WalFlush + 'static>(
+        fs: Arc<dyn FileSystem>,
+        dir: &Path,
+        config: PageWriterConfig,
+        log: L,
+    ) -> Result<PageWriter> {
+        if let crate::TornPageProtection::Doublewrite { batch_pages } = config.protection {
+            if batch_pages == 0 || batch_pages > MAX_BATCH_PAGES {
+                return Err(FlushError::Config(format!(
+                    "doublewrite batch of {batch_pages} pages; it must be 1..={MAX_BATCH_PAGES}"
+                )));
+            }
+        }
+        fs.create_dir_all(dir)?;
+        let caps = match fs.capabilities(dir) {
+            Ok(c) => Some(c),
+            Err(e) => {
+                tracing::warn!(dir = %dir.display(), error = %e, "file-system probe failed");
+                None
+            }
+        };
+        let filesystem = caps
+            .as_ref()
+            .map_or_else(|| "unknown".to_string(), |c| c.filesystem.clone());
+        let mut resolved =
+            resolve(config.protection, config.page_size, caps.as_ref()).map_err(|found| {
+                FlushError::AtomicUnavailable {
+                    path: dir.to_path_buf(),
+                    filesystem: filesystem.clone(),
+                    page_size: config.page_size,
+                    found,
+                }
+            })?;
+        let data_path = dir.join(DATA_FILE_NAME);
+        let data_options = |direct: bool| {
+            OpenOptions::new(FileClass::Data)
+                .create(true)
+                .direct(direct)
+        };
+        let mut data = fs.open(
+            &data_path,
+            &data_options(config.direct_io || resolved.mode == ResolvedMode::Atomic),
+        )?;
+        if resolved.mode == ResolvedMode::Atomic {
+            // The file system's probe said yes; the data file itself must agree.
+            let limits = data.atomic_write_limits();
+            if let Err(found) = limits.check(0, config.page_size.bytes()) {
+                let found =
+                    format!("the data file opened with O_DIRECT reports {limits:?}: {found}");
+                if config.protection != crate::TornPageProtection::Auto {
+                    return Err(FlushError::AtomicUnavailable {
+                        path: data_path,
+                        filesystem,
+                        page_size: config.page_size,
+                        found,
+                    });
+                }
+                resolved = ResolvedProtection {
+                    requested: config.protection,
+                    mode: ResolvedMode::Doublewrite {
+                        batch_pages: crate::DEFAULT_BATCH_PAGES,
+                    },
+                    reason: format!("auto: the probe said atomic writes are possible, but {found}"),
+                };
+                drop(data);
+                data = fs.open(&data_path, &data_options(config.direct_io))?;
+            }
+        }
+        let area_path = dir.join(DOUBLEWRITE_FILE_NAME);
+        let area_options = OpenOptions::new(FileClass::Doublewrite).direct(config.direct_io);
+        let (area, scheme): (Option<Arc<DoublewriteArea>>, Box<dyn ProtectionScheme>) =
+            match resolved.mode {
+                ResolvedMode::Doublewrite { batch_pages } => {
+                    let g = Geometry {
+                        page_size: config.page_size.bytes(),
+                        capacity: batch_pages,
+                        slots: DOUBLEWRITE_SLOTS,
+                    };
+                    let file = fs.open(&area_path, &area_options.create(true))?;
+                    let area = Arc::new(DoublewriteArea::open(file, Some(g))?);
+                    let scheme = scheme::Doublewrite {
+                        area: area.clone(),
+                        batch_pages,
+                        dir_len: g.dir_len(),
+                    };
+                    (Some(area), Box::new(scheme))
+                }
+                mode => {
+                    let area = if fs.exists(&area_path)? {
+                        let file = fs.open(&area_path, &area_options)?;
+                        Some(Arc::new(DoublewriteArea::open(file, None)?))
+                    } else {
+                        None
+                    };
+                    let scheme: Box<dyn ProtectionScheme> = match mode {
+                        ResolvedMode::Atomic => Box::new(scheme::Atomic),
+                        ResolvedMode::FullPageWrites => Box::new(scheme::InPlace {
+                            full_page_writes: true,
+                        }),
+                        _ => Box::new(scheme::InPlace {
+                            full_page_writes: false,
+                        }),
+                    };
+                    (area, scheme)
+                }
+            };
+        debug_assert_eq!(scheme.mode(), resolved.mode);
+        tracing::info!(
+            dir = %dir.display(),
+            mode = %resolved.mode,
+            reason = %resolved.reason,
+            "page writer opened"
+        );
+        Ok(PageWriter {
+            config,
+            resolved,
+            data,
+            area,
+            scheme,
+            log: Box::new(log),
+            counters: Counters::default(),
+            poison: Poison::default(),
+            recovery: Mutex::new(()),
+            knobs: Knobs::default(),
+        })
+    }
+
+    /// What the configured protection resolved to, and why.
+    pub fn resolved(&self) -> &ResolvedProtection {
+        &self.resolved
+    }
+
+    /// The configuration the writer was opened with.
+    pub fn config(&self) -> &PageWriterConfig {
+        &self.config
+    }
+
+    /// The page size.
+    pub fn page_size(&self) -> PageSize {
+        self.config.page_size
+    }
+
+    /// The data file's path.
+    pub fn data_path(&self) -> &Path {
+        self.data.path()
+    }
+
+    /// The doublewrite area's path, if the writer has one open.
+    pub fn doublewrite_path(&self) -> Option<&Path> {
+        self.area.as_deref().map(|a| a.path())
+    }
+
+    /// Whole pages the data file holds now (pages at or beyond this read as unwritten).
+    pub fn data_pages(&self) -> Result<u64> {
+        Ok(self.data.len()? / self.config.page_size.bytes() as u64)
+    }
+
+    /// Whether a failed sync (or in-place write) has poisoned the writer.
+    pub fn is_poisoned(&self) -> bool {
+        self.poison.is_set()
+    }
+
+    /// A copy of the counters.
+    pub fn stats(&self) -> FlushStats {
+        self.counters.snapshot()
+    }
+
+    /// Full-page-writes mode: must the first change of a page after a checkpoint log an image?
+    pub fn wants_full_page_images(&self) -> bool {
+        self.scheme.wants_full_page_images()
+    }
+
+    /// Whether the buffer pool must log a full page image for a page's first change after a
+    /// checkpoint: in full-page-writes mode, unless the page is rebuildable from redo and the
+    /// init-on-flush skip is on (then the skip is counted in `pages_skipped_protection`).
+    pub fn should_log_full_page_image(&self, rebuildable_from_redo: bool) -> bool {
+        if !self.wants_full_page_images() {
+            return false;
+        }
+        if rebuildable_from_redo && self.config.init_on_flush_skip {
+            add(&self.counters.pages_skipped_protection, 1);
+            return false;
+        }
+        true
+    }
+
+    /// Counts one full page image of `bytes` the buffer pool logged.
+    pub fn count_full_page_image(&self, bytes: usize) {
+        add(&self.counters.full_page_images, 1);
+        add(&self.counters.full_page_image_bytes, bytes as u64);
+    }
+
+    /// Writes a batch of pages durably through the protection scheme; returns when the batch is
+    /// durable.
+    ///
+    /// 1. Checks every page (one page of bytes, header page id and LSN as given, no page twice).
+    /// 2. WAL rule: if the log is not durable up to the batch's newest page LSN, calls
+    ///    `flush_to` (counted in `forced_log_flushes`), then checks `durable_lsn()` — before any
+    ///    page byte is written anywhere.
+    /// 3. If the doublewrite area has not been recovered yet, recovers it first (its images must
+    ///    not be overwritten before they were applied).
+    /// 4. Seals each page (checksum + trailer) into an aligned copy and writes through the
+    ///    scheme: Doublewrite copies up to `batch_pages` protected pages into a slot, syncs the
+    ///    area, writes them (and the skipped ones) in place and syncs the data file, and only
+    ///    then frees the slot; Atomic writes each protected page with RWF_ATOMIC and syncs;
+    ///    FullPageWrites and None write in place and sync. Pages with `rebuildable_from_redo`
+    ///    skip the doublewrite / atomic write when the skip is on.
+    ///
+    /// Callers must not pass the same page to two concurrent calls.
+    pub fn write_pages(&self, pages: &[FlushPage<'_>]) -> Result<()> {
+        self.poison.check()?;
+        if pages.is_empty() {
+            return Ok(());
+        }
+        let ps = self.config.page_size.bytes();
+        let mut seen = HashSet::with_capacity(pages.len());
+        let mut newest = &pages[0];
+        for p in pages {
+            self.check_page(p)?;
+            if !seen.insert(p.page_id) {
+                return Err(FlushError::BadPage {
+                    page_id: p.page_id,
+                    reason: "the page appears twice in one batch".into(),
+                });
+            }
+            if p.lsn > newest.lsn {
+                newest = p;
+            }
+        }
+        self.enforce_wal(newest)?;
+        self.ensure_recovered()?;
+
+        let skip = self.config.init_on_flush_skip && self.scheme.protects();
+        let (skipped, protected): (Vec<&FlushPage<'_>>, Vec<&FlushPage<'_>>) =
+            pages.iter().partition(|p| skip && p.rebuildable_from_redo);
+        let limit = self.scheme.group_limit().max(1);
+        let mut chunks: Vec<&[&FlushPage<'_>]> = protected.chunks(limit).collect();
+        if chunks.is_empty() {
+            chunks.push(&[]);
+        }
+        let last = chunks.len() - 1;
+        let ctx = Ctx {
+            data: &*self.data,
+            counters: &self.counters,
+            poison: &self.poison,
+            knobs: &self.knobs,
+        };
+        for (i, chunk) in chunks.into_iter().enumerate() {
+            let extra: &[&FlushPage<'_>] = if i == last { &skipped } else { &[] };
+            let mut group = self.seal_group(chunk, extra, ps);
+            self.scheme.write_group(&ctx, &mut group)?;
+        }
+        add(&self.counters.batches, 1);
+        Ok(())
+    }
+
+    fn check_page(&self, p: &FlushPage<'_>) -> Result<()> {
+        let bad = |reason: String| FlushError::BadPage {
+            page_id: p.page_id,
+            reason,
+        };
+        let ps = self.config.page_size.bytes();
+        if p.image.len() != ps {
+            return Err(bad(format!(
+                "the image is {} bytes, the page size is {}",
+                p.image.len(),
+                self.config.page_size
+            )));
+        }
+        let h = PageHeader::read(p.image).ok_or_else(|| bad("no room for a header".into()))?;
+        if h.page_id != p.page_id {
+            return Err(bad(format!(
+                "the image's header says {} (a misdirected write)",
+                h.page_id
+            )));
+        }
+        if h.lsn != p.lsn {
+            return Err(bad(format!(
+                "the image's header holds {} but the batch says {}",
+                h.lsn, p.lsn
+            )));
+        }
+        Ok(())
+    }
+
+    /// DESIGN.md invariant 1: the log is durable up to the newest page LSN before any page byte
+    /// is written.
+    fn enforce_wal(&self, newest: &FlushPage<'_>) -> Result<()> {
+        let needed = newest.lsn;
+        if needed == Lsn::ZERO {
+            return Ok(());
+        }
+        if self.log.durable_lsn() < needed && !self.knobs.skip_wal_flush {
+            self.log
+                .flush_to(needed)
+                .map_err(|source| FlushError::Wal {
+                    lsn: needed,
+                    page_id: newest.page_id,
+                    source,
+                })?;
+            add(&self.counters.forced_log_flushes, 1);
+        }
+        if !self.knobs.skip_wal_check {
+            let durable = self.log.durable_lsn();
+            if durable < needed {
+                return Err(FlushError::WalRule {
+                    page_id: newest.page_id,
+                    needed,
+                    durable,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    fn ensure_recovered(&self) -> Result<()> {
+        if let Some(area) = &self.area {
+            if !area.is_ready() {
+                tracing::warn!(
+                    area = %area.path().display(),
+                    "write before recover_doublewrite: recovering the doublewrite area first"
+                );
+                self.recover_doublewrite()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Copies and seals `protected` then `skipped` into one aligned buffer behind room for a slot
+    /// directory.
+    fn seal_group(
+        &self,
+        protected: &[&FlushPage<'_>],
+        skipped: &[&FlushPage<'_>],
+        ps: usize,
+    ) -> Group {
+        let dir_len = if protected.is_empty() {
+            0
+        } else {
+            self.scheme.dir_len()
+        };
+        let n = protected.len() + skipped.len();
+        let mut buf = AlignedBuf::page(dir_len + n * ps);
+        let mut pages = Vec::with_capacity(n);
+        for (i, p) in protected.iter().chain(skipped).enumerate() {
+            let img = &mut buf[dir_len + i * ps..dir_len + (i + 1) * ps];
+            img.copy_from_slice(p.image);
+            seal(img, self.config.checksum);
+            pages.push(GroupPage {
+                id: p.page_id,
+                lsn: p.lsn,
+            });
+        }
+        Group {
+            buf,
+            dir_len,
+            page_size: ps,
+            pages,
+            protected: protected.len(),
+        }
+    }
+
+    /// Reads page `id` into `buf` (one page of bytes) and verifies it: `Ok(Valid)`,
+    /// `Ok(Unwritten)` for an all-zero page or one beyond the end of the file, or
+    /// [`FlushError::Corruption`] naming file, page and what was expected and found (a torn page
+    /// is never returned as data).
+    pub fn read_page(&self, id: PageId, buf: &mut [u8]) -> Result<PageState> {
+        let ps = self.config.page_size.bytes();
+        if buf.len() != ps {
+            return Err(FlushError::BadBuffer {
+                page_id: id,
+                len: buf.len(),
+                page_size: self.config.page_size,
+            });
+        }
+        if self.data.is_direct() && buf.as_ptr() as usize % keel_io::PAGE_ALIGN != 0 {
+            let mut bounce = AlignedBuf::page(ps);
+            let st = self.read_raw(id, &mut bounce);
+            buf.copy_from_slice(&bounce);
+            return st.and_then(|()| self.verify(id, buf));
+        }
+        self.read_raw(id, buf)?;
+        self.verify(id, buf)
+    }
+
+    fn verify(&self, id: PageId, buf: &[u8]) -> Result<PageState> {
+        add(&self.counters.pages_read, 1);
+        Ok(verify(buf, id, self.config.checksum, self.data.path())?)
+    }
+
+    /// Reads the bytes of page `id` (aligned `buf` if the file is direct); bytes beyond the end of
+    /// the file read as zero.
+    fn read_raw(&self, id: PageId, buf: &mut [u8]) -> Result<()> {
+        let off = id.offset(self.config.page_size);
+        match self.data.read_exact_at(buf, off) {
+            Ok(()) => Ok(()),
+            Err(IoError::ShortRead { .. }) => {
+                buf.fill(0);
+                let len = self.data.len()?;
+                let mut avail = len.saturating_sub(off).min(buf.len() as u64) as usize;
+                if self.data.is_direct() {
+                    avail = avail / 512 * 512;
+                }
+                if avail > 0 {
+                    self.data.read_exact_at(&mut buf[..avail], off)?;
+                }
+                Ok(())
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Reads many pages in one batch (submitted together by the io_uring backend) and verifies
+    /// each; one result per request, in order. Pages beyond the end of the file are unwritten.
+    pub fn read_pages(&self, reqs: &mut [(PageId, &mut [u8])]) -> Vec<Result<PageState>> {
+        let ps = self.config.page_size.bytes();
+        let mut results: Vec<Option<Result<PageState>>> = (0..reqs.len()).map(|_| None).collect();
+        let len = match self.data.len() {
+            Ok(l) => l,
+            Err(e) => {
+                let msg = e.to_string();
+                return reqs
+                    .iter()
+                    .map(|_| {
+                        Err(FlushError::Io(IoError::Os {
+                            op: "fstat",
+                            path: self.data.path().to_path_buf(),
+                            source: std::io::Error::other(msg.clone()),
+                        }))
+                    })
+                    .collect();
+            }
+        };
+        // Requests that can go in one batch: right size, wholly inside the file.
+        let batchable: Vec<usize> = reqs
+            .iter()
+            .enumerate()
+            .filter(|(_, (id, buf))| {
+                buf.len() == ps && id.offset(self.config.page_size) + ps as u64 <= len
+            })
+            .map(|(i, _)| i)
+            .collect();
+        if !batchable.is_empty() {
+            let direct = self.data.is_direct();
+            let mut bounce = AlignedBuf::page(if direct { batchable.len() * ps } else { 0 });
+            let ok = {
+                let mut ops: Vec<ReadOp<'_>> = Vec::with_capacity(batchable.len());
+                if direct {
+                    let mut rest: &mut [u8] = &mut bounce;
+                    for &i in &batchable {
+                        let (head, tail) = rest.split_at_mut(ps);
+                        rest = tail;
+                        ops.push(ReadOp {
+                            offset: reqs[i].0.offset(self.config.page_size),
+                            buf: head,
+                        });
+                    }
+                    self.data.read_batch(&mut ops).is_ok()
+                } else {
+                    let mut want: Vec<bool> = vec![false; reqs.len()];
+                    for &i in &batchable {
+                        want[i] = true;
+                    }
+                    for (i, (id, buf)) in reqs.iter_mut().enumerate() {
+                        if want[i] {
+                            ops.push(ReadOp {
+                                offset: id.offset(self.config.page_size),
+                                buf: &mut buf[..],
+                            });
+                        }
+                    }
+                    self.data.read_batch(&mut ops).is_ok()
+                }
+            };
+            if ok {
+                for (k, &i) in batchable.iter().enumerate() {
+                    if direct {
+                        reqs[i].1.copy_from_slice(&bounce[k * ps..(k + 1) * ps]);
+                    }
+                    results[i] = Some(self.verify(reqs[i].0, reqs[i].1));
+                }
+            }
+        }
+        // Everything else (and everything, if the batch failed) one by one.
+        reqs.iter_mut()
+            .zip(results)
+            .map(|((id, buf), r)| r.unwrap_or_else(|| self.read_page(*id, buf)))
+            .collect()
+    }
+
+    /// Restores torn pages from the doublewrite area; run before redo replay. For each page, the
+    /// valid image with the highest LSN (then the highest batch sequence number) is restored if
+    /// the home page fails verification, was never written, or has a lower LSN; the restored
+    /// pages are synced before the area is reused. Outside doublewrite mode the area (left by an
+    /// earlier run) is emptied afterwards, so a page torn later can never be "repaired" with an
+    /// older image. Idempotent.
+    pub fn recover_doublewrite(&self) -> Result<DoublewriteRecovery> {
+        self.poison.check()?;
+        let Some(area) = &self.area else {
+            return Ok(DoublewriteRecovery::default());
+        };
+        let _guard = self.recovery.lock();
+        let scan = area.scan(self.config.checksum)?;
+        let mut best: BTreeMap<PageId, Candidate> = BTreeMap::new();
+        for c in scan.candidates {
+            match best.get(&c.page_id) {
+                Some(b) if (b.lsn, b.seq) >= (c.lsn, c.seq) => {}
+                _ => {
+                    best.insert(c.page_id, c);
+                }
+            }
+        }
+        let ps = self.config.page_size.bytes();
+        let mut home = AlignedBuf::page(ps);
+        let mut restore: Vec<(&Candidate, Option<Lsn>)> = Vec::new();
+        for c in best.values() {
+            self.read_raw(c.page_id, &mut home)?;
+            match verify(&home, c.page_id, self.config.checksum, self.data.path()) {
+                Ok(PageState::Valid(h)) if h.lsn >= c.lsn => {}
+                Ok(PageState::Valid(h)) => restore.push((c, Some(h.lsn))),
+                Ok(PageState::Unwritten) | Err(_) => restore.push((c, None)),
+            }
+        }
+        let mut report = DoublewriteRecovery {
+            slots_scanned: scan.slots_scanned,
+            slots_valid: scan.slots_valid,
+            images_valid: scan.images_valid,
+            images_invalid: scan.images_invalid,
+            ..DoublewriteRecovery::default()
+        };
+        if !restore.is_empty() {
+            let ops: Vec<WriteOp<'_>> = restore
+                .iter()
+                .map(|(c, _)| WriteOp {
+                    offset: c.page_id.offset(self.config.page_size),
+                    buf: &c.image,
+                })
+                .collect();
+            let ctx = Ctx {
+                data: &*self.data,
+                counters: &self.counters,
+                poison: &self.poison,
+                knobs: &self.knobs,
+            };
+            ctx.write_home(&ops, false)?;
+            ctx.sync(&*self.data, false)?;
+            for (c, home_lsn) in &restore {
+                tracing::warn!(
+                    page = c.page_id.0,
+                    image_lsn = c.lsn.0,
+                    home_lsn = ?home_lsn.map(|l| l.0),
+                    "restored a page from the doublewrite area"
+                );
+                report.restored.push(RestoredPage {
+                    page_id: c.page_id,
+                    image_lsn: c.lsn,
+                    home_lsn: *home_lsn,
+                });
+            }
+            report.restored_pages = restore.len() as u64;
+            add(&self.counters.restored_pages, report.restored_pages);
+        }
+        area.finish_recovery(scan.max_seq)?;
+        tracing::info!(
+            area = %area.path().display(),
+            slots_valid = report.slots_valid,
+            images_valid = report.images_valid,
+            images_invalid = report.images_invalid,
+            restored = report.restored_pages,
+            "doublewrite recovery done"
+        );
+        Ok(report)
+    }
+
+    /// Test-only: set deliberate faults.
+    #[cfg(test)]
+    pub(crate) fn set_knobs(&mut self, knobs: Knobs) {
+        self.knobs = knobs;
+    }
+}
