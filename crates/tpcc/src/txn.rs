@@ -1,0 +1,746 @@
+//! The five TPC-C transactions (clauses 2.4–2.8) and the per-terminal input generator.
+//!
+//! Semantics kept from the spec: New-Order reads W_TAX / D_TAX / C_DISCOUNT, takes D_NEXT_O_ID,
+//! inserts ORDER, NEW-ORDER and the order-by-customer index row, then for every line reads ITEM,
+//! updates STOCK (quantity wrap at +91, S_YTD, S_ORDER_CNT, S_REMOTE_CNT) and inserts ORDER-LINE;
+//! 1% of New-Orders carry an unused item id in their last line and are executed fully, then
+//! rolled back. Payment updates W_YTD, D_YTD and the customer (C_DATA prefix for bad credit) and
+//! inserts HISTORY; 15% pay through a remote warehouse; 60% of Payments and Order-Status select
+//! the customer by last name, taking the middle of the matches sorted by C_FIRST (position
+//! ceil(n/2)). Delivery delivers the oldest undelivered order of each of the 10 districts in one
+//! transaction. Order-Status and Stock-Level are read-only.
+//!
+//! Non-spec addition: Delivery also bumps a per-district delivery counter (one meta row per
+//! warehouse) in the same transaction, so that consistency condition 11 can be checked after a
+//! run ("2100 + orders delivered since load"); Payment's HISTORY key needs a unique id (the spec
+//! gives HISTORY no key), made of the run number, the terminal and a per-terminal sequence.
+
+use crate::engine::{Direction, Engine, Flow, ReadTx, ReadTxExt, WriteTx};
+use crate::error::{TpccError, TpccResult};
+use crate::load::now_ms;
+use crate::rng::{last_name, NuRandC, Rng};
+use crate::schema::{self, table, Row, CUSTOMERS, DISTRICTS};
+
+/// The five transaction types.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+pub enum TxKind {
+    /// New-Order (45%).
+    NewOrder,
+    /// Payment (43%).
+    Payment,
+    /// Order-Status (4%).
+    OrderStatus,
+    /// Delivery (4%).
+    Delivery,
+    /// Stock-Level (4%).
+    StockLevel,
+}
+
+impl TxKind {
+    /// All five, in report order.
+    pub const ALL: [TxKind; 5] = [
+        TxKind::NewOrder,
+        TxKind::Payment,
+        TxKind::OrderStatus,
+        TxKind::Delivery,
+        TxKind::StockLevel,
+    ];
+    /// Cards per 100 in the deck (the mix 45/43/4/4/4).
+    pub const fn weight(self) -> usize {
+        match self {
+            TxKind::NewOrder => 45,
+            TxKind::Payment => 43,
+            TxKind::OrderStatus | TxKind::Delivery | TxKind::StockLevel => 4,
+        }
+    }
+    /// Short name for report columns.
+    pub const fn short(self) -> &'static str {
+        match self {
+            TxKind::NewOrder => "NO",
+            TxKind::Payment => "P",
+            TxKind::OrderStatus => "OS",
+            TxKind::Delivery => "D",
+            TxKind::StockLevel => "SL",
+        }
+    }
+    /// Full name.
+    pub const fn name(self) -> &'static str {
+        match self {
+            TxKind::NewOrder => "New-Order",
+            TxKind::Payment => "Payment",
+            TxKind::OrderStatus => "Order-Status",
+            TxKind::Delivery => "Delivery",
+            TxKind::StockLevel => "Stock-Level",
+        }
+    }
+    /// Index in [`TxKind::ALL`].
+    pub const fn index(self) -> usize {
+        match self {
+            TxKind::NewOrder => 0,
+            TxKind::Payment => 1,
+            TxKind::OrderStatus => 2,
+            TxKind::Delivery => 3,
+            TxKind::StockLevel => 4,
+        }
+    }
+}
+
+/// How a Payment or Order-Status finds its customer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CustomerSel {
+    /// By C_ID.
+    Id(u16),
+    /// By C_LAST (middle of the matches sorted by C_FIRST).
+    LastName(String),
+}
+
+/// One order line of a New-Order input.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LineInput {
+    /// OL_I_ID (an unused id makes the transaction roll back).
+    pub i_id: u32,
+    /// OL_SUPPLY_W_ID.
+    pub supply_w: u16,
+    /// OL_QUANTITY, 1..=10.
+    pub quantity: u8,
+}
+
+/// New-Order input (clause 2.4.1).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewOrderInput {
+    /// Home warehouse.
+    pub w: u16,
+    /// District.
+    pub d: u8,
+    /// Customer.
+    pub c: u16,
+    /// 5..=15 lines.
+    pub lines: Vec<LineInput>,
+}
+
+/// Payment input (clause 2.5.1).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PaymentInput {
+    /// Warehouse paid through.
+    pub w: u16,
+    /// District paid through.
+    pub d: u8,
+    /// Customer's warehouse.
+    pub c_w: u16,
+    /// Customer's district.
+    pub c_d: u8,
+    /// Customer selection.
+    pub customer: CustomerSel,
+    /// H_AMOUNT in cents (100..=500,000).
+    pub amount: i64,
+    /// Unique HISTORY id.
+    pub history_id: u64,
+}
+
+/// Order-Status input (clause 2.6.1).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OrderStatusInput {
+    /// Warehouse.
+    pub w: u16,
+    /// District.
+    pub d: u8,
+    /// Customer selection.
+    pub customer: CustomerSel,
+}
+
+/// Delivery input (clause 2.7.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeliveryInput {
+    /// Warehouse.
+    pub w: u16,
+    /// O_CARRIER_ID, 1..=10.
+    pub carrier: u8,
+}
+
+/// Stock-Level input (clause 2.8.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StockLevelInput {
+    /// Warehouse.
+    pub w: u16,
+    /// District (fixed per terminal).
+    pub d: u8,
+    /// Threshold, 10..=20.
+    pub threshold: i32,
+}
+
+/// What a transaction did, for the driver's counters and the tests' rate checks.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Outcome {
+    /// Committed (false for a rolled-back New-Order).
+    pub committed: bool,
+    /// A New-Order rolled back on its unused item.
+    pub rolled_back: bool,
+    /// New-Order lines.
+    pub lines: u32,
+    /// New-Order lines supplied by another warehouse.
+    pub remote_lines: u32,
+    /// A Payment through a remote warehouse.
+    pub remote_payment: bool,
+    /// Customer selected by last name (Payment, Order-Status).
+    pub by_name: bool,
+    /// Delivery: districts with no undelivered order.
+    pub skipped_districts: u32,
+    /// Delivery: orders delivered.
+    pub delivered: u32,
+    /// Committed New-Order: (W_ID, D_ID, O_ID).
+    pub new_order: Option<(u16, u8, u32)>,
+    /// Order-Status: order lines read; Stock-Level: items below the threshold.
+    pub result_count: u32,
+}
+
+fn missing(t: &'static str, key: String) -> TpccError {
+    TpccError::Missing { table: t, key }
+}
+
+fn get_row<R: Row, T: ReadTx + ?Sized>(tx: &mut T, key: &[u8], what: String) -> TpccResult<R> {
+    match tx.get(R::TABLE, key)? {
+        Some(v) => R::decode(key, &v),
+        None => Err(missing(R::TABLE, what)),
+    }
+}
+
+/// Finds the customer's C_ID: by id, or the middle (position ceil(n/2)) of the customers with
+/// that last name in the district, sorted by C_FIRST.
+pub fn find_customer<T: ReadTx + ?Sized>(
+    tx: &mut T,
+    w: u16,
+    d: u8,
+    sel: &CustomerSel,
+) -> TpccResult<u16> {
+    match sel {
+        CustomerSel::Id(c) => Ok(*c),
+        CustomerSel::LastName(last) => {
+            let prefix = schema::customer_name_prefix(w, d, last);
+            let end = schema::prefix_end(&prefix);
+            let mut ids = Vec::new();
+            let mut bad = None;
+            tx.scan(
+                table::CUSTOMER_BY_NAME,
+                &prefix,
+                &end,
+                Direction::Forward,
+                &mut |k, _| {
+                    match schema::decode_customer_name_key(k) {
+                        Ok(c) => ids.push(c),
+                        Err(e) => {
+                            bad = Some(e);
+                            return Ok(Flow::Stop);
+                        }
+                    }
+                    Ok(Flow::Continue)
+                },
+            )?;
+            if let Some(e) = bad {
+                return Err(e);
+            }
+            if ids.is_empty() {
+                return Err(missing(
+                    table::CUSTOMER_BY_NAME,
+                    format!("w={w} d={d} c_last={last}"),
+                ));
+            }
+            Ok(ids[(ids.len() - 1) / 2])
+        }
+    }
+}
+
+/// New-Order (clause 2.4.2). Rolls back (after executing every line) when an item id is unused.
+pub fn new_order<E: Engine>(engine: &E, inp: &NewOrderInput) -> TpccResult<Outcome> {
+    let now = now_ms();
+    let (w, d, c) = (inp.w, inp.d, inp.c);
+    let mut tx = engine.write()?;
+    let wh: schema::Warehouse = get_row(&mut tx, &schema::warehouse_key(w), format!("w={w}"))?;
+    let dkey = schema::district_key(w, d);
+    let mut dist: schema::District = get_row(&mut tx, &dkey, format!("w={w} d={d}"))?;
+    let o_id = dist.next_o_id;
+    dist.next_o_id += 1;
+    tx.insert(table::DISTRICT, &dkey, &dist.encode())?;
+    let cust: schema::Customer = get_row(
+        &mut tx,
+        &schema::customer_key(w, d, c),
+        format!("w={w} d={d} c={c}"),
+    )?;
+    let all_local = inp.lines.iter().all(|l| l.supply_w == w);
+    let order = schema::Order {
+        c_id: c,
+        entry_d: now,
+        carrier_id: None,
+        ol_cnt: inp.lines.len() as u8,
+        all_local,
+    };
+    tx.insert(
+        table::ORDER,
+        &schema::order_key(w, d, o_id),
+        &order.encode(),
+    )?;
+    tx.insert(table::NEW_ORDER, &schema::new_order_key(w, d, o_id), &[])?;
+    tx.insert(
+        table::ORDER_BY_CUSTOMER,
+        &schema::order_customer_key(w, d, c, o_id),
+        &[],
+    )?;
+    let mut out = Outcome {
+        lines: inp.lines.len() as u32,
+        ..Default::default()
+    };
+    let mut invalid = false;
+    let mut total: i64 = 0;
+    for (n, line) in inp.lines.iter().enumerate() {
+        let ikey = schema::item_key(line.i_id);
+        let item = match tx.get(table::ITEM, &ikey)? {
+            Some(v) => schema::Item::decode(&ikey, &v)?,
+            None => {
+                // "Item number is not valid": the transaction is rolled back below.
+                invalid = true;
+                continue;
+            }
+        };
+        let skey = schema::stock_key(line.supply_w, line.i_id);
+        let mut stock: schema::Stock = get_row(
+            &mut tx,
+            &skey,
+            format!("w={} i={}", line.supply_w, line.i_id),
+        )?;
+        let q = line.quantity as i32;
+        stock.quantity = if stock.quantity >= q + 10 {
+            stock.quantity - q
+        } else {
+            stock.quantity - q + 91
+        };
+        stock.ytd += line.quantity as u32;
+        stock.order_cnt += 1;
+        if line.supply_w != w {
+            stock.remote_cnt += 1;
+            out.remote_lines += 1;
+        }
+        tx.insert(table::STOCK, &skey, &stock.encode())?;
+        let amount = q as i64 * item.price;
+        total += amount;
+        // brand-generic: computed as the spec asks, shown on the terminal only.
+        let _brand_generic = item.data.contains("ORIGINAL") && stock.data.contains("ORIGINAL");
+        let ol = schema::OrderLine {
+            i_id: line.i_id,
+            supply_w_id: line.supply_w,
+            delivery_d: None,
+            quantity: line.quantity,
+            amount,
+            dist_info: stock.dist[(d - 1) as usize].clone(),
+        };
+        tx.insert(
+            table::ORDER_LINE,
+            &schema::order_line_key(w, d, o_id, (n + 1) as u8),
+            &ol.encode(),
+        )?;
+    }
+    // total * (1 - C_DISCOUNT) * (1 + W_TAX + D_TAX), in 1/10000 units: terminal output only.
+    let _total_amount = total * (10_000 - cust.discount as i64) / 10_000
+        * (10_000 + wh.tax as i64 + dist.tax as i64)
+        / 10_000;
+    if invalid {
+        tx.abort();
+        out.rolled_back = true;
+        return Ok(out);
+    }
+    tx.commit()?;
+    out.committed = true;
+    out.new_order = Some((w, d, o_id));
+    Ok(out)
+}
+
+/// Payment (clause 2.5.2).
+pub fn payment<E: Engine>(engine: &E, inp: &PaymentInput) -> TpccResult<Outcome> {
+    let now = now_ms();
+    let (w, d) = (inp.w, inp.d);
+    let mut tx = engine.write()?;
+    let wkey = schema::warehouse_key(w);
+    let mut wh: schema::Warehouse = get_row(&mut tx, &wkey, format!("w={w}"))?;
+    wh.ytd += inp.amount;
+    tx.insert(table::WAREHOUSE, &wkey, &wh.encode())?;
+    let dkey = schema::district_key(w, d);
+    let mut dist: schema::District = get_row(&mut tx, &dkey, format!("w={w} d={d}"))?;
+    dist.ytd += inp.amount;
+    tx.insert(table::DISTRICT, &dkey, &dist.encode())?;
+    let c_id = find_customer(&mut tx, inp.c_w, inp.c_d, &inp.customer)?;
+    let ckey = schema::customer_key(inp.c_w, inp.c_d, c_id);
+    let mut cust: schema::Customer = get_row(
+        &mut tx,
+        &ckey,
+        format!("w={} d={} c={c_id}", inp.c_w, inp.c_d),
+    )?;
+    cust.balance -= inp.amount;
+    cust.ytd_payment += inp.amount;
+    cust.payment_cnt += 1;
+    if cust.credit == "BC" {
+        let mut data = format!(
+            "{c_id} {} {} {d} {w} {}.{:02} | ",
+            inp.c_d,
+            inp.c_w,
+            inp.amount / 100,
+            inp.amount % 100
+        );
+        data.push_str(&cust.data);
+        data.truncate(500);
+        cust.data = data;
+    }
+    tx.insert(table::CUSTOMER, &ckey, &cust.encode())?;
+    let h = schema::History {
+        c_id,
+        c_d_id: inp.c_d,
+        c_w_id: inp.c_w,
+        date: now,
+        amount: inp.amount,
+        data: format!("{}    {}", wh.name, dist.name),
+    };
+    if tx
+        .insert(
+            table::HISTORY,
+            &schema::history_key(w, d, inp.history_id),
+            &h.encode(),
+        )?
+        .is_some()
+    {
+        return Err(TpccError::Usage(format!(
+            "HISTORY id {:#x} used twice (run counter not advanced?)",
+            inp.history_id
+        )));
+    }
+    tx.commit()?;
+    Ok(Outcome {
+        committed: true,
+        remote_payment: inp.c_w != w,
+        by_name: matches!(inp.customer, CustomerSel::LastName(_)),
+        ..Default::default()
+    })
+}
+
+/// Order-Status (clause 2.6.2), read-only.
+pub fn order_status<E: Engine>(engine: &E, inp: &OrderStatusInput) -> TpccResult<Outcome> {
+    let (w, d) = (inp.w, inp.d);
+    let mut tx = engine.read()?;
+    let c_id = find_customer(&mut tx, w, d, &inp.customer)?;
+    let _cust: schema::Customer = get_row(
+        &mut tx,
+        &schema::customer_key(w, d, c_id),
+        format!("w={w} d={d} c={c_id}"),
+    )?;
+    let prefix = schema::customer_key(w, d, c_id);
+    let end = schema::prefix_end(&prefix);
+    let mut out = Outcome {
+        committed: true,
+        by_name: matches!(inp.customer, CustomerSel::LastName(_)),
+        ..Default::default()
+    };
+    if let Some((k, _)) = tx.first(table::ORDER_BY_CUSTOMER, &prefix, &end, Direction::Reverse)? {
+        let o_id = schema::decode_order_customer_key(&k)?;
+        let _order: schema::Order = get_row(
+            &mut tx,
+            &schema::order_key(w, d, o_id),
+            format!("w={w} d={d} o={o_id}"),
+        )?;
+        let lp = schema::order_key(w, d, o_id);
+        for (k, v) in tx.collect(table::ORDER_LINE, &lp, &schema::prefix_end(&lp))? {
+            schema::OrderLine::decode(&k, &v)?;
+            out.result_count += 1;
+        }
+    }
+    Ok(out)
+}
+
+/// Delivery (clause 2.7.4): all 10 districts in one transaction.
+pub fn delivery<E: Engine>(engine: &E, inp: &DeliveryInput) -> TpccResult<Outcome> {
+    let now = now_ms();
+    let w = inp.w;
+    let mut tx = engine.write()?;
+    let mut out = Outcome::default();
+    let mkey = schema::meta_deliveries_key(w);
+    let mut counts = match tx.get(table::META, &mkey)? {
+        Some(v) => schema::decode_deliveries(&mkey, &v)?,
+        None => return Err(missing(table::META, format!("deliveries of w={w}"))),
+    };
+    for d in 1..=DISTRICTS {
+        let p = schema::district_key(w, d);
+        let Some((nokey, _)) = tx.first(
+            table::NEW_ORDER,
+            &p,
+            &schema::prefix_end(&p),
+            Direction::Forward,
+        )?
+        else {
+            out.skipped_districts += 1;
+            continue;
+        };
+        let (_, _, o_id) = schema::decode_order_key(table::NEW_ORDER, &nokey)?;
+        tx.remove(table::NEW_ORDER, &nokey)?;
+        let okey = schema::order_key(w, d, o_id);
+        let mut order: schema::Order = get_row(&mut tx, &okey, format!("w={w} d={d} o={o_id}"))?;
+        order.carrier_id = Some(inp.carrier);
+        tx.insert(table::ORDER, &okey, &order.encode())?;
+        let lines = tx.collect(table::ORDER_LINE, &okey, &schema::prefix_end(&okey))?;
+        let mut sum = 0i64;
+        for (k, v) in lines {
+            let mut ol = schema::OrderLine::decode(&k, &v)?;
+            ol.delivery_d = Some(now);
+            sum += ol.amount;
+            tx.insert(table::ORDER_LINE, &k, &ol.encode())?;
+        }
+        let ckey = schema::customer_key(w, d, order.c_id);
+        let mut cust: schema::Customer =
+            get_row(&mut tx, &ckey, format!("w={w} d={d} c={}", order.c_id))?;
+        cust.balance += sum;
+        cust.delivery_cnt += 1;
+        tx.insert(table::CUSTOMER, &ckey, &cust.encode())?;
+        counts[(d - 1) as usize] += 1;
+        out.delivered += 1;
+    }
+    tx.insert(table::META, &mkey, &schema::encode_deliveries(&counts))?;
+    tx.commit()?;
+    out.committed = true;
+    Ok(out)
+}
+
+/// Stock-Level (clause 2.8.2), read-only.
+pub fn stock_level<E: Engine>(engine: &E, inp: &StockLevelInput) -> TpccResult<Outcome> {
+    let (w, d) = (inp.w, inp.d);
+    let mut tx = engine.read()?;
+    let dist: schema::District =
+        get_row(&mut tx, &schema::district_key(w, d), format!("w={w} d={d}"))?;
+    let next = dist.next_o_id;
+    let start = schema::order_key(w, d, next.saturating_sub(20));
+    let end = schema::order_key(w, d, next);
+    let mut items = std::collections::BTreeSet::new();
+    let mut bad = None;
+    tx.scan(
+        table::ORDER_LINE,
+        &start,
+        &end,
+        Direction::Forward,
+        &mut |k, v| match schema::OrderLine::decode(k, v) {
+            Ok(ol) => {
+                items.insert(ol.i_id);
+                Ok(Flow::Continue)
+            }
+            Err(e) => {
+                bad = Some(e);
+                Ok(Flow::Stop)
+            }
+        },
+    )?;
+    if let Some(e) = bad {
+        return Err(e);
+    }
+    let mut low = 0;
+    for i in items {
+        let skey = schema::stock_key(w, i);
+        let s: schema::Stock = get_row(&mut tx, &skey, format!("w={w} i={i}"))?;
+        if s.quantity < inp.threshold {
+            low += 1;
+        }
+    }
+    Ok(Outcome {
+        committed: true,
+        result_count: low,
+        ..Default::default()
+    })
+}
+
+/// One terminal's input generator: home warehouse, Stock-Level district, NURand constants, a
+/// shuffled deck of 100 cards for the mix (clause 5.2.4.2), and HISTORY ids.
+#[derive(Debug, Clone)]
+pub struct Terminal {
+    /// Terminal number (0-based).
+    pub id: usize,
+    /// Home warehouse.
+    pub w: u16,
+    /// Stock-Level district.
+    pub sl_d: u8,
+    /// Warehouses in the database.
+    pub warehouses: u16,
+    /// Items in the database.
+    pub items: u32,
+    /// Run-time NURand constants.
+    pub c: NuRandC,
+    rng: Rng,
+    deck: Vec<TxKind>,
+    deck_pos: usize,
+    run_no: u32,
+    history_seq: u32,
+}
+
+impl Terminal {
+    /// Terminal `id` of a run over `warehouses` × `items`, seeded from `seed`; `run_no` makes
+    /// HISTORY ids unique across runs.
+    pub fn new(id: usize, warehouses: u16, items: u32, seed: u64, run_no: u32) -> Terminal {
+        let w = (id % warehouses.max(1) as usize) as u16 + 1;
+        let sl_d = ((id / warehouses.max(1) as usize) % DISTRICTS as usize) as u8 + 1;
+        let mut deck = Vec::with_capacity(100);
+        for k in TxKind::ALL {
+            deck.extend(std::iter::repeat_n(k, k.weight()));
+        }
+        Terminal {
+            id,
+            w,
+            sl_d,
+            warehouses,
+            items,
+            c: NuRandC::RUN,
+            rng: Rng::derive(seed, 0x7E57_0000 + id as u64),
+            deck,
+            deck_pos: 100,
+            run_no,
+            history_seq: 0,
+        }
+    }
+
+    /// The next transaction type from the shuffled deck.
+    pub fn next_kind(&mut self) -> TxKind {
+        if self.deck_pos >= self.deck.len() {
+            for i in (1..self.deck.len()).rev() {
+                let j = self.rng.range(0, i as u64) as usize;
+                self.deck.swap(i, j);
+            }
+            self.deck_pos = 0;
+        }
+        let k = self.deck[self.deck_pos];
+        self.deck_pos += 1;
+        k
+    }
+
+    fn other_warehouse(&mut self) -> u16 {
+        if self.warehouses <= 1 {
+            return self.w;
+        }
+        let o = self.rng.range(1, self.warehouses as u64 - 1) as u16;
+        if o >= self.w {
+            o + 1
+        } else {
+            o
+        }
+    }
+
+    fn customer_sel(&mut self) -> CustomerSel {
+        if self.rng.range(1, 100) <= 60 {
+            CustomerSel::LastName(last_name(self.rng.nurand(255, self.c.c_last, 0, 999)))
+        } else {
+            CustomerSel::Id(self.rng.nurand(1023, self.c.c_id, 1, CUSTOMERS as u64) as u16)
+        }
+    }
+
+    /// New-Order input: 1% with an unused item id in the last line, 1% remote lines.
+    pub fn new_order_input(&mut self) -> NewOrderInput {
+        let d = self.rng.range(1, DISTRICTS as u64) as u8;
+        let c = self.rng.nurand(1023, self.c.c_id, 1, CUSTOMERS as u64) as u16;
+        let n = self.rng.range(5, 15) as usize;
+        let rollback = self.rng.range(1, 100) == 1;
+        let mut lines = Vec::with_capacity(n);
+        for i in 0..n {
+            let i_id = if rollback && i == n - 1 {
+                self.items + 1
+            } else {
+                self.rng.nurand(8191, self.c.ol_i_id, 1, self.items as u64) as u32
+            };
+            let supply_w = if self.warehouses > 1 && self.rng.range(1, 100) == 1 {
+                self.other_warehouse()
+            } else {
+                self.w
+            };
+            lines.push(LineInput {
+                i_id,
+                supply_w,
+                quantity: self.rng.range(1, 10) as u8,
+            });
+        }
+        NewOrderInput {
+            w: self.w,
+            d,
+            c,
+            lines,
+        }
+    }
+
+    /// Payment input: 15% remote, 60% by last name.
+    pub fn payment_input(&mut self) -> PaymentInput {
+        let d = self.rng.range(1, DISTRICTS as u64) as u8;
+        let (c_w, c_d) = if self.warehouses > 1 && self.rng.range(1, 100) > 85 {
+            (
+                self.other_warehouse(),
+                self.rng.range(1, DISTRICTS as u64) as u8,
+            )
+        } else {
+            (self.w, d)
+        };
+        let customer = self.customer_sel();
+        let amount = self.rng.range(100, 500_000) as i64;
+        self.history_seq = self.history_seq.wrapping_add(1);
+        let history_id = (1u64 << 63)
+            | ((self.run_no as u64 & 0x7FFF) << 48)
+            | ((self.id as u64 & 0xFFFF) << 32)
+            | self.history_seq as u64;
+        PaymentInput {
+            w: self.w,
+            d,
+            c_w,
+            c_d,
+            customer,
+            amount,
+            history_id,
+        }
+    }
+
+    /// Order-Status input: 60% by last name.
+    pub fn order_status_input(&mut self) -> OrderStatusInput {
+        let d = self.rng.range(1, DISTRICTS as u64) as u8;
+        OrderStatusInput {
+            w: self.w,
+            d,
+            customer: self.customer_sel(),
+        }
+    }
+
+    /// Delivery input.
+    pub fn delivery_input(&mut self) -> DeliveryInput {
+        DeliveryInput {
+            w: self.w,
+            carrier: self.rng.range(1, 10) as u8,
+        }
+    }
+
+    /// Stock-Level input (the terminal's fixed district, threshold 10..=20).
+    pub fn stock_level_input(&mut self) -> StockLevelInput {
+        StockLevelInput {
+            w: self.w,
+            d: self.sl_d,
+            threshold: self.rng.range(10, 20) as i32,
+        }
+    }
+
+    /// Generates the input for `kind` and executes it.
+    pub fn execute<E: Engine>(&mut self, engine: &E, kind: TxKind) -> TpccResult<Outcome> {
+        match kind {
+            TxKind::NewOrder => {
+                let i = self.new_order_input();
+                new_order(engine, &i)
+            }
+            TxKind::Payment => {
+                let i = self.payment_input();
+                payment(engine, &i)
+            }
+            TxKind::OrderStatus => {
+                let i = self.order_status_input();
+                order_status(engine, &i)
+            }
+            TxKind::Delivery => {
+                let i = self.delivery_input();
+                delivery(engine, &i)
+            }
+            TxKind::StockLevel => {
+                let i = self.stock_level_input();
+                stock_level(engine, &i)
+            }
+        }
+    }
+}
