@@ -474,7 +474,7 @@ impl PageWriter {
                 page_size: self.config.page_size,
             });
         }
-        if self.data.is_direct() && buf.as_ptr() as usize % keel_io::PAGE_ALIGN != 0 {
+        if self.data.is_direct() && !(buf.as_ptr() as usize).is_multiple_of(keel_io::PAGE_ALIGN) {
             let mut bounce = AlignedBuf::page(ps);
             let st = self.read_raw(id, &mut bounce);
             buf.copy_from_slice(&bounce);

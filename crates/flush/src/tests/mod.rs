@@ -4,7 +4,9 @@
 
 mod area;
 mod basic;
+mod crash;
 mod order;
+mod realfs;
 
 use crate::error::WalError;
 use crate::WalFlush;

@@ -376,3 +376,51 @@ fn the_init_on_flush_skip_is_counted_and_can_be_switched_off() {
         }
     }
 }
+
+/// Atomic mode (on SimFs, whose atomic writes are all-or-nothing): the log first, then one
+/// RWF_ATOMIC write per protected page and plain writes for skipped ones, then one sync.
+#[test]
+fn atomic_mode_writes_each_protected_page_atomically_after_the_log() {
+    let shared = Shared::new();
+    let sim = keel_io::SimFs::with_seed(3);
+    let fs = RecFs::new(Arc::new(sim), shared.clone());
+    let w = PageWriter::open(
+        fs,
+        Path::new("/db"),
+        PageWriterConfig::new(PS, TornPageProtection::Atomic),
+        FakeLog(shared.clone()),
+    )
+    .unwrap();
+    assert!(
+        w.resolved().reason.contains("software fallback"),
+        "{}",
+        w.resolved().reason
+    );
+    shared.take_events();
+    let ids = [4u64, 1, 9, 2];
+    let imgs = batch(&ids, 10, 1);
+    w.write_pages(&flush_pages(&ids, &imgs, &[9])).unwrap();
+    let events = shared.take_events();
+    assert!(
+        matches!(events[0], Event::LogFlush { to: Lsn(13) }),
+        "{events:?}"
+    );
+    assert_eq!(wal_violations(&events, PS.bytes()), Vec::<String>::new());
+    let writes: Vec<(u64, bool)> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Write { offset, atomic, .. } => Some((offset / PS.bytes() as u64, *atomic)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(writes, vec![(1, true), (2, true), (4, true), (9, false)]);
+    assert!(matches!(
+        events.last(),
+        Some(Event::Sync {
+            class: FileClass::Data
+        })
+    ));
+    let st = w.stats();
+    assert_eq!((st.atomic_writes, st.pages_skipped_protection), (3, 1));
+    assert_eq!(st.doublewrite_writes, 0);
+}

@@ -1,0 +1,478 @@
+//! Crash tests on SimFs (DESIGN.md's fault model): random batches of page versions, a crash at a
+//! random point of the last batch with unsynced writes kept, lost, torn at 512-byte or 4 KiB
+//! sectors and reordered, then recovery and a check of every page.
+//!
+//! What must hold after `recover_doublewrite`:
+//! * Doublewrite: every page verifies and holds the version of the last durable batch or the
+//!   version of the batch in flight (pages of the batch in flight that skipped the doublewrite
+//!   because redo can rebuild them may be reported as corruption: redo's job, not ours).
+//! * Atomic: the same, with no repair needed: never torn.
+//! * None / FullPageWrites: a page either holds one of those versions or is reported as
+//!   corruption — never returned as wrong data.
+//! * Every page on disk has an LSN the log had made durable (WAL rule).
+//!
+//! The invariants are also broken on purpose (in-place before the area sync; slot reuse before
+//! the data sync; no log flush) to show these checks catch it.
+
+use super::*;
+use crate::scheme::Knobs;
+use crate::{FlushError, FlushPage, PageWriter, PageWriterConfig, TornPageProtection};
+use keel_io::{CrashPolicy, Fault, SimConfig, SimFs};
+use keel_page::PageState;
+use std::collections::BTreeMap;
+
+const NPAGES: u64 = 20;
+
+#[derive(Clone, Copy, Debug)]
+struct Run {
+    seed: u64,
+    ps: PageSize,
+    sector: u32,
+    protection: TornPageProtection,
+    knobs: Knobs,
+    /// Out of 8: how many pages of a batch are rebuildable from redo.
+    rebuildable_in_8: u64,
+    /// Crash at a random point of the last batch (else after it).
+    crash_mid_batch: bool,
+    /// Possibly fail a sync of the last batch.
+    sync_fault: bool,
+    /// `None`: the crash policy drawn from the seed.
+    policy: Option<CrashPolicy>,
+    /// Atomic-write limits of the simulated device.
+    atomic: AtomicWriteLimits,
+    rounds: u64,
+}
+
+impl Run {
+    fn new(seed: u64, ps: PageSize, sector: u32, protection: TornPageProtection) -> Run {
+        Run {
+            seed,
+            ps,
+            sector,
+            protection,
+            knobs: Knobs::default(),
+            rebuildable_in_8: 0,
+            crash_mid_batch: true,
+            sync_fault: false,
+            policy: None,
+            atomic: keel_io::sim::XFS_LIKE_ATOMIC,
+            rounds: 5,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Version {
+    v: u64,
+    rebuildable: bool,
+}
+
+#[derive(Debug, Default)]
+struct Outcome {
+    /// A page returned as valid data that is not an allowed version: never acceptable.
+    wrong_data: Vec<String>,
+    /// Pages reported as corruption whose newest write was protected.
+    unrepaired: Vec<u64>,
+    /// Pages reported as corruption whose newest write skipped protection (redo rebuilds them).
+    unrepaired_rebuildable: Vec<u64>,
+    /// Pages on disk with an LSN above the log's durable LSN.
+    wal_ahead: Vec<String>,
+    restored: u64,
+    torn_writes: u64,
+    atomic_writes: u64,
+}
+
+fn run(r: Run) -> Outcome {
+    let sim = SimFs::new(
+        SimConfig::seeded(r.seed)
+            .sector_size(r.sector)
+            .atomic(r.atomic),
+    );
+    let shared = Shared::new();
+    let fs = RecFs::new(Arc::new(sim.clone()), shared.clone());
+    let dir = Path::new("/db");
+    let config = PageWriterConfig::new(r.ps, r.protection);
+    let mut w = PageWriter::open(fs, dir, config, FakeLog(shared.clone())).unwrap();
+    w.recover_doublewrite().unwrap();
+    w.set_knobs(r.knobs);
+    let mut rng = Rng::new(r.seed.wrapping_mul(0x2545_F491_4F6C_DD1D) ^ 0x5EED);
+    // Every version of each page that was ever handed to the writer, and the newest that was
+    // durable (write_pages returned Ok).
+    let mut written: BTreeMap<u64, Vec<Version>> = BTreeMap::new();
+    let mut durable: BTreeMap<u64, u64> = BTreeMap::new();
+    let mut inflight: BTreeMap<u64, Version> = BTreeMap::new();
+    let mut lsn = 0;
+    let mut atomic_writes = 0;
+    for round in 0..r.rounds {
+        let last = round + 1 == r.rounds;
+        let n = 1 + rng.next() % 12;
+        let mut ids: Vec<u64> = Vec::new();
+        while (ids.len() as u64) < n {
+            let id = rng.next() % NPAGES;
+            if !ids.contains(&id) {
+                ids.push(id);
+            }
+        }
+        let version = round + 1;
+        let mut images = Vec::new();
+        let mut meta = Vec::new();
+        for &id in &ids {
+            lsn += 1 + rng.next() % 3;
+            images.push(make_page(r.ps, id, lsn, version));
+            meta.push((id, lsn, rng.next() % 8 < r.rebuildable_in_8));
+        }
+        let pages: Vec<FlushPage<'_>> = meta
+            .iter()
+            .zip(&images)
+            .map(|(&(id, l, rb), img)| FlushPage {
+                page_id: PageId(id),
+                image: img,
+                lsn: Lsn(l),
+                rebuildable_from_redo: rb,
+            })
+            .collect();
+        if last && r.crash_mid_batch {
+            shared.crash_after((rng.next() % (3 * n + 8)) as i64);
+        }
+        if last && r.sync_fault && rng.coin() {
+            sim.inject(Fault::SyncFailsNth(1 + rng.next() % 3));
+        }
+        for &(id, _, rb) in &meta {
+            written.entry(id).or_default().push(Version {
+                v: version,
+                rebuildable: rb,
+            });
+        }
+        let res = w.write_pages(&pages);
+        atomic_writes = w.stats().atomic_writes;
+        match res {
+            Ok(()) => {
+                for &(id, _, _) in &meta {
+                    durable.insert(id, version);
+                }
+            }
+            Err(_) => {
+                for &(id, _, rb) in &meta {
+                    inflight.insert(
+                        id,
+                        Version {
+                            v: version,
+                            rebuildable: rb,
+                        },
+                    );
+                }
+                break;
+            }
+        }
+    }
+    drop(w);
+    let after = match r.policy {
+        Some(p) => sim.crash_with(p),
+        None => sim.crash(),
+    };
+    let torn_writes = after.last_crash().map_or(0, |c| c.writes_torn);
+    let w = PageWriter::open(
+        Arc::new(after.clone()),
+        dir,
+        config,
+        FakeLog(shared.clone()),
+    )
+    .unwrap();
+    let rec = w.recover_doublewrite().unwrap();
+    let log_durable = Lsn(shared.durable.load(Ordering::SeqCst));
+    let broken = r.knobs.defer_data_sync || r.knobs.in_place_before_doublewrite_sync;
+    let mut out = Outcome {
+        restored: rec.restored_pages,
+        torn_writes,
+        atomic_writes,
+        ..Outcome::default()
+    };
+    let mut buf = keel_io::AlignedBuf::page(r.ps.bytes());
+    for id in 0..NPAGES {
+        let versions = written.get(&id).cloned().unwrap_or_default();
+        // Allowed: the last durable version or anything newer that was handed over. With a
+        // broken order, "durable" means nothing: any version written.
+        let floor = if broken {
+            0
+        } else {
+            durable.get(&id).copied().unwrap_or(0)
+        };
+        let allowed: Vec<u64> = versions
+            .iter()
+            .map(|x| x.v)
+            .filter(|&v| v >= floor)
+            .collect();
+        let newest_rebuildable = versions.last().is_some_and(|x| x.rebuildable)
+            || inflight.get(&id).is_some_and(|x| x.rebuildable);
+        match w.read_page(PageId(id), &mut buf) {
+            Ok(PageState::Valid(h)) => {
+                if h.lsn > log_durable {
+                    out.wal_ahead.push(format!(
+                        "page {id} on disk has {} but the log is durable only to {log_durable}",
+                        h.lsn
+                    ));
+                }
+                match version_of(&buf, id) {
+                    Some(v) if allowed.contains(&v) => {}
+                    v => out.wrong_data.push(format!(
+                        "page {id}: valid page holds version {v:?}, allowed {allowed:?} (seed {})",
+                        r.seed
+                    )),
+                }
+            }
+            Ok(PageState::Unwritten) => {
+                if floor > 0 {
+                    out.wrong_data.push(format!(
+                        "page {id}: unwritten, but version {floor} was durable (seed {})",
+                        r.seed
+                    ));
+                }
+            }
+            Err(FlushError::Corruption(_)) => {
+                if newest_rebuildable {
+                    out.unrepaired_rebuildable.push(id);
+                } else {
+                    out.unrepaired.push(id);
+                }
+            }
+            Err(e) => panic!("page {id}: unexpected error {e} (seed {})", r.seed),
+        }
+    }
+    out
+}
+
+/// Runs `seeds` and sums up; panics with the first seed that returned wrong data.
+fn sweep(seeds: std::ops::Range<u64>, mk: impl Fn(u64) -> Run) -> Outcome {
+    let mut total = Outcome::default();
+    for seed in seeds {
+        let o = run(mk(seed));
+        assert!(o.wrong_data.is_empty(), "{:?}", o.wrong_data);
+        total
+            .unrepaired
+            .extend(o.unrepaired.iter().map(|p| seed * 1000 + p));
+        total
+            .unrepaired_rebuildable
+            .extend(o.unrepaired_rebuildable.iter().map(|p| seed * 1000 + p));
+        total.wal_ahead.extend(o.wal_ahead);
+        total.restored += o.restored;
+        total.torn_writes += o.torn_writes;
+        total.atomic_writes += o.atomic_writes;
+    }
+    total
+}
+
+const GEOMETRIES: [(PageSize, u32); 3] = [
+    (PageSize::K4, 512),
+    (PageSize::K16, 4096),
+    (PageSize::K16, 512),
+];
+
+const DW: TornPageProtection = TornPageProtection::Doublewrite { batch_pages: 4 };
+
+#[test]
+fn doublewrite_crash_always_repairs() {
+    for (ps, sector) in GEOMETRIES {
+        let t = sweep(0..120, |seed| Run::new(seed, ps, sector, DW));
+        assert!(t.unrepaired.is_empty(), "{ps} {sector}: {:?}", t.unrepaired);
+        assert!(t.wal_ahead.is_empty(), "{:?}", t.wal_ahead);
+        assert!(t.torn_writes > 0, "the crashes must tear something");
+        assert!(t.restored > 0, "recovery must have had something to do");
+    }
+}
+
+/// Same under tear-everything crashes (no reordering, every tearable pending write torn).
+#[test]
+fn doublewrite_crash_repairs_when_every_pending_write_is_torn() {
+    for (ps, sector) in GEOMETRIES {
+        let t = sweep(0..60, |seed| Run {
+            policy: Some(CrashPolicy::tear_all()),
+            ..Run::new(seed, ps, sector, DW)
+        });
+        assert!(t.unrepaired.is_empty(), "{ps} {sector}: {:?}", t.unrepaired);
+        assert!(t.restored > 0);
+    }
+}
+
+/// With the init-on-flush skip, only pages whose newest write skipped the doublewrite may be
+/// left for redo to rebuild.
+#[test]
+fn doublewrite_crash_leaves_only_rebuildable_pages_for_redo() {
+    let t = sweep(0..120, |seed| Run {
+        rebuildable_in_8: 3,
+        ..Run::new(seed, PageSize::K4, 512, DW)
+    });
+    assert!(t.unrepaired.is_empty(), "{:?}", t.unrepaired);
+    assert!(
+        !t.unrepaired_rebuildable.is_empty(),
+        "skipped pages must have been torn at least once"
+    );
+}
+
+/// A failed sync in the last batch (SimFs drops or tears what it had pending, as Linux does)
+/// poisons the writer; after a crash, recovery still repairs every page.
+#[test]
+fn doublewrite_crash_after_a_failed_sync_repairs() {
+    let t = sweep(0..120, |seed| Run {
+        sync_fault: true,
+        ..Run::new(seed, PageSize::K16, 512, DW)
+    });
+    assert!(t.unrepaired.is_empty(), "{:?}", t.unrepaired);
+}
+
+/// Invariant 2 broken on purpose: pages written in place before the area is synced. Some crash
+/// leaves a page that cannot be repaired; with the right order (same seeds) none does.
+#[test]
+fn doublewrite_in_place_before_area_sync_breaks_repair() {
+    for (ps, sector) in [(PageSize::K4, 512), (PageSize::K16, 4096)] {
+        let broken = |policy| {
+            sweep(0..150, |seed| Run {
+                knobs: Knobs {
+                    in_place_before_doublewrite_sync: true,
+                    ..Knobs::default()
+                },
+                policy,
+                ..Run::new(seed, ps, sector, DW)
+            })
+        };
+        let t = broken(None);
+        let t2 = broken(Some(CrashPolicy::tear_all()));
+        assert!(
+            !t.unrepaired.is_empty() || !t2.unrepaired.is_empty(),
+            "{ps} {sector}: the broken order was never caught"
+        );
+        let ok = sweep(0..150, |seed| Run {
+            policy: Some(CrashPolicy::tear_all()),
+            ..Run::new(seed, ps, sector, DW)
+        });
+        assert!(ok.unrepaired.is_empty());
+    }
+}
+
+/// Invariant 2 broken on purpose: slots reused before the in-place writes of their batch are
+/// durable (the data file is never synced between batches). A page torn in an early batch whose
+/// slot was overwritten cannot be repaired.
+#[test]
+fn doublewrite_early_slot_reuse_breaks_repair() {
+    for (ps, sector) in [(PageSize::K4, 512), (PageSize::K16, 4096)] {
+        let t = sweep(0..150, |seed| Run {
+            knobs: Knobs {
+                defer_data_sync: true,
+                ..Knobs::default()
+            },
+            crash_mid_batch: false,
+            rounds: 6,
+            ..Run::new(seed, ps, sector, DW)
+        });
+        assert!(
+            !t.unrepaired.is_empty(),
+            "{ps} {sector}: early slot reuse was never caught"
+        );
+    }
+}
+
+/// None and FullPageWrites (whose repair is redo's full page image): torn pages are reported as
+/// corruption, never returned as data.
+#[test]
+fn none_mode_crash_reports_torn_pages_never_returns_them() {
+    for protection in [TornPageProtection::None, TornPageProtection::FullPageWrites] {
+        for (ps, sector) in GEOMETRIES {
+            let t = sweep(0..100, |seed| Run::new(seed, ps, sector, protection));
+            assert!(
+                !t.unrepaired.is_empty(),
+                "{protection:?} {ps} {sector}: a torn page must have been seen"
+            );
+            assert_eq!(t.restored, 0);
+            assert!(t.wal_ahead.is_empty(), "{:?}", t.wal_ahead);
+        }
+    }
+}
+
+/// Atomic on SimFs (its atomic writes are all-or-nothing): never torn, nothing to repair.
+#[test]
+fn atomic_mode_crash_never_tears() {
+    for (ps, sector) in GEOMETRIES {
+        let t = sweep(0..100, |seed| {
+            Run::new(seed, ps, sector, TornPageProtection::Atomic)
+        });
+        assert!(t.unrepaired.is_empty(), "{ps} {sector}: {:?}", t.unrepaired);
+        assert!(t.atomic_writes > 0);
+        assert_eq!(t.restored, 0);
+    }
+    // Hardware-backed atomic writes: Auto picks them.
+    let t = sweep(0..40, |seed| Run {
+        atomic: AtomicWriteLimits {
+            unit_max_opt: 1 << 20,
+            ..keel_io::sim::XFS_LIKE_ATOMIC
+        },
+        ..Run::new(seed, PageSize::K16, 512, TornPageProtection::Auto)
+    });
+    assert!(t.unrepaired.is_empty());
+    assert!(t.atomic_writes > 0, "auto must have picked atomic writes");
+}
+
+/// Invariant 1 broken on purpose (no log flush, no check): after a crash, pages on disk carry
+/// LSNs the log never made durable — the check above catches it. With the rule, never.
+#[test]
+fn wal_rule_broken_shows_after_a_crash() {
+    for protection in [DW, TornPageProtection::None] {
+        let broken = sweep(0..20, |seed| Run {
+            knobs: Knobs {
+                skip_wal_flush: true,
+                skip_wal_check: true,
+                ..Knobs::default()
+            },
+            ..Run::new(seed, PageSize::K4, 512, protection)
+        });
+        assert!(!broken.wal_ahead.is_empty(), "{protection:?}");
+        let ok = sweep(0..20, |seed| Run::new(seed, PageSize::K4, 512, protection));
+        assert!(ok.wal_ahead.is_empty(), "{:?}", ok.wal_ahead);
+    }
+}
+
+/// Atomic where the device has no atomic unit is a clear error naming what the probe found;
+/// Auto falls back to doublewrite.
+#[test]
+fn atomic_without_an_atomic_unit_is_a_clear_error() {
+    let sim = SimFs::new(SimConfig::seeded(1).atomic(AtomicWriteLimits::NONE));
+    let err = PageWriter::open(
+        Arc::new(sim.clone()),
+        Path::new("/db"),
+        PageWriterConfig::new(PageSize::K16, TornPageProtection::Atomic),
+        FakeLog(Shared::new()),
+    )
+    .unwrap_err();
+    let msg = err.to_string();
+    assert!(matches!(err, FlushError::AtomicUnavailable { .. }), "{msg}");
+    assert!(
+        msg.contains("simfs") && msg.contains("unit_max = 0"),
+        "{msg}"
+    );
+    assert!(msg.contains("16 KiB"), "{msg}");
+    let w = PageWriter::open(
+        Arc::new(sim),
+        Path::new("/db"),
+        PageWriterConfig::new(PageSize::K16, TornPageProtection::Auto),
+        FakeLog(Shared::new()),
+    )
+    .unwrap();
+    assert_eq!(
+        w.resolved().mode,
+        crate::ResolvedMode::Doublewrite { batch_pages: 128 }
+    );
+    // 64 KiB pages above a 32 KiB atomic unit: also an error, naming the range.
+    let sim = SimFs::new(SimConfig::seeded(1).atomic(AtomicWriteLimits {
+        unit_max: 32768,
+        ..keel_io::sim::XFS_LIKE_ATOMIC
+    }));
+    let err = PageWriter::open(
+        Arc::new(sim),
+        Path::new("/db"),
+        PageWriterConfig::new(PageSize::K64, TornPageProtection::Atomic),
+        FakeLog(Shared::new()),
+    )
+    .unwrap_err();
+    assert!(
+        err.to_string().contains("outside the atomic unit range"),
+        "{err}"
+    );
+}
