@@ -354,9 +354,21 @@ impl DoublewriteArea {
         Ok(())
     }
 
-    /// Reads every slot and returns the valid images (recovery's first half).
-    pub fn scan(&self, checksum: Checksum) -> Result<Scan> {
+    /// Reads every slot and returns the valid images (recovery's first half). An area made for
+    /// another page size is an error.
+    pub fn scan(&self, checksum: Checksum, page_size: PageSize) -> Result<Scan> {
         let on_disk = self.state.lock().on_disk;
+        if let Some(g) = on_disk {
+            if g.page_size != page_size.bytes() {
+                return Err(FlushError::DoublewriteArea {
+                    file: self.path.clone(),
+                    reason: format!(
+                        "the area holds {} KiB page images but the store uses {page_size} pages",
+                        g.page_size / 1024
+                    ),
+                });
+            }
+        }
         let len = self.file.len()?;
         let mut scan = Scan::default();
         let g = match on_disk {

@@ -601,7 +601,7 @@ impl PageWriter {
             return Ok(DoublewriteRecovery::default());
         };
         let _guard = self.recovery.lock();
-        let scan = area.scan(self.config.checksum)?;
+        let scan = area.scan(self.config.checksum, self.config.page_size)?;
         let mut best: BTreeMap<PageId, Candidate> = BTreeMap::new();
         for c in scan.candidates {
             match best.get(&c.page_id) {

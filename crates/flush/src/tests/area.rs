@@ -53,7 +53,7 @@ fn a_slot_round_trips_and_every_image_is_found() {
     let dir = tempfile::tempdir().unwrap();
     let pages = [(1, 10, 1), (7, 11, 1), (3, 12, 1)];
     let area = area_with(dir.path(), &slot_bytes(0, 42, &pages));
-    let scan = area.scan(Checksum::Crc32c).unwrap();
+    let scan = area.scan(Checksum::Crc32c, PS).unwrap();
     assert_eq!(scan.slots_valid, 1);
     assert_eq!(scan.images_valid, 3);
     assert_eq!(scan.images_invalid, 0);
@@ -83,7 +83,7 @@ fn torn_slot_writes_are_never_restored() {
                 }
             }
             let area = area_with(dir.path(), &mixed);
-            let scan = area.scan(Checksum::Crc32c).unwrap();
+            let scan = area.scan(Checksum::Crc32c, PS).unwrap();
             for c in &scan.candidates {
                 let ok_old = c.seq == 5
                     && [(1, 10), (2, 11), (3, 12), (4, 13)].contains(&(c.page_id.0, c.lsn.0));
@@ -121,7 +121,7 @@ fn mismatched_directory_and_images_are_ignored() {
         let mut mixed = images_from.clone();
         mixed[..d].copy_from_slice(&dir_from[..d]);
         let scan = area_with(dir.path(), &mixed)
-            .scan(Checksum::Crc32c)
+            .scan(Checksum::Crc32c, PS)
             .unwrap();
         assert_eq!(scan.slots_valid, 1);
         assert_eq!(scan.images_valid, 0);
@@ -131,7 +131,7 @@ fn mismatched_directory_and_images_are_ignored() {
     let mut flipped = new.clone();
     flipped[64 + 32 + 3] ^= 4;
     let scan = area_with(dir.path(), &flipped)
-        .scan(Checksum::Crc32c)
+        .scan(Checksum::Crc32c, PS)
         .unwrap();
     assert_eq!((scan.slots_valid, scan.images_valid), (0, 0));
 }
@@ -153,11 +153,15 @@ fn a_corrupt_header_over_data_is_an_error() {
     drop(DoublewriteArea::open(f.clone(), Some(G)).unwrap());
     f.write_all_at(&[0xFF; 16], 100).unwrap(); // corrupt the header
     let area = DoublewriteArea::open(f.clone(), Some(G)).unwrap();
-    assert!(area.scan(Checksum::Crc32c).unwrap().candidates.is_empty());
+    assert!(area
+        .scan(Checksum::Crc32c, PS)
+        .unwrap()
+        .candidates
+        .is_empty());
     f.write_all_at(&slot_bytes(0, 1, &[(1, 1, 1)]), G.slot_offset(0))
         .unwrap();
     let area = DoublewriteArea::open(f, Some(G)).unwrap();
-    let err = area.scan(Checksum::Crc32c).unwrap_err();
+    let err = area.scan(Checksum::Crc32c, PS).unwrap_err();
     let msg = err.to_string();
     assert!(msg.contains("header checksum mismatch"), "{msg}");
     assert!(msg.contains("dw"), "{msg}");
@@ -186,6 +190,9 @@ fn geometry_header_round_trips_and_sizes_add_up() {
     f.read_exact_at(&mut h, 0).unwrap();
     assert_eq!(&h[0..8], b"KEELDWA1");
     let area = DoublewriteArea::open(f, Some(g)).unwrap();
-    let scan = area.scan(Checksum::Crc32c).unwrap();
+    let scan = area.scan(Checksum::Crc32c, PageSize::K16).unwrap();
     assert_eq!((scan.slots_scanned, scan.slots_valid), (2, 0));
+    // Recovering it for a store of another page size is an error, never a misplaced restore.
+    let err = area.scan(Checksum::Crc32c, PageSize::K4).unwrap_err();
+    assert!(err.to_string().contains("16 KiB page images"), "{err}");
 }
