@@ -1,0 +1,122 @@
+//! The error type of keel-buffer-pool.
+
+use keel_page::{Lsn, PageError, PageId};
+use std::path::PathBuf;
+
+/// Result with [`PoolError`].
+pub type Result<T, E = PoolError> = std::result::Result<T, E>;
+
+/// Everything the buffer pool can report. Every variant names the page, file or LSN involved.
+#[derive(Debug, thiserror::Error)]
+pub enum PoolError {
+    /// A page read from disk failed verification (checksum, page id, torn trailer) and cannot be
+    /// repaired: it is never used as data.
+    #[error(transparent)]
+    Corruption(#[from] PageError),
+    /// A page that was never written (all zero, or beyond the end of the data file) was asked
+    /// for: a dangling page reference, never returned as data.
+    #[error("{file}: {page_id} was never written")]
+    Unwritten {
+        /// The data file.
+        file: PathBuf,
+        /// The page.
+        page_id: PageId,
+    },
+    /// The page writer / storage below the pool failed (I/O, poisoned after a failed sync, ...).
+    #[error("page store: {0}")]
+    Store(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// The redo log failed (append or flush).
+    #[error("redo log: {0}")]
+    Log(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// A write transaction needs more frames than the pool can give it (no-steal: its pages stay
+    /// in memory until it commits). The operation that failed changed nothing; abort the
+    /// transaction.
+    #[error("transaction too large for the pool: it holds {txn_pages} pages and needs one more, but the pool has {frames} frames and lets one transaction hold at most {limit}")]
+    TxnTooLarge {
+        /// Pages the transaction holds.
+        txn_pages: usize,
+        /// Frames in the pool.
+        frames: usize,
+        /// The most pages one transaction may hold.
+        limit: usize,
+    },
+    /// No frame can be freed: every frame is pinned (or held by an uncommitted transaction).
+    #[error("no frame can be freed for {page_id}: {pinned} of {frames} frames are pinned, {txn_pages} held by uncommitted transactions")]
+    NoFreeFrame {
+        /// The page that needed a frame.
+        page_id: PageId,
+        /// Frames in the pool.
+        frames: usize,
+        /// Frames pinned when the search gave up.
+        pinned: usize,
+        /// Frames held by uncommitted transactions.
+        txn_pages: usize,
+    },
+    /// Another write transaction holds uncommitted changes to this page.
+    #[error("{page_id} holds uncommitted changes of another transaction")]
+    PageBusy {
+        /// The page.
+        page_id: PageId,
+    },
+    /// This transaction already holds a write guard on the page (latches are not re-entrant).
+    #[error("{page_id} is already write-latched by this transaction")]
+    AlreadyLatched {
+        /// The page.
+        page_id: PageId,
+    },
+    /// A modification outside the page's payload (header and trailer belong to the page format).
+    #[error("{page_id}: write of {len} bytes at offset {offset} is outside the payload {min}..{max}")]
+    OutOfBounds {
+        /// The page.
+        page_id: PageId,
+        /// Offset of the write.
+        offset: usize,
+        /// Length of the write.
+        len: usize,
+        /// First payload byte.
+        min: usize,
+        /// End of the payload.
+        max: usize,
+    },
+    /// A redo record read back from the log cannot be applied to its page.
+    #[error("redo record for {page_id} in the group ending at {lsn} cannot be applied: {reason}")]
+    BadRedo {
+        /// The page.
+        page_id: PageId,
+        /// End LSN of the group holding the record.
+        lsn: Lsn,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// Recovery found redo for a page whose copy on disk is unusable and whose redo since the
+    /// checkpoint cannot rebuild it (no PageInit / PageImage): the page is lost, never used.
+    #[error("{file}: {page_id} cannot be recovered: {reason}")]
+    Unrecoverable {
+        /// The data file.
+        file: PathBuf,
+        /// The page.
+        page_id: PageId,
+        /// What was found on disk and in the redo.
+        reason: String,
+    },
+    /// The pool configuration is invalid.
+    #[error("buffer pool config: {0}")]
+    Config(String),
+}
+
+impl PoolError {
+    /// Wraps an error of the page store.
+    pub fn store<E: std::error::Error + Send + Sync + 'static>(e: E) -> PoolError {
+        PoolError::Store(Box::new(e))
+    }
+
+    /// Wraps an error of the redo log.
+    pub fn log<E: std::error::Error + Send + Sync + 'static>(e: E) -> PoolError {
+        PoolError::Log(Box::new(e))
+    }
+
+    /// True for [`PoolError::Corruption`].
+    pub fn is_corruption(&self) -> bool {
+        matches!(self, PoolError::Corruption(_))
+    }
+}

@@ -1,0 +1,390 @@
+//! Redo application at recovery (DESIGN.md invariant 4, the pool's half).
+//!
+//! Given the complete groups the log's recovery scan returned (after the doublewrite area has
+//! restored what it can), pages are brought up to date group by group:
+//!
+//! - a group's records apply to a page iff the page's LSN < the group's end LSN (decided at the
+//!   page's first record in the group); a `PageImage` is installed unconditionally (the disk
+//!   copy may be torn) and the group's later records for the page then apply;
+//! - a page whose first record since the checkpoint is `PageInit` / `PageImage` / `PageFree` is
+//!   not read at all: redo alone defines it;
+//! - a page that must be read but fails verification (torn, corrupt) or was never written is
+//!   rebuilt only if a later `PageInit` / `PageImage` of it exists in the recovered redo (its
+//!   earlier records are superseded); otherwise recovery stops with
+//!   [`PoolError::Unrecoverable`] naming the file and page — the page is never used as data;
+//! - after a group, every page it changed takes the group's end LSN and is dirty with its
+//!   oldest modification at the group's start, so the recovered state reaches disk before a
+//!   checkpoint can pass it.
+//!
+//! Tests: `tests/recovery.rs` (torn pages rebuilt or reported, LSN rule, images first) and the
+//! crash property tests.
+
+use crate::pool::bump;
+use crate::redo::{Record, RecoveredGroup};
+use crate::txn::apply_init;
+use crate::{BufferPool, PoolError, Result};
+use keel_page::{set_lsn, Lsn, PageHeader, PageId, PAGE_HEADER_SIZE, PAGE_TRAILER_SIZE};
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+
+/// What [`BufferPool::apply_redo`] did.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RedoApplyReport {
+    /// Groups replayed.
+    pub groups: u64,
+    /// Page records applied.
+    pub records_applied: u64,
+    /// Page records skipped because the page was already at or past their group.
+    pub records_skipped: u64,
+    /// Page records before a PageInit / PageImage of a page whose disk copy was unusable.
+    pub records_superseded: u64,
+    /// Non-page records seen (left to upper layers).
+    pub logical_records: u64,
+    /// Pages read from disk.
+    pub pages_read: u64,
+    /// Pages defined by redo alone (first record PageInit / PageImage), not read.
+    pub pages_from_redo: u64,
+    /// Full page images installed.
+    pub images_installed: u64,
+    /// Pages whose disk copy was torn, corrupt or never written, rebuilt from redo.
+    pub unusable_pages_rebuilt: Vec<PageId>,
+    /// Pages freed by the redo (left unwritten).
+    pub pages_freed: u64,
+}
+
+#[derive(Clone, Copy)]
+enum PState {
+    Live,
+    Freed,
+    /// Disk copy unusable: skip records until this (group, record) position.
+    SkipUntil(usize, usize),
+}
+
+#[derive(Clone, Copy)]
+enum Touched {
+    Apply { f: u32, freed: bool, init: bool },
+    NoApply { f: u32 },
+    SkipUntil(usize, usize),
+}
+
+impl BufferPool {
+    /// Applies recovered redo (see the module docs of `recovery`). Call on a pool with no
+    /// transactions, after the page writer's doublewrite recovery and before anything else
+    /// uses the pool; `checkpoint` is the recovered checkpoint LSN (it becomes the pool's
+    /// horizon). The applied pages are dirty in the pool: flush them (`flush_all`) before
+    /// taking a checkpoint past them.
+    pub fn apply_redo(
+        &self,
+        checkpoint: Lsn,
+        groups: &[RecoveredGroup],
+    ) -> Result<RedoApplyReport> {
+        self.set_horizon(checkpoint);
+        let mut rep = RedoApplyReport::default();
+        let mut first_rebuild: HashMap<PageId, (usize, usize)> = HashMap::new();
+        for (gi, g) in groups.iter().enumerate() {
+            for (ri, r) in g.records.iter().enumerate() {
+                if let Record::PageInit { page_id, .. } | Record::PageImage { page_id, .. } = r {
+                    first_rebuild.entry(*page_id).or_insert((gi, ri));
+                }
+            }
+        }
+        let mut states: HashMap<PageId, PState> = HashMap::new();
+        let file = self.store.data_path().to_path_buf();
+        let ps = self.page_size;
+        for (gi, g) in groups.iter().enumerate() {
+            let mut touched: HashMap<PageId, Touched> = HashMap::new();
+            let res = self.apply_group(
+                gi,
+                g,
+                checkpoint,
+                &first_rebuild,
+                &mut states,
+                &mut touched,
+                &mut rep,
+                &file,
+                ps,
+            );
+            // Finish the group's pages whatever happened (releases pins).
+            for (pid, t) in touched {
+                match t {
+                    Touched::Apply { f, freed, init } => {
+                        if res.is_ok() {
+                            if freed {
+                                self.unmap(f, pid);
+                                states.insert(pid, PState::Freed);
+                                rep.pages_freed += 1;
+                            } else {
+                                self.finish_recovered(f, pid, g, init);
+                                states.insert(pid, PState::Live);
+                            }
+                        } else {
+                            // The pool is not usable after a failed recovery anyway; drop it.
+                            self.unmap(f, pid);
+                        }
+                        self.unpin(f);
+                    }
+                    Touched::NoApply { f } => {
+                        states.insert(pid, PState::Live);
+                        self.unpin(f);
+                    }
+                    Touched::SkipUntil(..) => {}
+                }
+            }
+            res?;
+            rep.groups += 1;
+            bump(&self.c.redo_groups, 1);
+            // Keep frames available: write the oldest recovered pages when most are dirty.
+            if self.dirty_pages() * 4 > self.frames() * 3 {
+                let (ids, _) = self.oldest_batch(None, self.cfg.cleaner_batch_pages);
+                self.flush_pages(&ids, crate::pool::FlushKind::FlushList { wait: true })?;
+            }
+        }
+        bump(&self.c.redo_records_applied, rep.records_applied);
+        bump(&self.c.redo_records_skipped, rep.records_skipped);
+        Ok(rep)
+    }
+
+    fn finish_recovered(&self, f: u32, pid: PageId, g: &RecoveredGroup, init: bool) {
+        let fr = &self.frames[f as usize];
+        let mut x = fr.exclusive();
+        set_lsn(x.bytes_mut(), g.end_lsn);
+        let mut m = fr.meta.lock();
+        if !m.dirty {
+            m.dirty = true;
+            m.oldest = g.start_lsn;
+            self.flush_list.lock().insert((g.start_lsn, pid, f));
+            fr.dirty.store(true, Ordering::Release);
+        }
+        m.newest = g.end_lsn;
+        if init {
+            m.rebuildable = true;
+            m.rebuild_from = g.start_lsn;
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn apply_group(
+        &self,
+        gi: usize,
+        g: &RecoveredGroup,
+        checkpoint: Lsn,
+        first_rebuild: &HashMap<PageId, (usize, usize)>,
+        states: &mut HashMap<PageId, PState>,
+        touched: &mut HashMap<PageId, Touched>,
+        rep: &mut RedoApplyReport,
+        file: &std::path::Path,
+        ps: usize,
+    ) -> Result<()> {
+        for (ri, r) in g.records.iter().enumerate() {
+            let Some(pid) = r.page_id() else {
+                rep.logical_records += 1;
+                continue;
+            };
+            let rebuilds = matches!(r, Record::PageInit { .. } | Record::PageImage { .. });
+            let t = match touched.get(&pid).copied() {
+                Some(Touched::SkipUntil(sg, sr)) if (gi, ri) < (sg, sr) => {
+                    rep.records_superseded += 1;
+                    continue;
+                }
+                Some(Touched::SkipUntil(..)) => {
+                    // Reached the PageInit / PageImage that rebuilds the page.
+                    let f = self.blank_frame(pid)?;
+                    rep.unusable_pages_rebuilt.push(pid);
+                    let t = Touched::Apply {
+                        f,
+                        freed: false,
+                        init: false,
+                    };
+                    touched.insert(pid, t);
+                    t
+                }
+                Some(t) => t,
+                None => {
+                    let state = states.get(&pid).copied();
+                    match state {
+                        Some(PState::SkipUntil(sg, sr)) if (gi, ri) < (sg, sr) => {
+                            touched.insert(pid, Touched::SkipUntil(sg, sr));
+                            rep.records_superseded += 1;
+                            continue;
+                        }
+                        Some(PState::SkipUntil(..)) => {
+                            let f = self.blank_frame(pid)?;
+                            rep.unusable_pages_rebuilt.push(pid);
+                            let t = Touched::Apply {
+                                f,
+                                freed: false,
+                                init: false,
+                            };
+                            touched.insert(pid, t);
+                            t
+                        }
+                        None | Some(PState::Freed) if matches!(r, Record::PageFree { .. }) => {
+                            states.insert(pid, PState::Freed);
+                            rep.records_applied += 1;
+                            continue;
+                        }
+                        None | Some(PState::Freed) if rebuilds => {
+                            let f = self.blank_frame(pid)?;
+                            rep.pages_from_redo += 1;
+                            let t = Touched::Apply {
+                                f,
+                                freed: false,
+                                init: false,
+                            };
+                            touched.insert(pid, t);
+                            t
+                        }
+                        _ => {
+                            // A PageWrite (or a free) on a page whose disk copy is needed.
+                            let was_live = matches!(state, Some(PState::Live));
+                            match self.fix(pid) {
+                                Ok(f) => {
+                                    if !was_live {
+                                        rep.pages_read += 1;
+                                    }
+                                    let lsn = {
+                                        let x = self.frames[f as usize].shared();
+                                        BufferPool::header_lsn(x.bytes())
+                                    };
+                                    let t = if lsn < g.end_lsn {
+                                        Touched::Apply {
+                                            f,
+                                            freed: false,
+                                            init: false,
+                                        }
+                                    } else {
+                                        Touched::NoApply { f }
+                                    };
+                                    touched.insert(pid, t);
+                                    t
+                                }
+                                Err(e @ (PoolError::Corruption(_) | PoolError::Unwritten { .. }))
+                                    if !was_live =>
+                                {
+                                    match first_rebuild.get(&pid) {
+                                        Some(&(sg, sr)) if (sg, sr) > (gi, ri) => {
+                                            states.insert(pid, PState::SkipUntil(sg, sr));
+                                            touched.insert(pid, Touched::SkipUntil(sg, sr));
+                                            rep.records_superseded += 1;
+                                            continue;
+                                        }
+                                        _ => {
+                                            return Err(PoolError::Unrecoverable {
+                                                file: file.to_path_buf(),
+                                                page_id: pid,
+                                                reason: format!(
+                                                    "{e}; its redo since the checkpoint at {checkpoint} (first record in the group ending at {}) holds no PageInit or PageImage to rebuild it",
+                                                    g.end_lsn
+                                                ),
+                                            });
+                                        }
+                                    }
+                                }
+                                Err(e) => return Err(e),
+                            }
+                        }
+                    }
+                }
+            };
+            match t {
+                Touched::Apply { f, freed, init } => {
+                    let mut x = self.frames[f as usize].exclusive();
+                    let page = x.bytes_mut();
+                    let bad = |reason: String| PoolError::BadRedo {
+                        page_id: pid,
+                        lsn: g.end_lsn,
+                        reason,
+                    };
+                    let (mut freed, mut init) = (freed, init);
+                    match r {
+                        Record::PageInit { page_type, .. } => {
+                            apply_init(page, pid, *page_type);
+                            freed = false;
+                            init = true;
+                        }
+                        Record::PageImage { image, .. } => {
+                            if image.len() != ps {
+                                return Err(bad(format!(
+                                    "image of {} bytes, pages are {ps}",
+                                    image.len()
+                                )));
+                            }
+                            match PageHeader::read(image) {
+                                Some(h) if h.page_id == pid => {}
+                                // The image of a page that did not exist yet.
+                                _ if image.iter().all(|&b| b == 0) => {}
+                                other => {
+                                    return Err(bad(format!(
+                                        "image header names {:?}",
+                                        other.map(|h| h.page_id)
+                                    )))
+                                }
+                            }
+                            page.copy_from_slice(image);
+                            freed = false;
+                            rep.images_installed += 1;
+                        }
+                        Record::PageWrite { offset, bytes, .. } => {
+                            let off = *offset as usize;
+                            if off < PAGE_HEADER_SIZE
+                                || off + bytes.len() > ps - PAGE_TRAILER_SIZE
+                            {
+                                return Err(bad(format!(
+                                    "write of {} bytes at offset {off} is outside the payload",
+                                    bytes.len()
+                                )));
+                            }
+                            if freed {
+                                return Err(bad("write to a page freed earlier in the group".into()));
+                            }
+                            page[off..off + bytes.len()].copy_from_slice(bytes);
+                        }
+                        Record::PageFree { .. } => freed = true,
+                        Record::Logical { .. } => {}
+                    }
+                    rep.records_applied += 1;
+                    touched.insert(pid, Touched::Apply { f, freed, init });
+                }
+                Touched::NoApply { f } => {
+                    if let Record::PageImage { .. } = r {
+                        // Images are installed unconditionally; the rest of the group follows.
+                        touched.insert(
+                            pid,
+                            Touched::Apply {
+                                f,
+                                freed: false,
+                                init: false,
+                            },
+                        );
+                        let mut x = self.frames[f as usize].exclusive();
+                        if let Record::PageImage { image, .. } = r {
+                            if image.len() != ps {
+                                return Err(PoolError::BadRedo {
+                                    page_id: pid,
+                                    lsn: g.end_lsn,
+                                    reason: format!("image of {} bytes", image.len()),
+                                });
+                            }
+                            x.bytes_mut().copy_from_slice(image);
+                        }
+                        rep.images_installed += 1;
+                        rep.records_applied += 1;
+                    } else {
+                        rep.records_skipped += 1;
+                    }
+                }
+                Touched::SkipUntil(..) => rep.records_superseded += 1,
+            }
+        }
+        Ok(())
+    }
+
+    /// A zeroed frame for `pid` (resident or newly installed), pinned.
+    fn blank_frame(&self, pid: PageId) -> Result<u32> {
+        let (f, _fresh) = self.install_blank(pid)?;
+        let mut x = self.frames[f as usize].exclusive();
+        x.bytes_mut().fill(0);
+        Ok(f)
+    }
+}

@@ -1,0 +1,708 @@
+//! Write transactions on pool pages: write guards that record redo and undo, full page images,
+//! commit (LSN assignment, dirty tracking) and rollback.
+//!
+//! Invariants this module keeps (each tested):
+//! - **No-steal**: a page changed by an uncommitted transaction stays pinned and marked owned;
+//!   it is neither evicted nor written until the transaction commits (test
+//!   `uncommitted_pages_are_never_written`).
+//! - **Nothing changed on failure**: an operation that fails (too large, page busy, bad offset)
+//!   changes neither the page nor the redo; abort (or drop) restores every page exactly
+//!   (tests `abort_restores_pages_exactly`, `txn_too_large_changes_nothing`).
+//! - **Full page images**: when the store wants them, the first change of a page after the
+//!   published horizon puts a `PageImage` of the page as it was before the transaction at the
+//!   start of the same group (test `full_page_image_logged_once_per_checkpoint`).
+//! - **LSNs at commit**: every page the group changed takes the group's end LSN as its page LSN;
+//!   its oldest modification is a lower bound of the group's start (the log's end read before
+//!   the append), so a checkpoint never passes a change that is not on disk.
+
+use crate::frame::ExclusiveLatch;
+use crate::guard::PageReadGuard;
+use crate::pool::bump;
+use crate::redo::Record;
+use crate::store::RedoSink;
+use crate::{BufferPool, PoolError, Result};
+use keel_page::{set_lsn, Lsn, PageHeader, PageId, PageType, PAGE_HEADER_SIZE, PAGE_TRAILER_SIZE};
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::ops::Deref;
+use std::sync::atomic::Ordering;
+
+#[derive(Debug)]
+struct Entry {
+    page_id: PageId,
+    /// The frame (pinned by the transaction), or None for a freed page that is not resident.
+    frame: Option<u32>,
+    /// Page LSN before the transaction.
+    pre_lsn: Lsn,
+    /// None: not modified; Some(true): the first change was a PageInit.
+    first_init: Option<bool>,
+    /// Installed blank by this transaction (abort discards the frame).
+    fresh: bool,
+    freed: bool,
+    latched: bool,
+}
+
+impl Entry {
+    fn note(&mut self, init: bool) {
+        if self.first_init.is_none() {
+            self.first_init = Some(init);
+        }
+    }
+}
+
+#[derive(Debug)]
+enum Undo {
+    Bytes {
+        entry: usize,
+        offset: usize,
+        old: Vec<u8>,
+    },
+    Page {
+        entry: usize,
+        old: Vec<u8>,
+    },
+}
+
+#[derive(Debug, Default)]
+struct TxnState {
+    entries: Vec<Entry>,
+    index: HashMap<PageId, usize>,
+    records: Vec<Record>,
+    undo: Vec<Undo>,
+    /// Entries that hold a frame.
+    held: usize,
+    redo_bytes: usize,
+}
+
+/// A write transaction's view of the pool: the pages it changed (pinned, owned: no-steal), the
+/// redo it generated, and the undo to roll back. Not `Sync`: one thread drives a transaction.
+///
+/// Dropping it without [`commit`](Self::commit) aborts it.
+pub struct PageTxn<'p> {
+    pool: &'p BufferPool,
+    id: u64,
+    st: RefCell<TxnState>,
+    finished: Cell<bool>,
+}
+
+impl std::fmt::Debug for PageTxn<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let st = self.st.borrow();
+        write!(
+            f,
+            "PageTxn({}, {} pages, {} records)",
+            self.id,
+            st.entries.len(),
+            st.records.len()
+        )
+    }
+}
+
+/// Zeroes `page` and writes a header for (`id`, `ty`) with LSN 0: the effect of a PageInit.
+pub fn apply_init(page: &mut [u8], id: PageId, ty: PageType) {
+    page.fill(0);
+    PageHeader::init(page, id, ty, Lsn::ZERO);
+}
+
+impl BufferPool {
+    /// Starts a write transaction.
+    pub fn begin(&self) -> PageTxn<'_> {
+        PageTxn {
+            pool: self,
+            id: self.next_txn.fetch_add(1, Ordering::Relaxed),
+            st: RefCell::new(TxnState::default()),
+            finished: Cell::new(false),
+        }
+    }
+}
+
+impl<'p> PageTxn<'p> {
+    /// The transaction's id (unique within the pool).
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Pages the transaction holds.
+    pub fn pages(&self) -> usize {
+        self.st.borrow().entries.len()
+    }
+
+    /// Redo records collected so far (not counting full page images added at commit).
+    pub fn records(&self) -> usize {
+        self.st.borrow().records.len()
+    }
+
+    /// Approximate redo payload bytes collected so far.
+    pub fn redo_bytes(&self) -> usize {
+        self.st.borrow().redo_bytes
+    }
+
+    /// Reads a page (shared latch). Errors with [`PoolError::AlreadyLatched`] if this
+    /// transaction holds a write guard on it.
+    pub fn read(&self, id: PageId) -> Result<PageReadGuard<'_>> {
+        {
+            let st = self.st.borrow();
+            if let Some(&i) = st.index.get(&id) {
+                if st.entries[i].latched {
+                    return Err(PoolError::AlreadyLatched { page_id: id });
+                }
+            }
+        }
+        self.pool.read(id)
+    }
+
+    /// Latches an existing page for writing (reads it if it is not resident).
+    pub fn write(&self, id: PageId) -> Result<PageWriteGuard<'_>> {
+        self.take(id, false)
+    }
+
+    /// Starts page `id` afresh as `page_type`: a PageInit record, the page zeroed, no read from
+    /// disk (a new or re-used page). Redo alone can rebuild such a page (init-on-flush).
+    pub fn new_page(&self, id: PageId, page_type: PageType) -> Result<PageWriteGuard<'_>> {
+        let mut g = self.take(id, true)?;
+        g.init(page_type);
+        Ok(g)
+    }
+
+    /// Frees page `id`: a PageFree record; at commit the page leaves the pool unwritten.
+    pub fn free_page(&self, id: PageId) -> Result<()> {
+        {
+            let mut st = self.st.borrow_mut();
+            if let Some(&i) = st.index.get(&id) {
+                let e = &mut st.entries[i];
+                if e.latched {
+                    return Err(PoolError::AlreadyLatched { page_id: id });
+                }
+                if !e.freed {
+                    e.freed = true;
+                    st.records.push(Record::PageFree { page_id: id });
+                    st.redo_bytes += 8;
+                }
+                return Ok(());
+            }
+        }
+        let pool = self.pool;
+        let mut entry = Entry {
+            page_id: id,
+            frame: None,
+            pre_lsn: Lsn::ZERO,
+            first_init: None,
+            fresh: false,
+            freed: true,
+            latched: false,
+        };
+        if let Some(f) = pool.lookup_pin(id) {
+            let fr = &pool.frames[f as usize];
+            let x = fr.exclusive();
+            if fr.valid.load(Ordering::Acquire) && fr.page_id.load(Ordering::Relaxed) == id.0 {
+                if let Some(err) = self.own(id, &x)? {
+                    drop(x);
+                    pool.unpin(f);
+                    return Err(err);
+                }
+                entry.pre_lsn = BufferPool::header_lsn(x.bytes());
+                entry.frame = Some(f);
+                drop(x);
+            } else {
+                drop(x);
+                pool.unpin(f);
+            }
+        }
+        let mut st = self.st.borrow_mut();
+        if entry.frame.is_some() {
+            st.held += 1;
+            pool.txn_pages.fetch_add(1, Ordering::Relaxed);
+        }
+        let i = st.entries.len();
+        st.entries.push(entry);
+        st.index.insert(id, i);
+        st.records.push(Record::PageFree { page_id: id });
+        st.redo_bytes += 8;
+        Ok(())
+    }
+
+    /// Appends a non-page record (e.g. `Record::Logical`) to the transaction's group.
+    pub fn log_record(&self, record: Record) -> Result<()> {
+        if let Some(id) = record.page_id() {
+            return Err(PoolError::BadRedo {
+                page_id: id,
+                lsn: Lsn::ZERO,
+                reason: "page records are generated by the write guards".into(),
+            });
+        }
+        let mut st = self.st.borrow_mut();
+        st.redo_bytes += 16;
+        st.records.push(record);
+        Ok(())
+    }
+
+    /// Marks the frame latched by `x` as owned by this transaction. Ok(Some(err)) if another
+    /// transaction owns it.
+    fn own(&self, id: PageId, x: &ExclusiveLatch<'_>) -> Result<Option<PoolError>> {
+        let fr = x.frame();
+        let mut m = fr.meta.lock();
+        if m.owner != 0 && m.owner != self.id {
+            return Ok(Some(PoolError::PageBusy { page_id: id }));
+        }
+        m.owner = self.id;
+        fr.owned.store(true, Ordering::Relaxed);
+        Ok(None)
+    }
+
+    fn too_large(&self, held: usize) -> PoolError {
+        bump(&self.pool.c.txn_too_large, 1);
+        PoolError::TxnTooLarge {
+            txn_pages: held,
+            frames: self.pool.frames(),
+            limit: self.pool.max_txn_pages,
+        }
+    }
+
+    fn take(&self, id: PageId, blank: bool) -> Result<PageWriteGuard<'_>> {
+        let pool = self.pool;
+        let held = {
+            let mut st = self.st.borrow_mut();
+            if let Some(&i) = st.index.get(&id) {
+                let held = st.held;
+                let e = &mut st.entries[i];
+                if e.latched {
+                    return Err(PoolError::AlreadyLatched { page_id: id });
+                }
+                if let Some(f) = e.frame {
+                    if e.freed && !blank {
+                        return Err(PoolError::BadRedo {
+                            page_id: id,
+                            lsn: Lsn::ZERO,
+                            reason: "page was freed by this transaction; use new_page".into(),
+                        });
+                    }
+                    e.latched = true;
+                    e.freed = false;
+                    drop(st);
+                    let latch = pool.frames[f as usize].exclusive();
+                    return Ok(PageWriteGuard {
+                        txn: self,
+                        entry: i,
+                        id,
+                        latch,
+                    });
+                }
+                if !blank {
+                    return Err(PoolError::BadRedo {
+                        page_id: id,
+                        lsn: Lsn::ZERO,
+                        reason: "page was freed by this transaction; use new_page".into(),
+                    });
+                }
+                if held >= pool.max_txn_pages {
+                    return Err(self.too_large(held));
+                }
+                // Freed earlier in this transaction and not resident: install it below.
+                held
+            } else {
+                if st.held >= pool.max_txn_pages {
+                    let held = st.held;
+                    drop(st);
+                    return Err(self.too_large(held));
+                }
+                st.held
+            }
+        };
+        let map_err = |e: PoolError| match e {
+            PoolError::NoFreeFrame { .. } if held > 0 => self.too_large(held),
+            e => e,
+        };
+        let (f, latch, fresh) = loop {
+            if blank {
+                let (f, fresh) = pool.install_blank(id).map_err(map_err)?;
+                let fr = &pool.frames[f as usize];
+                let x = fr.exclusive();
+                if fr.valid.load(Ordering::Acquire) && fr.page_id.load(Ordering::Relaxed) == id.0
+                {
+                    break (f, x, fresh);
+                }
+                drop(x);
+                pool.unpin(f);
+            } else {
+                let f = pool.fix(id).map_err(map_err)?;
+                let fr = &pool.frames[f as usize];
+                let x = fr.exclusive();
+                if fr.valid.load(Ordering::Acquire) && fr.page_id.load(Ordering::Relaxed) == id.0
+                {
+                    break (f, x, false);
+                }
+                drop(x);
+                pool.unpin(f);
+            }
+        };
+        if let Some(err) = self.own(id, &latch)? {
+            drop(latch);
+            if fresh {
+                // Cannot happen (a fresh frame has no owner), but never leak it.
+                pool.unmap(f, id);
+            }
+            pool.unpin(f);
+            return Err(err);
+        }
+        let pre_lsn = if fresh {
+            Lsn::ZERO
+        } else {
+            BufferPool::header_lsn(latch.bytes())
+        };
+        pool.txn_pages.fetch_add(1, Ordering::Relaxed);
+        let mut st = self.st.borrow_mut();
+        st.held += 1;
+        let i = match st.index.get(&id) {
+            Some(&i) => {
+                let e = &mut st.entries[i];
+                e.frame = Some(f);
+                e.fresh = fresh;
+                e.freed = false;
+                e.latched = true;
+                e.pre_lsn = pre_lsn;
+                i
+            }
+            None => {
+                let i = st.entries.len();
+                st.entries.push(Entry {
+                    page_id: id,
+                    frame: Some(f),
+                    pre_lsn,
+                    first_init: None,
+                    fresh,
+                    freed: false,
+                    latched: true,
+                });
+                st.index.insert(id, i);
+                i
+            }
+        };
+        Ok(PageWriteGuard {
+            txn: self,
+            entry: i,
+            id,
+            latch,
+        })
+    }
+
+    /// Commits: appends the group (full page images first, when needed) to `log`, gives every
+    /// changed page the group's end LSN, moves the pages to the flush list (their oldest
+    /// modification is the group's start) and releases them. Returns the group's end LSN (the
+    /// commit LSN); the caller waits for the log to be durable up to it.
+    ///
+    /// If the append fails, the transaction is rolled back and the error returned.
+    pub fn commit(self, log: &dyn RedoSink) -> Result<Lsn> {
+        self.finished.set(true);
+        let pool = self.pool;
+        let mut st = self.st.take();
+        if st.records.is_empty() {
+            self.release(&mut st);
+            bump(&pool.c.commits, 1);
+            return Ok(log.end_lsn());
+        }
+        let decision = pool.decision.read();
+        let horizon = pool.horizon();
+        let mut group: Vec<Record> = Vec::with_capacity(st.records.len() + 4);
+        let mut fpi_bytes = 0usize;
+        if pool.store.wants_full_page_images()
+            && !pool.knobs.skip_full_page_images.load(Ordering::Relaxed)
+        {
+            for (i, e) in st.entries.iter().enumerate() {
+                // The page's first change since the horizon: log it as it was before, unless
+                // the change starts with a whole-page init and the store spares the image.
+                let Some(first_init) = e.first_init else {
+                    continue;
+                };
+                let Some(f) = e.frame else { continue };
+                if e.pre_lsn > horizon || !pool.store.should_log_full_page_image(first_init) {
+                    continue;
+                }
+                if e.fresh {
+                    // A page installed blank by this transaction: it was nothing before.
+                    fpi_bytes += pool.page_size;
+                    group.push(Record::PageImage {
+                        page_id: e.page_id,
+                        image: vec![0; pool.page_size],
+                    });
+                    continue;
+                }
+                let mut image = pool.frames[f as usize].shared().bytes().to_vec();
+                for u in st.undo.iter().rev() {
+                    match u {
+                        Undo::Bytes { entry, offset, old } if *entry == i => {
+                            image[*offset..*offset + old.len()].copy_from_slice(old);
+                        }
+                        Undo::Page { entry, old } if *entry == i => image.copy_from_slice(old),
+                        _ => {}
+                    }
+                }
+                fpi_bytes += image.len();
+                group.push(Record::PageImage {
+                    page_id: e.page_id,
+                    image,
+                });
+            }
+        }
+        let images = group.len();
+        group.append(&mut st.records);
+        let start = log.end_lsn();
+        let end = match log.append(&group) {
+            Ok(end) => end,
+            Err(e) => {
+                drop(decision);
+                self.rollback(&mut st);
+                bump(&pool.c.aborts, 1);
+                return Err(e);
+            }
+        };
+        for e in st.entries.drain(..) {
+            let Some(f) = e.frame else { continue };
+            let fr = &pool.frames[f as usize];
+            let mut x = fr.exclusive();
+            if e.freed {
+                pool.unmap(f, e.page_id);
+            } else if e.first_init.is_none() {
+                fr.meta.lock().owner = 0;
+                fr.owned.store(false, Ordering::Relaxed);
+            } else {
+                set_lsn(x.bytes_mut(), end);
+                let mut m = fr.meta.lock();
+                m.owner = 0;
+                fr.owned.store(false, Ordering::Relaxed);
+                if !m.dirty {
+                    m.dirty = true;
+                    m.oldest = start;
+                    pool.flush_list.lock().insert((start, e.page_id, f));
+                    fr.dirty.store(true, Ordering::Release);
+                } else if m.flushing && m.next_oldest.is_none() {
+                    m.next_oldest = Some(start);
+                }
+                m.newest = end;
+                if e.first_init == Some(true) {
+                    m.rebuildable = true;
+                    m.rebuild_from = start;
+                }
+            }
+            drop(x);
+            pool.unpin(f);
+            pool.txn_pages.fetch_sub(1, Ordering::Relaxed);
+        }
+        drop(decision);
+        bump(&pool.c.commits, 1);
+        if images > 0 {
+            bump(&pool.c.full_page_images, images as u64);
+            bump(&pool.c.full_page_image_bytes, fpi_bytes as u64);
+            for _ in 0..images {
+                pool.store.count_full_page_image(pool.page_size);
+            }
+        }
+        Ok(end)
+    }
+
+    /// Aborts: every page is restored to its state before the transaction; nothing is logged.
+    pub fn abort(self) {
+        // Drop does the work.
+    }
+
+    /// Releases pages without changes (commit of a transaction that logged nothing).
+    fn release(&self, st: &mut TxnState) {
+        self.rollback(st);
+    }
+
+    fn rollback(&self, st: &mut TxnState) {
+        let pool = self.pool;
+        for u in st.undo.drain(..).rev() {
+            let (entry, offset, old) = match &u {
+                Undo::Bytes { entry, offset, old } => (*entry, *offset, old),
+                Undo::Page { entry, old } => (*entry, 0, old),
+            };
+            let e = &st.entries[entry];
+            if e.fresh {
+                continue;
+            }
+            let Some(f) = e.frame else { continue };
+            let mut x = pool.frames[f as usize].exclusive();
+            x.bytes_mut()[offset..offset + old.len()].copy_from_slice(old);
+        }
+        for e in st.entries.drain(..) {
+            let Some(f) = e.frame else { continue };
+            let fr = &pool.frames[f as usize];
+            let x = fr.exclusive();
+            if e.fresh {
+                pool.unmap(f, e.page_id);
+            } else {
+                fr.meta.lock().owner = 0;
+                fr.owned.store(false, Ordering::Relaxed);
+            }
+            drop(x);
+            pool.unpin(f);
+            pool.txn_pages.fetch_sub(1, Ordering::Relaxed);
+        }
+        st.records.clear();
+        st.index.clear();
+        st.held = 0;
+    }
+}
+
+impl Drop for PageTxn<'_> {
+    fn drop(&mut self) {
+        if !self.finished.replace(true) {
+            let mut st = self.st.take();
+            let had_work = !st.records.is_empty();
+            self.rollback(&mut st);
+            if had_work {
+                bump(&self.pool.c.aborts, 1);
+            }
+        }
+    }
+}
+
+/// A page latched exclusive by a write transaction; derefs to the page's bytes. Changes go
+/// through [`write`](Self::write), [`modify`](Self::modify) and [`init`](Self::init), which
+/// change the page and record redo (and undo) in the transaction. Dropping it releases the
+/// latch; the transaction keeps the page pinned until it ends.
+pub struct PageWriteGuard<'t> {
+    txn: &'t PageTxn<'t>,
+    entry: usize,
+    id: PageId,
+    latch: ExclusiveLatch<'t>,
+}
+
+impl PageWriteGuard<'_> {
+    /// The page's id.
+    pub fn page_id(&self) -> PageId {
+        self.id
+    }
+
+    /// The page type in the header.
+    pub fn page_type(&self) -> PageType {
+        PageHeader::read(self.latch.bytes())
+            .map(|h| h.page_type)
+            .unwrap_or(PageType::UNWRITTEN)
+    }
+
+    /// The page LSN before this transaction (the header keeps it until commit; 0 after init).
+    pub fn lsn(&self) -> Lsn {
+        BufferPool::header_lsn(self.latch.bytes())
+    }
+
+    fn check(&self, offset: usize, len: usize) -> Result<()> {
+        let max = self.latch.bytes().len() - PAGE_TRAILER_SIZE;
+        if offset < PAGE_HEADER_SIZE || offset.checked_add(len).is_none_or(|end| end > max) {
+            return Err(PoolError::OutOfBounds {
+                page_id: self.id,
+                offset,
+                len,
+                min: PAGE_HEADER_SIZE,
+                max,
+            });
+        }
+        Ok(())
+    }
+
+    /// Writes `bytes` at `offset` (within the payload) and records a PageWrite.
+    pub fn write(&mut self, offset: usize, bytes: &[u8]) -> Result<()> {
+        self.check(offset, bytes.len())?;
+        if bytes.is_empty() {
+            return Ok(());
+        }
+        let page = self.latch.bytes_mut();
+        let old = page[offset..offset + bytes.len()].to_vec();
+        page[offset..offset + bytes.len()].copy_from_slice(bytes);
+        let mut st = self.txn.st.borrow_mut();
+        if !st.entries[self.entry].fresh {
+            st.undo.push(Undo::Bytes {
+                entry: self.entry,
+                offset,
+                old,
+            });
+        }
+        st.redo_bytes += bytes.len() + 12;
+        st.records.push(Record::PageWrite {
+            page_id: self.id,
+            offset: offset as u32,
+            bytes: bytes.to_vec(),
+        });
+        st.entries[self.entry].note(false);
+        Ok(())
+    }
+
+    /// Lets `f` change `len` bytes at `offset` in place, then records the bytes that changed
+    /// (trimmed to the first..last differing byte) as one PageWrite.
+    pub fn modify<R>(
+        &mut self,
+        offset: usize,
+        len: usize,
+        f: impl FnOnce(&mut [u8]) -> R,
+    ) -> Result<R> {
+        self.check(offset, len)?;
+        let page = self.latch.bytes_mut();
+        let old = page[offset..offset + len].to_vec();
+        let r = f(&mut page[offset..offset + len]);
+        let new = &page[offset..offset + len];
+        let Some(a) = (0..len).find(|&i| old[i] != new[i]) else {
+            return Ok(r);
+        };
+        let b = (a..len).rev().find(|&i| old[i] != new[i]).map_or(a, |i| i) + 1;
+        let bytes = new[a..b].to_vec();
+        let mut st = self.txn.st.borrow_mut();
+        if !st.entries[self.entry].fresh {
+            st.undo.push(Undo::Bytes {
+                entry: self.entry,
+                offset: offset + a,
+                old: old[a..b].to_vec(),
+            });
+        }
+        st.redo_bytes += bytes.len() + 12;
+        st.records.push(Record::PageWrite {
+            page_id: self.id,
+            offset: (offset + a) as u32,
+            bytes,
+        });
+        st.entries[self.entry].note(false);
+        Ok(r)
+    }
+
+    /// Re-initialises the page as `page_type` (all payload zero) and records a PageInit.
+    pub fn init(&mut self, page_type: PageType) {
+        let id = self.id;
+        let page = self.latch.bytes_mut();
+        let mut st = self.txn.st.borrow_mut();
+        if !st.entries[self.entry].fresh {
+            st.undo.push(Undo::Page {
+                entry: self.entry,
+                old: page.to_vec(),
+            });
+        }
+        apply_init(page, id, page_type);
+        st.redo_bytes += 10;
+        st.records.push(Record::PageInit {
+            page_id: id,
+            page_type,
+        });
+        st.entries[self.entry].note(true);
+    }
+}
+
+impl Deref for PageWriteGuard<'_> {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        self.latch.bytes()
+    }
+}
+
+impl Drop for PageWriteGuard<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut st) = self.txn.st.try_borrow_mut() {
+            if let Some(e) = st.entries.get_mut(self.entry) {
+                e.latched = false;
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for PageWriteGuard<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "PageWriteGuard({})", self.id)
+    }
+}

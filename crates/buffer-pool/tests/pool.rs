@@ -1,0 +1,624 @@
+//! Pool basics on the in-memory store: hits, misses, CLOCK eviction, pins, transactions
+//! (commit, abort, no-steal, size limit), the flush list, checkpoints, full page images,
+//! init-on-flush, prefetch, the cleaner and the slow path.
+
+mod common;
+
+use common::*;
+use keel_buffer_pool::{
+    MemLog, MemStore, PageOut, PageStore, PoolError, Record, RedoSink, Result,
+};
+use keel_page::{Lsn, PageId, PageSize, PageState, PageType, PAGE_HEADER_SIZE};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Barrier, Mutex};
+use std::time::Duration;
+
+const P: usize = PAGE_HEADER_SIZE + 8; // first free payload byte in test pages
+
+#[test]
+fn a_data_set_eight_times_the_pool_reads_correctly() {
+    let (pool, store) = mem_pool(16);
+    seed(&*store, 128);
+    for round in 0..3 {
+        for id in 0..128u64 {
+            let g = pool.read(PageId(id)).unwrap();
+            assert_eq!(check_page(&g, id), 0, "round {round}");
+            assert_eq!(g.page_id(), PageId(id));
+        }
+    }
+    let s = pool.stats();
+    assert_eq!(s.misses, 3 * 128, "every read of a cyclic scan 8x the pool misses");
+    assert!(s.evictions >= 3 * 128 - 16, "{s:?}");
+    // A hot page stays resident: re-reading it hits.
+    let before = pool.stats().hits;
+    for _ in 0..10 {
+        drop(pool.read(PageId(5)).unwrap());
+    }
+    assert!(pool.stats().hits >= before + 9);
+}
+
+#[test]
+fn eviction_never_takes_a_pinned_page() {
+    let (pool, store) = mem_pool(8);
+    seed(&*store, 20);
+    let guards: Vec<_> = (0..8).map(|i| pool.read(PageId(i)).unwrap()).collect();
+    // Every frame is pinned: a ninth page cannot get one, and the error says why.
+    match pool.read(PageId(8)) {
+        Err(PoolError::NoFreeFrame { pinned, frames, .. }) => {
+            assert_eq!((pinned, frames), (8, 8));
+        }
+        other => panic!("expected NoFreeFrame, got {other:?}"),
+    }
+    for (i, g) in guards.iter().enumerate() {
+        assert_eq!(check_page(g, i as u64), 0);
+        assert!(pool.contains(PageId(i as u64)));
+    }
+    drop(guards);
+    let g = pool.read(PageId(8)).unwrap();
+    assert_eq!(check_page(&g, 8), 0);
+}
+
+#[test]
+fn unwritten_and_corrupt_pages_are_errors_never_data() {
+    let (pool, store) = mem_pool(8);
+    seed(&*store, 4);
+    match pool.read(PageId(100)) {
+        Err(PoolError::Unwritten { page_id, .. }) => assert_eq!(page_id, PageId(100)),
+        other => panic!("{other:?}"),
+    }
+    let mut bad = store.stored(PageId(2)).unwrap();
+    bad[1000] ^= 4;
+    store.put_raw(PageId(2), bad);
+    let err = pool.read(PageId(2)).unwrap_err();
+    assert!(err.is_corruption(), "{err}");
+    assert!(err.to_string().contains("page 2"), "{err}");
+    assert!(!pool.contains(PageId(2)), "a failed load leaves no frame behind");
+    // The frame went back to the pool: the other pages still fit.
+    for id in [0, 1, 3] {
+        check_page(&pool.read(PageId(id)).unwrap(), id);
+    }
+}
+
+#[test]
+fn commit_gives_pages_the_group_lsn_and_lists_them_dirty() {
+    let (pool, store) = mem_pool(8);
+    let log = MemLog::new();
+    let start = log.end_lsn();
+    let txn = pool.begin();
+    {
+        let mut g = txn.new_page(PageId(3), PageType::RAW).unwrap();
+        g.write(P, b"hello").unwrap();
+    }
+    let end = txn.commit(&log).unwrap();
+    assert!(end > start);
+    let g = pool.read(PageId(3)).unwrap();
+    assert_eq!(g.lsn(), end);
+    assert_eq!(&g[P..P + 5], b"hello");
+    drop(g);
+    assert_eq!(pool.dirty_pages(), 1);
+    assert_eq!(pool.oldest_dirty_lsn(), Some(start));
+    assert_eq!(store.stats().pages_written, 0, "nothing written before a flush");
+    assert_eq!(pool.flush_all().unwrap(), 1);
+    assert_eq!(pool.dirty_pages(), 0);
+    assert_eq!(pool.oldest_dirty_lsn(), None);
+    let mut buf = vec![0u8; 4096];
+    match store.read_page(PageId(3), &mut buf).unwrap() {
+        PageState::Valid(h) => assert_eq!(h.lsn, end),
+        s => panic!("{s:?}"),
+    }
+    assert_eq!(&buf[P..P + 5], b"hello");
+    // The group holds exactly the init and the write.
+    let groups = log.groups_since(Lsn::ZERO);
+    assert_eq!(groups.len(), 1);
+    assert!(matches!(groups[0].records[0], Record::PageInit { .. }));
+    assert!(matches!(groups[0].records[1], Record::PageWrite { .. }));
+}
+
+#[test]
+fn abort_restores_pages_exactly() {
+    let (pool, store) = mem_pool(8);
+    seed(&*store, 4);
+    let before: Vec<Vec<u8>> = (0..4).map(|i| pool.read(PageId(i)).unwrap().to_vec()).collect();
+    let log = MemLog::new();
+    {
+        let txn = pool.begin();
+        let mut a = txn.write(PageId(0)).unwrap();
+        a.write(P, &[9; 100]).unwrap();
+        a.modify(P + 200, 50, |b| b.reverse()).unwrap();
+        let mut b = txn.write(PageId(1)).unwrap();
+        b.write(P + 5, b"xyz").unwrap();
+        b.init(PageType::BTREE_LEAF);
+        b.write(P, b"after init").unwrap();
+        drop((a, b));
+        let mut c = txn.new_page(PageId(50), PageType::RAW).unwrap();
+        c.write(P, b"fresh").unwrap();
+        drop(c);
+        txn.free_page(PageId(2)).unwrap();
+        txn.abort();
+    }
+    for i in 0..4u64 {
+        assert_eq!(pool.read(PageId(i)).unwrap().to_vec(), before[i as usize], "page {i}");
+    }
+    assert!(!pool.contains(PageId(50)), "a page created by an aborted txn is dropped");
+    assert_eq!(pool.dirty_pages(), 0);
+    assert_eq!(log.groups_since(Lsn::ZERO).len(), 0);
+    assert_eq!(pool.stats().aborts, 1);
+    // Dropping a transaction aborts it too.
+    {
+        let txn = pool.begin();
+        txn.write(PageId(3)).unwrap().write(P, b"dropped").unwrap();
+    }
+    assert_eq!(pool.read(PageId(3)).unwrap().to_vec(), before[3]);
+}
+
+#[test]
+fn uncommitted_pages_are_never_written() {
+    let (pool, store) = mem_pool(8);
+    seed(&*store, 4);
+    let log = MemLog::new();
+    // Page 0 has committed, unwritten changes; then a second transaction changes it again.
+    let t1 = pool.begin();
+    t1.write(PageId(0)).unwrap().write(P, b"committed").unwrap();
+    t1.commit(&log).unwrap();
+    let t2 = pool.begin();
+    t2.write(PageId(0)).unwrap().write(P, b"UNCOMMITTED").unwrap();
+    t2.write(PageId(1)).unwrap().write(P, b"UNCOMMITTED").unwrap();
+    let written = store.stats().pages_written;
+    assert_eq!(pool.flush_all().unwrap(), 0, "no-steal: page 0 is held by t2");
+    assert_eq!(store.stats().pages_written, written);
+    // Fill the pool with other pages: the held pages are never evicted.
+    seed(&*store, 30);
+    for id in 4..30 {
+        match pool.read(PageId(id)) {
+            Ok(g) => drop(g),
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert!(pool.contains(PageId(0)) && pool.contains(PageId(1)));
+    let mut buf = vec![0u8; 4096];
+    store.read_page(PageId(0), &mut buf).unwrap();
+    assert_ne!(&buf[P..P + 11], b"UNCOMMITTED");
+    t2.commit(&log).unwrap();
+    assert_eq!(pool.flush_all().unwrap(), 2);
+    store.read_page(PageId(0), &mut buf).unwrap();
+    assert_eq!(&buf[P..P + 11], b"UNCOMMITTED");
+}
+
+#[test]
+fn txn_too_large_changes_nothing() {
+    let (pool, store) = mem_pool_with(8, |c| c.max_txn_pct = 50);
+    seed(&*store, 10);
+    assert_eq!(pool.max_txn_pages(), 4);
+    let log = MemLog::new();
+    let txn = pool.begin();
+    for id in 0..4 {
+        txn.write(PageId(id)).unwrap().write(P, b"x").unwrap();
+    }
+    let records = txn.records();
+    match txn.write(PageId(4)) {
+        Err(PoolError::TxnTooLarge {
+            txn_pages, limit, ..
+        }) => assert_eq!((txn_pages, limit), (4, 4)),
+        other => panic!("expected TxnTooLarge, got {other:?}"),
+    }
+    assert!(
+        PoolError::TxnTooLarge {
+            txn_pages: 4,
+            frames: 8,
+            limit: 4
+        }
+        .to_string()
+        .contains("transaction too large for the pool")
+    );
+    assert_eq!((txn.pages(), txn.records()), (4, records));
+    assert!(!pool.contains(PageId(4)));
+    drop(txn);
+    for id in 0..5 {
+        assert_eq!(check_page(&pool.read(PageId(id)).unwrap(), id), 0);
+    }
+    assert_eq!(pool.stats().txn_too_large, 1);
+    // With the whole pool allowed, running out of frames is reported the same way.
+    let (pool, store) = mem_pool_with(8, |c| c.max_txn_pct = 100);
+    seed(&*store, 10);
+    let txn = pool.begin();
+    let _g: Vec<_> = (0..8)
+        .map(|id| {
+            let mut g = txn.write(PageId(id)).unwrap();
+            g.write(P, b"y").unwrap();
+            drop(g);
+        })
+        .collect();
+    assert!(matches!(
+        txn.write(PageId(8)),
+        Err(PoolError::TxnTooLarge { txn_pages: 8, .. })
+    ));
+    txn.commit(&log).unwrap();
+}
+
+#[test]
+fn latch_misuse_is_an_error_not_a_deadlock() {
+    let (pool, store) = mem_pool(8);
+    seed(&*store, 2);
+    let txn = pool.begin();
+    let mut g = txn.write(PageId(0)).unwrap();
+    assert!(matches!(
+        txn.write(PageId(0)),
+        Err(PoolError::AlreadyLatched { .. })
+    ));
+    assert!(matches!(
+        txn.read(PageId(0)),
+        Err(PoolError::AlreadyLatched { .. })
+    ));
+    assert!(matches!(
+        g.write(4096 - 4, b"12345678"),
+        Err(PoolError::OutOfBounds { .. })
+    ));
+    assert!(matches!(
+        g.write(3, b"header"),
+        Err(PoolError::OutOfBounds { .. })
+    ));
+    drop(g);
+    // Another transaction cannot take a page with uncommitted changes.
+    txn.write(PageId(0)).unwrap().write(P, b"a").unwrap();
+    let other = pool.begin();
+    assert!(matches!(
+        other.write(PageId(0)),
+        Err(PoolError::PageBusy { .. })
+    ));
+}
+
+#[test]
+fn flush_list_is_ordered_by_oldest_modification() {
+    let (pool, store) = mem_pool(16);
+    seed(&*store, 4);
+    let log = MemLog::new();
+    let mut starts = Vec::new();
+    for id in [2u64, 0, 3] {
+        starts.push(log.end_lsn());
+        let t = pool.begin();
+        t.write(PageId(id)).unwrap().write(P, b"v1").unwrap();
+        t.commit(&log).unwrap();
+    }
+    // Changing page 2 again does not move its oldest modification.
+    let t = pool.begin();
+    t.write(PageId(2)).unwrap().write(P, b"v2").unwrap();
+    t.commit(&log).unwrap();
+    assert_eq!(pool.oldest_dirty_lsn(), Some(starts[0]));
+    // Flushing below the second start writes only page 2.
+    assert_eq!(pool.flush_up_to(starts[1]).unwrap(), 1);
+    assert_eq!(pool.oldest_dirty_lsn(), Some(starts[1]));
+    assert_eq!(pool.dirty_pages(), 2);
+    assert_eq!(pool.flush_up_to(Lsn(u64::MAX)).unwrap(), 2);
+    assert_eq!(pool.oldest_dirty_lsn(), None);
+}
+
+#[test]
+fn checkpoint_lsn_never_passes_a_dirty_page() {
+    let (pool, store) = mem_pool(16);
+    seed(&*store, 4);
+    let log = MemLog::new();
+    let s0 = log.end_lsn();
+    let t = pool.begin();
+    t.write(PageId(0)).unwrap().write(P, b"a").unwrap();
+    t.commit(&log).unwrap();
+    for id in 1..4 {
+        let t = pool.begin();
+        t.write(PageId(id)).unwrap().write(P, b"b").unwrap();
+        t.commit(&log).unwrap();
+    }
+    assert_eq!(pool.checkpoint_lsn(&log), s0);
+    pool.flush_all().unwrap();
+    assert_eq!(pool.checkpoint_lsn(&log), log.end_lsn(), "nothing dirty: the log's end");
+    // The knob breaks the invariant; the next test file's crash test shows the damage.
+    let t = pool.begin();
+    t.write(PageId(0)).unwrap().write(P, b"c").unwrap();
+    let s1 = log.end_lsn();
+    t.commit(&log).unwrap();
+    pool.knobs.checkpoint_overreport.store(true, Ordering::Relaxed);
+    assert!(pool.checkpoint_lsn(&log) > s1, "knob: over-reports");
+    pool.knobs.checkpoint_overreport.store(false, Ordering::Relaxed);
+}
+
+/// Counts full page images per page in the groups of `log`.
+fn images(log: &MemLog) -> Vec<(PageId, Vec<u8>)> {
+    log.groups_since(Lsn::ZERO)
+        .into_iter()
+        .flat_map(|g| g.records)
+        .filter_map(|r| match r {
+            Record::PageImage { page_id, image } => Some((page_id, image)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn full_page_image_logged_once_per_checkpoint() {
+    let store = Arc::new(MemStore::new(PageSize::K4).with_full_page_writes(true));
+    let cfg = keel_buffer_pool::PoolConfig {
+        page_size: PageSize::K4,
+        pool_bytes: 16 * 4096,
+        ..Default::default()
+    };
+    let pool = keel_buffer_pool::BufferPool::new(cfg, store.clone()).unwrap();
+    let log = MemLog::new();
+    // A new page starts with PageInit: redo rebuilds it, no image.
+    let t = pool.begin();
+    t.new_page(PageId(1), PageType::RAW)
+        .unwrap()
+        .write(P, b"first")
+        .unwrap();
+    t.commit(&log).unwrap();
+    assert_eq!(images(&log).len(), 0);
+    // Changes before the next checkpoint: still no image.
+    let t = pool.begin();
+    t.write(PageId(1)).unwrap().write(P, b"second").unwrap();
+    t.commit(&log).unwrap();
+    assert_eq!(images(&log).len(), 0);
+    let before = pool.read(PageId(1)).unwrap().to_vec();
+    let target = pool.begin_checkpoint(&log);
+    pool.flush_up_to(target).unwrap();
+    assert_eq!(pool.checkpoint_lsn(&log), target);
+    // First change after the checkpoint: an image of the page as it was, at the group's start.
+    let t = pool.begin();
+    t.write(PageId(1)).unwrap().write(P, b"third!").unwrap();
+    t.write(PageId(1)).unwrap().write(P + 10, b"more").unwrap();
+    t.commit(&log).unwrap();
+    let imgs = images(&log);
+    assert_eq!(imgs.len(), 1);
+    assert_eq!(imgs[0].0, PageId(1));
+    assert_eq!(imgs[0].1, before, "the image is the page before the change");
+    let last = log.groups_since(target);
+    assert!(matches!(last[0].records[0], Record::PageImage { .. }));
+    // Later changes before the next checkpoint: no more images.
+    let t = pool.begin();
+    t.write(PageId(1)).unwrap().write(P, b"fourth").unwrap();
+    t.commit(&log).unwrap();
+    assert_eq!(images(&log).len(), 1);
+    // Next checkpoint, next image.
+    let target = pool.begin_checkpoint(&log);
+    pool.flush_up_to(target).unwrap();
+    let t = pool.begin();
+    t.write(PageId(1)).unwrap().write(P, b"fifth").unwrap();
+    t.commit(&log).unwrap();
+    assert_eq!(images(&log).len(), 2);
+    assert_eq!(pool.stats().full_page_images, 2);
+    // The knob that skips images is visible here (and caught by the crash test).
+    pool.begin_checkpoint(&log);
+    pool.knobs.skip_full_page_images.store(true, Ordering::Relaxed);
+    let t = pool.begin();
+    t.write(PageId(1)).unwrap().write(P, b"sixth").unwrap();
+    t.commit(&log).unwrap();
+    assert_eq!(images(&log).len(), 2);
+}
+
+#[test]
+fn init_on_flush_state_follows_the_checkpoint() {
+    let (pool, store) = mem_pool(16);
+    seed(&*store, 4);
+    let log = MemLog::new();
+    // A fresh page and a changed page.
+    let t = pool.begin();
+    t.new_page(PageId(10), PageType::RAW).unwrap();
+    t.write(PageId(0)).unwrap().write(P, b"x").unwrap();
+    t.commit(&log).unwrap();
+    pool.flush_all().unwrap();
+    assert_eq!(store.stats().pages_rebuildable, 1, "only the initialised page");
+    // Changed again before a checkpoint passes its init: still rebuildable.
+    let t = pool.begin();
+    t.write(PageId(10)).unwrap().write(P, b"y").unwrap();
+    t.commit(&log).unwrap();
+    pool.flush_all().unwrap();
+    assert_eq!(store.stats().pages_rebuildable, 2);
+    // A checkpoint passes the init: the next write of the page must be protected.
+    let c = pool.checkpoint_lsn(&log);
+    assert_eq!(c, log.end_lsn());
+    let t = pool.begin();
+    t.write(PageId(10)).unwrap().write(P, b"z").unwrap();
+    t.commit(&log).unwrap();
+    pool.flush_all().unwrap();
+    assert_eq!(store.stats().pages_rebuildable, 2, "no longer rebuildable");
+    // Re-initialising it makes it rebuildable again.
+    let t = pool.begin();
+    t.write(PageId(10)).unwrap().init(PageType::BTREE_LEAF);
+    t.commit(&log).unwrap();
+    pool.flush_all().unwrap();
+    assert_eq!(store.stats().pages_rebuildable, 3);
+    assert_eq!(pool.stats().pages_written_rebuildable, 3);
+}
+
+/// A store whose writes wait until the test lets them go.
+struct GateStore {
+    inner: MemStore,
+    entered: Barrier,
+    release: Barrier,
+    gate: std::sync::atomic::AtomicBool,
+}
+
+impl PageStore for GateStore {
+    fn page_size(&self) -> PageSize {
+        self.inner.page_size()
+    }
+    fn data_path(&self) -> &std::path::Path {
+        self.inner.data_path()
+    }
+    fn read_page(&self, id: PageId, buf: &mut [u8]) -> Result<PageState> {
+        self.inner.read_page(id, buf)
+    }
+    fn write_pages(&self, pages: &[PageOut<'_>]) -> Result<()> {
+        if self.gate.load(Ordering::SeqCst) {
+            self.entered.wait();
+            self.release.wait();
+        }
+        self.inner.write_pages(pages)
+    }
+    fn wants_full_page_images(&self) -> bool {
+        false
+    }
+}
+
+/// Invariant 4: while a page is being written without protection because redo can rebuild it,
+/// the checkpoint cannot pass its PageInit (else a torn write could not be rebuilt).
+#[test]
+fn a_rebuildable_page_in_flight_holds_the_checkpoint_at_its_init() {
+    let store = Arc::new(GateStore {
+        inner: MemStore::new(PageSize::K4),
+        entered: Barrier::new(2),
+        release: Barrier::new(2),
+        gate: false.into(),
+    });
+    let cfg = keel_buffer_pool::PoolConfig {
+        page_size: PageSize::K4,
+        pool_bytes: 16 * 4096,
+        ..Default::default()
+    };
+    let pool = Arc::new(keel_buffer_pool::BufferPool::new(cfg, store.clone()).unwrap());
+    let log = Arc::new(MemLog::new());
+    let init_start = log.end_lsn();
+    let t = pool.begin();
+    t.new_page(PageId(7), PageType::RAW).unwrap();
+    t.commit(&*log).unwrap();
+    pool.flush_all().unwrap();
+    // Some other groups, then a plain change of the page: its oldest modification is now
+    // well after its init.
+    for _ in 0..3 {
+        log.append(&[Record::Logical {
+            kind: 1,
+            bytes: vec![0; 100],
+        }])
+        .unwrap();
+    }
+    let change_start = log.end_lsn();
+    let t = pool.begin();
+    t.write(PageId(7)).unwrap().write(P, b"later").unwrap();
+    t.commit(&*log).unwrap();
+    assert_eq!(pool.oldest_dirty_lsn(), Some(change_start));
+    store.gate.store(true, Ordering::SeqCst);
+    let p2 = pool.clone();
+    let h = std::thread::spawn(move || p2.flush_all());
+    store.entered.wait();
+    // The write is in flight, unprotected: the checkpoint must stay at or below the init.
+    let c = pool.checkpoint_lsn(&*log);
+    assert!(
+        c <= init_start,
+        "checkpoint {c} passed the PageInit at {init_start} of a page being written unprotected"
+    );
+    store.release.wait();
+    assert_eq!(h.join().unwrap().unwrap(), 1);
+    assert_eq!(store.inner.stats().pages_rebuildable, 2);
+    assert_eq!(pool.checkpoint_lsn(&*log), log.end_lsn());
+}
+
+/// A store that counts batched reads.
+struct CountingStore {
+    inner: MemStore,
+    batches: Mutex<Vec<usize>>,
+}
+
+impl PageStore for CountingStore {
+    fn page_size(&self) -> PageSize {
+        self.inner.page_size()
+    }
+    fn data_path(&self) -> &std::path::Path {
+        self.inner.data_path()
+    }
+    fn read_page(&self, id: PageId, buf: &mut [u8]) -> Result<PageState> {
+        self.inner.read_page(id, buf)
+    }
+    fn read_pages(&self, reqs: &mut [(PageId, &mut [u8])]) -> Vec<Result<PageState>> {
+        self.batches.lock().unwrap().push(reqs.len());
+        self.inner.read_pages(reqs)
+    }
+    fn write_pages(&self, pages: &[PageOut<'_>]) -> Result<()> {
+        self.inner.write_pages(pages)
+    }
+    fn wants_full_page_images(&self) -> bool {
+        false
+    }
+}
+
+#[test]
+fn prefetch_reads_many_pages_in_one_batch() {
+    let store = Arc::new(CountingStore {
+        inner: MemStore::new(PageSize::K4),
+        batches: Mutex::new(Vec::new()),
+    });
+    seed(&store.inner, 40);
+    let cfg = keel_buffer_pool::PoolConfig {
+        page_size: PageSize::K4,
+        pool_bytes: 64 * 4096,
+        ..Default::default()
+    };
+    let pool = keel_buffer_pool::BufferPool::new(cfg, store.clone()).unwrap();
+    drop(pool.read(PageId(3)).unwrap());
+    let mut ids: Vec<PageId> = (0..12).map(PageId).collect();
+    ids.push(PageId(5)); // duplicate
+    ids.push(PageId(1000)); // never written
+    let rep = pool.prefetch(&ids).unwrap();
+    assert_eq!(rep.requested, 13);
+    assert_eq!(rep.resident, 1);
+    assert_eq!(rep.loaded, 11);
+    assert_eq!(rep.failed, 1);
+    assert_eq!(*store.batches.lock().unwrap(), vec![12]);
+    let misses = pool.stats().misses;
+    for id in 0..12 {
+        check_page(&pool.read(PageId(id)).unwrap(), id);
+    }
+    assert_eq!(pool.stats().misses, misses, "prefetched pages hit");
+    assert!(!pool.contains(PageId(1000)));
+}
+
+#[test]
+fn the_slow_path_is_counted_when_no_clean_frame_exists() {
+    let (pool, store) = mem_pool(8);
+    seed(&*store, 12);
+    let log = MemLog::new();
+    for id in 0..8 {
+        let t = pool.begin();
+        t.write(PageId(id)).unwrap().write(P, b"dirty").unwrap();
+        t.commit(&log).unwrap();
+    }
+    assert_eq!(pool.dirty_pages(), 8);
+    check_page(&pool.read(PageId(9)).unwrap(), 9);
+    let s = pool.stats();
+    assert_eq!(s.single_page_flushes, 1, "{s:?}");
+    assert_eq!(pool.dirty_pages(), 7);
+}
+
+#[test]
+fn the_cleaner_keeps_a_free_reserve_and_writes_cold_pages() {
+    let (pool, store) = mem_pool_with(64, |c| {
+        c.free_reserve = 8;
+        c.cleaner_interval_ms = 1;
+        c.dirty_target_pct = 25;
+    });
+    seed(&*store, 512);
+    let cleaner = pool.start_cleaner().unwrap();
+    let log = MemLog::new();
+    let mut rng = Rng(7);
+    for i in 0..2000u64 {
+        let id = rng.below(512);
+        if i % 3 == 0 {
+            let t = pool.begin();
+            t.write(PageId(id)).unwrap().write(P, &i.to_le_bytes()).unwrap();
+            t.commit(&log).unwrap();
+        } else {
+            drop(pool.read(PageId(id)).unwrap());
+        }
+        if i % 200 == 0 {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+    std::thread::sleep(Duration::from_millis(50));
+    let s = pool.stats();
+    assert!(cleaner.last_error().is_none());
+    cleaner.stop();
+    assert!(s.cleaner_rounds > 0, "{s:?}");
+    assert!(s.cleaner_evictions > 0, "{s:?}");
+    assert!(
+        s.cleaner_lru_pages + s.flush_list_pages > 0,
+        "the cleaner wrote pages: {s:?}"
+    );
+    assert!(s.dirty_pages as usize <= 64 * 25 / 100 + 1, "{s:?}");
+    let json = serde_json::to_string(&s).unwrap();
+    assert!(json.contains("single_page_flushes"));
+}
