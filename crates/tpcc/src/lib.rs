@@ -12,16 +12,16 @@
 //! systems), [`cli`] (the commands).
 
 pub mod check;
-// pub mod cli;
+pub mod cli;
 pub mod config;
 pub mod driver;
 pub mod engine;
 pub mod error;
-// pub mod fsmount;
+pub mod fsmount;
 pub mod load;
-// pub mod matrix;
+pub mod matrix;
 pub mod memory;
-// pub mod report;
+pub mod report;
 pub mod rng;
 pub mod schema;
 pub mod txn;
