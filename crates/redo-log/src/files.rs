@@ -1,0 +1,235 @@
+//! The log's data files: naming, creation (zero-filled preallocation), opening, and reading
+//! blocks for the scan.
+
+use crate::block::Geometry;
+use crate::error::{LogError, Result};
+use crate::scan::BlockSource;
+use keel_io::{preallocate, AlignedBuf, File, FileSystem, OpenOptions, Preallocation};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Name of log data file `i`.
+pub(crate) fn file_name(i: u64) -> String {
+    format!("log.{i:010}")
+}
+
+/// The index of a log data file name, if it is one.
+pub(crate) fn parse_name(name: &str) -> Option<u64> {
+    let digits = name.strip_prefix("log.")?;
+    if digits.len() < 10 || !digits.bytes().all(|c| c.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+/// The open data files of a log.
+#[derive(Debug)]
+pub(crate) struct LogFileSet {
+    fs: Arc<dyn FileSystem>,
+    dir: PathBuf,
+    geo: Geometry,
+    opts: OpenOptions,
+    open: BTreeMap<u64, Arc<dyn File>>,
+}
+
+impl LogFileSet {
+    /// Creates the files of a new log: preallocated files are zero-filled and synced; growing
+    /// logs start without files.
+    pub fn create(
+        fs: &Arc<dyn FileSystem>,
+        dir: &Path,
+        geo: &Geometry,
+        opts: OpenOptions,
+        file_size: u64,
+    ) -> Result<()> {
+        if !geo.preallocated {
+            return Ok(());
+        }
+        for i in 0..geo.files as u64 {
+            let f = fs.open(&dir.join(file_name(i)), &opts.create(true))?;
+            if f.len()? != file_size {
+                f.set_len(file_size)?;
+            }
+            preallocate(&*f, file_size, Preallocation::Zeroed)?;
+        }
+        Ok(())
+    }
+
+    /// Opens the files of an existing log (preallocated: every file must have its size).
+    pub fn open(
+        fs: Arc<dyn FileSystem>,
+        dir: &Path,
+        geo: Geometry,
+        opts: OpenOptions,
+        file_size: u64,
+    ) -> Result<LogFileSet> {
+        let mut open = BTreeMap::new();
+        if geo.preallocated {
+            for i in 0..geo.files as u64 {
+                let path = dir.join(file_name(i));
+                if !fs.exists(&path)? {
+                    return Err(LogError::BadFile {
+                        path,
+                        reason: "preallocated log file is missing".into(),
+                    });
+                }
+                let f = fs.open(&path, &opts)?;
+                let len = f.len()?;
+                if len != file_size {
+                    return Err(LogError::BadFile {
+                        path,
+                        reason: format!(
+                            "preallocated log file has {len} bytes, expected {file_size}"
+                        ),
+                    });
+                }
+                open.insert(i, f);
+            }
+        } else {
+            for path in fs.list_dir(dir)? {
+                let Some(i) = path
+                    .file_name()
+                    .and_then(|n| n.to_str())
+                    .and_then(parse_name)
+                else {
+                    continue;
+                };
+                open.insert(i, fs.open(&path, &opts)?);
+            }
+        }
+        Ok(LogFileSet {
+            fs,
+            dir: dir.to_path_buf(),
+            geo,
+            opts,
+            open,
+        })
+    }
+
+    /// Path of file `i`.
+    pub fn path(&self, i: u64) -> PathBuf {
+        self.dir.join(file_name(i))
+    }
+
+    /// File `i` if it is open.
+    pub fn existing(&self, i: u64) -> Option<&Arc<dyn File>> {
+        self.open.get(&i)
+    }
+
+    /// File `i`, created if missing (growing logs).
+    pub fn get_or_create(&mut self, i: u64) -> keel_io::Result<Arc<dyn File>> {
+        if let Some(f) = self.open.get(&i) {
+            return Ok(f.clone());
+        }
+        let f = self.fs.open(&self.path(i), &self.opts.create(true))?;
+        self.open.insert(i, f.clone());
+        Ok(f)
+    }
+
+    /// Growing logs: deletes every file with an index below `i`.
+    pub fn remove_before(&mut self, i: u64) -> Result<()> {
+        if self.geo.preallocated {
+            return Ok(());
+        }
+        let old: Vec<u64> = self.open.range(..i).map(|(k, _)| *k).collect();
+        for k in old {
+            self.open.remove(&k);
+            self.fs.remove_file(&self.path(k))?;
+        }
+        Ok(())
+    }
+
+    /// Growing logs: deletes every file with an index above `i` and cuts file `i` to `len`
+    /// bytes (durably).
+    pub fn truncate_after(&mut self, i: u64, len: u64) -> Result<()> {
+        if self.geo.preallocated {
+            return Ok(());
+        }
+        let later: Vec<u64> = self.open.range(i + 1..).map(|(k, _)| *k).collect();
+        for k in later {
+            self.open.remove(&k);
+            self.fs.remove_file(&self.path(k))?;
+        }
+        if let Some(f) = self.open.get(&i) {
+            if f.len()? > len {
+                f.set_len(len)?;
+                f.sync_all()?;
+            }
+        }
+        Ok(())
+    }
+}
+
+const WINDOW_BLOCKS: usize = 64;
+
+/// Reads blocks from the files, a window of up to 64 blocks at a time (aligned, so direct files
+/// work).
+pub(crate) struct FileSource<'a> {
+    set: &'a LogFileSet,
+    buf: AlignedBuf,
+    win: Option<(u64, u64, usize)>,
+}
+
+impl<'a> FileSource<'a> {
+    pub fn new(set: &'a LogFileSet) -> FileSource<'a> {
+        FileSource {
+            set,
+            buf: AlignedBuf::page(WINDOW_BLOCKS * set.geo.block),
+            win: None,
+        }
+    }
+}
+
+impl BlockSource for FileSource<'_> {
+    fn read_block(&mut self, n: u64, out: &mut [u8]) -> Result<bool> {
+        let b = self.set.geo.block as u64;
+        let (fi, off) = self.set.geo.location(n);
+        if let Some((wf, woff, wlen)) = self.win {
+            if wf == fi && off >= woff && off + b <= woff + wlen as u64 {
+                let s = (off - woff) as usize;
+                out.copy_from_slice(&self.buf[s..s + b as usize]);
+                return Ok(true);
+            }
+        }
+        let Some(file) = self.set.existing(fi) else {
+            return Ok(false);
+        };
+        let len = file.len()? / b * b;
+        if off + b > len {
+            return Ok(false);
+        }
+        let span = WINDOW_BLOCKS as u64 * b;
+        let wstart = off / span * span;
+        let wlen = (len - wstart).min(span) as usize;
+        file.read_exact_at(&mut self.buf[..wlen], wstart)?;
+        self.win = Some((fi, wstart, wlen));
+        let s = (off - wstart) as usize;
+        out.copy_from_slice(&self.buf[s..s + b as usize]);
+        Ok(true)
+    }
+
+    fn describe(&self, n: u64) -> String {
+        let (fi, off) = self.set.geo.location(n);
+        format!("{} offset {off}", file_name(fi))
+    }
+
+    fn path_of(&self, n: u64) -> PathBuf {
+        self.set.path(self.set.geo.location(n).0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        assert_eq!(file_name(3), "log.0000000003");
+        assert_eq!(parse_name("log.0000000003"), Some(3));
+        assert_eq!(parse_name(&file_name(12345678901)), Some(12345678901));
+        assert_eq!(parse_name("log.header"), None);
+        assert_eq!(parse_name("log.12"), None);
+        assert_eq!(parse_name("log.00000000x1"), None);
+    }
+}
