@@ -65,7 +65,9 @@ pub enum PoolError {
         page_id: PageId,
     },
     /// A modification outside the page's payload (header and trailer belong to the page format).
-    #[error("{page_id}: write of {len} bytes at offset {offset} is outside the payload {min}..{max}")]
+    #[error(
+        "{page_id}: write of {len} bytes at offset {offset} is outside the payload {min}..{max}"
+    )]
     OutOfBounds {
         /// The page.
         page_id: PageId,

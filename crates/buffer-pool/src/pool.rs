@@ -272,8 +272,7 @@ impl BufferPool {
         if n > u32::MAX as usize / 2 {
             return Err(PoolError::Config(format!("{n} frames are too many")));
         }
-        if config.cleaner_batch_pages == 0 || config.max_txn_pct == 0 || config.max_txn_pct > 100
-        {
+        if config.cleaner_batch_pages == 0 || config.max_txn_pct == 0 || config.max_txn_pct > 100 {
             return Err(PoolError::Config(
                 "cleaner_batch_pages must be > 0 and max_txn_pct in 1..=100".into(),
             ));
@@ -282,8 +281,8 @@ impl BufferPool {
         let base = arena.as_mut_ptr();
         let frames: Box<[Frame]> = (0..n)
             .map(|i| {
-                let p = NonNull::new(base.wrapping_add(i * page_size))
-                    .unwrap_or(NonNull::dangling());
+                let p =
+                    NonNull::new(base.wrapping_add(i * page_size)).unwrap_or(NonNull::dangling());
                 Frame::new(p, page_size)
             })
             .collect();
@@ -355,8 +354,7 @@ impl BufferPool {
             let frame = &self.frames[f as usize];
             let pin = PinGuard::new(self, f);
             let latch = frame.shared();
-            if frame.valid.load(Ordering::Acquire)
-                && frame.page_id.load(Ordering::Relaxed) == id.0
+            if frame.valid.load(Ordering::Acquire) && frame.page_id.load(Ordering::Relaxed) == id.0
             {
                 return Ok(PageReadGuard::new(id, latch, pin));
             }

@@ -259,18 +259,17 @@ impl BufferPool {
                                     touched.insert(pid, t);
                                     t
                                 }
-                                Err(e @ (PoolError::Corruption(_) | PoolError::Unwritten { .. }))
-                                    if !was_live =>
-                                {
-                                    match first_rebuild.get(&pid) {
-                                        Some(&(sg, sr)) if (sg, sr) > (gi, ri) => {
-                                            states.insert(pid, PState::SkipUntil(sg, sr));
-                                            touched.insert(pid, Touched::SkipUntil(sg, sr));
-                                            rep.records_superseded += 1;
-                                            continue;
-                                        }
-                                        _ => {
-                                            return Err(PoolError::Unrecoverable {
+                                Err(
+                                    e @ (PoolError::Corruption(_) | PoolError::Unwritten { .. }),
+                                ) if !was_live => match first_rebuild.get(&pid) {
+                                    Some(&(sg, sr)) if (sg, sr) > (gi, ri) => {
+                                        states.insert(pid, PState::SkipUntil(sg, sr));
+                                        touched.insert(pid, Touched::SkipUntil(sg, sr));
+                                        rep.records_superseded += 1;
+                                        continue;
+                                    }
+                                    _ => {
+                                        return Err(PoolError::Unrecoverable {
                                                 file: file.to_path_buf(),
                                                 page_id: pid,
                                                 reason: format!(
@@ -278,9 +277,8 @@ impl BufferPool {
                                                     g.end_lsn
                                                 ),
                                             });
-                                        }
                                     }
-                                }
+                                },
                                 Err(e) => return Err(e),
                             }
                         }
@@ -327,8 +325,7 @@ impl BufferPool {
                         }
                         Record::PageWrite { offset, bytes, .. } => {
                             let off = *offset as usize;
-                            if off < PAGE_HEADER_SIZE
-                                || off + bytes.len() > ps - PAGE_TRAILER_SIZE
+                            if off < PAGE_HEADER_SIZE || off + bytes.len() > ps - PAGE_TRAILER_SIZE
                             {
                                 return Err(bad(format!(
                                     "write of {} bytes at offset {off} is outside the payload",
@@ -336,7 +333,9 @@ impl BufferPool {
                                 )));
                             }
                             if freed {
-                                return Err(bad("write to a page freed earlier in the group".into()));
+                                return Err(bad(
+                                    "write to a page freed earlier in the group".into()
+                                ));
                             }
                             page[off..off + bytes.len()].copy_from_slice(bytes);
                         }

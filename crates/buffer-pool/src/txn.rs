@@ -317,8 +317,7 @@ impl<'p> PageTxn<'p> {
                 let (f, fresh) = pool.install_blank(id).map_err(map_err)?;
                 let fr = &pool.frames[f as usize];
                 let x = fr.exclusive();
-                if fr.valid.load(Ordering::Acquire) && fr.page_id.load(Ordering::Relaxed) == id.0
-                {
+                if fr.valid.load(Ordering::Acquire) && fr.page_id.load(Ordering::Relaxed) == id.0 {
                     break (f, x, fresh);
                 }
                 drop(x);
@@ -327,8 +326,7 @@ impl<'p> PageTxn<'p> {
                 let f = pool.fix(id).map_err(map_err)?;
                 let fr = &pool.frames[f as usize];
                 let x = fr.exclusive();
-                if fr.valid.load(Ordering::Acquire) && fr.page_id.load(Ordering::Relaxed) == id.0
-                {
+                if fr.valid.load(Ordering::Acquire) && fr.page_id.load(Ordering::Relaxed) == id.0 {
                     break (f, x, false);
                 }
                 drop(x);

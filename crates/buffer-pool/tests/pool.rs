@@ -5,9 +5,7 @@
 mod common;
 
 use common::*;
-use keel_buffer_pool::{
-    MemLog, MemStore, PageOut, PageStore, PoolError, Record, RedoSink, Result,
-};
+use keel_buffer_pool::{MemLog, MemStore, PageOut, PageStore, PoolError, Record, RedoSink, Result};
 use keel_page::{Lsn, PageId, PageSize, PageState, PageType, PAGE_HEADER_SIZE};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Barrier, Mutex};
@@ -27,7 +25,11 @@ fn a_data_set_eight_times_the_pool_reads_correctly() {
         }
     }
     let s = pool.stats();
-    assert_eq!(s.misses, 3 * 128, "every read of a cyclic scan 8x the pool misses");
+    assert_eq!(
+        s.misses,
+        3 * 128,
+        "every read of a cyclic scan 8x the pool misses"
+    );
     assert!(s.evictions >= 3 * 128 - 16, "{s:?}");
     // A hot page stays resident: re-reading it hits.
     let before = pool.stats().hits;
@@ -72,7 +74,10 @@ fn unwritten_and_corrupt_pages_are_errors_never_data() {
     let err = pool.read(PageId(2)).unwrap_err();
     assert!(err.is_corruption(), "{err}");
     assert!(err.to_string().contains("page 2"), "{err}");
-    assert!(!pool.contains(PageId(2)), "a failed load leaves no frame behind");
+    assert!(
+        !pool.contains(PageId(2)),
+        "a failed load leaves no frame behind"
+    );
     // The frame went back to the pool: the other pages still fit.
     for id in [0, 1, 3] {
         check_page(&pool.read(PageId(id)).unwrap(), id);
@@ -97,7 +102,11 @@ fn commit_gives_pages_the_group_lsn_and_lists_them_dirty() {
     drop(g);
     assert_eq!(pool.dirty_pages(), 1);
     assert_eq!(pool.oldest_dirty_lsn(), Some(start));
-    assert_eq!(store.stats().pages_written, 0, "nothing written before a flush");
+    assert_eq!(
+        store.stats().pages_written,
+        0,
+        "nothing written before a flush"
+    );
     assert_eq!(pool.flush_all().unwrap(), 1);
     assert_eq!(pool.dirty_pages(), 0);
     assert_eq!(pool.oldest_dirty_lsn(), None);
@@ -118,7 +127,9 @@ fn commit_gives_pages_the_group_lsn_and_lists_them_dirty() {
 fn abort_restores_pages_exactly() {
     let (pool, store) = mem_pool(8);
     seed(&*store, 4);
-    let before: Vec<Vec<u8>> = (0..4).map(|i| pool.read(PageId(i)).unwrap().to_vec()).collect();
+    let before: Vec<Vec<u8>> = (0..4)
+        .map(|i| pool.read(PageId(i)).unwrap().to_vec())
+        .collect();
     let log = MemLog::new();
     {
         let txn = pool.begin();
@@ -137,9 +148,16 @@ fn abort_restores_pages_exactly() {
         txn.abort();
     }
     for i in 0..4u64 {
-        assert_eq!(pool.read(PageId(i)).unwrap().to_vec(), before[i as usize], "page {i}");
+        assert_eq!(
+            pool.read(PageId(i)).unwrap().to_vec(),
+            before[i as usize],
+            "page {i}"
+        );
     }
-    assert!(!pool.contains(PageId(50)), "a page created by an aborted txn is dropped");
+    assert!(
+        !pool.contains(PageId(50)),
+        "a page created by an aborted txn is dropped"
+    );
     assert_eq!(pool.dirty_pages(), 0);
     assert_eq!(log.groups_since(Lsn::ZERO).len(), 0);
     assert_eq!(pool.stats().aborts, 1);
@@ -161,10 +179,20 @@ fn uncommitted_pages_are_never_written() {
     t1.write(PageId(0)).unwrap().write(P, b"committed").unwrap();
     t1.commit(&log).unwrap();
     let t2 = pool.begin();
-    t2.write(PageId(0)).unwrap().write(P, b"UNCOMMITTED").unwrap();
-    t2.write(PageId(1)).unwrap().write(P, b"UNCOMMITTED").unwrap();
+    t2.write(PageId(0))
+        .unwrap()
+        .write(P, b"UNCOMMITTED")
+        .unwrap();
+    t2.write(PageId(1))
+        .unwrap()
+        .write(P, b"UNCOMMITTED")
+        .unwrap();
     let written = store.stats().pages_written;
-    assert_eq!(pool.flush_all().unwrap(), 0, "no-steal: page 0 is held by t2");
+    assert_eq!(
+        pool.flush_all().unwrap(),
+        0,
+        "no-steal: page 0 is held by t2"
+    );
     assert_eq!(store.stats().pages_written, written);
     // Fill the pool with other pages: the held pages are never evicted.
     seed(&*store, 30);
@@ -201,15 +229,13 @@ fn txn_too_large_changes_nothing() {
         }) => assert_eq!((txn_pages, limit), (4, 4)),
         other => panic!("expected TxnTooLarge, got {other:?}"),
     }
-    assert!(
-        PoolError::TxnTooLarge {
-            txn_pages: 4,
-            frames: 8,
-            limit: 4
-        }
-        .to_string()
-        .contains("transaction too large for the pool")
-    );
+    assert!(PoolError::TxnTooLarge {
+        txn_pages: 4,
+        frames: 8,
+        limit: 4
+    }
+    .to_string()
+    .contains("transaction too large for the pool"));
     assert_eq!((txn.pages(), txn.records()), (4, records));
     assert!(!pool.contains(PageId(4)));
     drop(txn);
@@ -308,15 +334,23 @@ fn checkpoint_lsn_never_passes_a_dirty_page() {
     }
     assert_eq!(pool.checkpoint_lsn(&log), s0);
     pool.flush_all().unwrap();
-    assert_eq!(pool.checkpoint_lsn(&log), log.end_lsn(), "nothing dirty: the log's end");
+    assert_eq!(
+        pool.checkpoint_lsn(&log),
+        log.end_lsn(),
+        "nothing dirty: the log's end"
+    );
     // The knob breaks the invariant; the next test file's crash test shows the damage.
     let t = pool.begin();
     t.write(PageId(0)).unwrap().write(P, b"c").unwrap();
     let s1 = log.end_lsn();
     t.commit(&log).unwrap();
-    pool.knobs.checkpoint_overreport.store(true, Ordering::Relaxed);
+    pool.knobs
+        .checkpoint_overreport
+        .store(true, Ordering::Relaxed);
     assert!(pool.checkpoint_lsn(&log) > s1, "knob: over-reports");
-    pool.knobs.checkpoint_overreport.store(false, Ordering::Relaxed);
+    pool.knobs
+        .checkpoint_overreport
+        .store(false, Ordering::Relaxed);
 }
 
 /// Counts full page images per page in the groups of `log`.
@@ -384,7 +418,9 @@ fn full_page_image_logged_once_per_checkpoint() {
     assert_eq!(pool.stats().full_page_images, 2);
     // The knob that skips images is visible here (and caught by the crash test).
     pool.begin_checkpoint(&log);
-    pool.knobs.skip_full_page_images.store(true, Ordering::Relaxed);
+    pool.knobs
+        .skip_full_page_images
+        .store(true, Ordering::Relaxed);
     let t = pool.begin();
     t.write(PageId(1)).unwrap().write(P, b"sixth").unwrap();
     t.commit(&log).unwrap();
@@ -402,7 +438,11 @@ fn init_on_flush_state_follows_the_checkpoint() {
     t.write(PageId(0)).unwrap().write(P, b"x").unwrap();
     t.commit(&log).unwrap();
     pool.flush_all().unwrap();
-    assert_eq!(store.stats().pages_rebuildable, 1, "only the initialised page");
+    assert_eq!(
+        store.stats().pages_rebuildable,
+        1,
+        "only the initialised page"
+    );
     // Changed again before a checkpoint passes its init: still rebuildable.
     let t = pool.begin();
     t.write(PageId(10)).unwrap().write(P, b"y").unwrap();
@@ -599,7 +639,10 @@ fn the_cleaner_keeps_a_free_reserve_and_writes_cold_pages() {
         let id = rng.below(512);
         if i % 3 == 0 {
             let t = pool.begin();
-            t.write(PageId(id)).unwrap().write(P, &i.to_le_bytes()).unwrap();
+            t.write(PageId(id))
+                .unwrap()
+                .write(P, &i.to_le_bytes())
+                .unwrap();
             t.commit(&log).unwrap();
         } else {
             drop(pool.read(PageId(id)).unwrap());

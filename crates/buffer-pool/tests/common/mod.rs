@@ -1,6 +1,10 @@
 //! Helpers shared by the buffer-pool integration tests.
 #![allow(dead_code)]
 
+pub mod crashfs;
+pub mod modellog;
+pub mod world;
+
 use keel_buffer_pool::{BufferPool, MemStore, PageOut, PageStore, PoolConfig};
 use keel_page::{Lsn, PageHeader, PageId, PageSize, PageType, PAGE_HEADER_SIZE};
 use std::sync::Arc;
@@ -32,7 +36,12 @@ pub fn page_image(ps: usize, id: u64, version: u64, lsn: Lsn) -> Vec<u8> {
     let mut p = vec![0u8; ps];
     PageHeader::init(&mut p, PageId(id), PageType::RAW, lsn);
     p[PAGE_HEADER_SIZE..PAGE_HEADER_SIZE + 8].copy_from_slice(&version.to_le_bytes());
-    for (i, b) in p.iter_mut().enumerate().take(ps - 8).skip(PAGE_HEADER_SIZE + 8) {
+    for (i, b) in p
+        .iter_mut()
+        .enumerate()
+        .take(ps - 8)
+        .skip(PAGE_HEADER_SIZE + 8)
+    {
         *b = pattern(id, version, i);
     }
     p
