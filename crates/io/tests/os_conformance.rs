@@ -1,5 +1,5 @@
-//! `OsFs` passes the shared conformance suite with each backend, plus checks only a real OS can
-//! answer: the open flags each sync method sets, ENOSPC from a real device, the automatic backend
+//! `OsFs` passes the shared conformance suite with each backend (and `SimFs` the same suite, one
+//! line: `conformance_simfs`), plus checks only a real OS can answer: the open flags each sync method sets, ENOSPC from a real device, the automatic backend
 //! choice, and many threads sharing the io_uring ring pool.
 
 mod common;
@@ -48,8 +48,10 @@ fn conformance_io_uring() {
     common::conformance(&fs, dir.path());
 }
 
-// SimFs joins with one line once it lands, e.g.:
-// #[test] fn conformance_simfs() { common::conformance(&keel_io::SimFs::new(7), Path::new("/sim")); }
+#[test]
+fn conformance_simfs() {
+    common::conformance(&keel_io::SimFs::with_seed(7), Path::new("/sim/conformance"));
+}
 
 #[test]
 fn auto_picks_io_uring_when_a_ring_can_be_set_up() {

@@ -1,5 +1,5 @@
 //! The conformance suite every [`FileSystem`] implementation of keel-io must pass: `OsFs` with
-//! each backend (tests/os_conformance.rs), and `SimFs` with one more line there.
+//! each backend and `SimFs` (tests/os_conformance.rs: one `#[test]` line per implementation).
 //!
 //! Everything goes through the traits only, with page-aligned 4 KiB buffers for direct I/O, so
 //! the same checks hold for a real disk and for a simulated one. Counters are checked as exact
