@@ -141,7 +141,8 @@ pub struct CrashReport {
     pub policy: Option<CrashPolicy>,
     /// Files that survived (have a durable name).
     pub files: u64,
-    /// Files that existed (a live name or an open handle) but had no durable name: gone.
+    /// Files that had a live name but no durable one: gone (files only an open handle still
+    /// reached are not counted).
     pub files_lost: u64,
     /// Pending writes (atomic ones included) kept whole.
     pub writes_kept: u64,

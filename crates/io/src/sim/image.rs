@@ -32,6 +32,13 @@ impl std::fmt::Debug for Image {
     }
 }
 
+static ZEROS: [u8; CHUNK] = [0; CHUNK];
+
+/// Whether every byte of `buf` is zero (memcmp against a zero block: fast in debug builds too).
+pub(crate) fn is_zero(buf: &[u8]) -> bool {
+    buf.chunks(CHUNK).all(|c| c == &ZEROS[..c.len()])
+}
+
 fn chunk_of(offset: u64) -> usize {
     (offset / CHUNK as u64) as usize
 }
@@ -82,7 +89,7 @@ impl Image {
             let n = (CHUNK - within).min(data.len() - done);
             let piece = &data[done..done + n];
             if self.chunks.len() <= k {
-                if piece.iter().all(|&b| b == 0) {
+                if is_zero(piece) {
                     done += n;
                     continue;
                 }
@@ -95,7 +102,7 @@ impl Image {
                     }
                 }
                 slot @ None => {
-                    if !piece.iter().all(|&b| b == 0) {
+                    if !is_zero(piece) {
                         let mut c = Arc::new([0u8; CHUNK]);
                         Arc::make_mut(&mut c)[within..within + n].copy_from_slice(piece);
                         *slot = Some(c);
@@ -118,7 +125,7 @@ impl Image {
             let within = (pos % CHUNK as u64) as usize;
             let n = ((CHUNK - within) as u64).min(end - pos) as usize;
             if let Some(Some(c)) = self.chunks.get_mut(k) {
-                if c[within..within + n].iter().any(|&b| b != 0) {
+                if !is_zero(&c[within..within + n]) {
                     Arc::make_mut(c)[within..within + n].fill(0);
                 }
             }
@@ -137,7 +144,7 @@ impl Image {
             let within = (len % CHUNK as u64) as usize;
             if within != 0 {
                 if let Some(Some(c)) = self.chunks.get_mut(keep - 1) {
-                    if c[within..].iter().any(|&b| b != 0) {
+                    if !is_zero(&c[within..]) {
                         Arc::make_mut(c)[within..].fill(0);
                     }
                 }
@@ -203,7 +210,7 @@ impl Image {
             match (a, b) {
                 (None, None) => true,
                 (Some(x), Some(y)) => Arc::ptr_eq(x, y) || x[..] == y[..],
-                (Some(x), None) | (None, Some(x)) => x.iter().all(|&b| b == 0),
+                (Some(x), None) | (None, Some(x)) => is_zero(&x[..]),
             }
         })
     }

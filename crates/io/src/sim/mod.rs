@@ -744,7 +744,9 @@ impl SimFile {
         let align = self.m.config.direct_alignment as usize;
         if self.options.direct
             && !self.m.sabotage.skip_alignment
-            && (offset % align as u64 != 0 || len % align != 0 || addr % align != 0)
+            && (!offset.is_multiple_of(align as u64)
+                || !len.is_multiple_of(align)
+                || !addr.is_multiple_of(align))
         {
             return Err(IoError::Misaligned {
                 path: self.path.clone(),

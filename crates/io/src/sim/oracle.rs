@@ -1,6 +1,7 @@
 //! [`FileSnapshot`]: what a crash of one file may draw from, and the check that a post-crash file
 //! obeys the fault model (the oracle crash tests use).
 
+use super::image::is_zero;
 use std::collections::HashMap;
 use std::path::PathBuf;
 
@@ -87,52 +88,57 @@ impl FileSnapshot {
             ));
         }
         if plen != dl && !self.set_lens.contains(&plen) {
-            let ok = covering(plen.saturating_sub(1)).any(|i| {
-                let w = &self.writes[i];
-                let piece_end = ((plen - 1) / sector + 1) * sector;
-                (piece_end.min(w.end()) == plen || w.end() == plen)
-                    && w.data[(plen - 1 - w.offset) as usize] == post[plen as usize - 1]
-            });
-            if plen == 0 || !ok {
+            let ok = plen > 0
+                && covering(plen - 1).any(|i| {
+                    let w = &self.writes[i];
+                    let piece_end = ((plen - 1) / sector + 1) * sector;
+                    piece_end.min(w.end()) == plen
+                        && w.data[(plen - 1 - w.offset) as usize] == post[plen as usize - 1]
+                });
+            if !ok {
                 return Err(format!(
                     "{path}: length {plen} after the crash is neither the durable length {dl}, a \
                      pending set_len target, nor the end of a surviving piece of a pending write"
                 ));
             }
         }
-        // Bytes.
-        for (o, &got) in post.iter().enumerate() {
-            let o = o as u64;
-            let durable = (o < dl).then(|| self.durable[o as usize]);
-            let mut touched = false;
-            let mut from_write = false;
-            for i in covering(o) {
-                touched = true;
-                let w = &self.writes[i];
-                if w.data[(o - w.offset) as usize] == got {
-                    from_write = true;
-                    break;
+        // Bytes, a block at a time: a block equal to the durable image, to zeros past it, or to
+        // one pending write covering it needs no per-byte work.
+        let mut block = 0u64;
+        while block < plen {
+            let end = (block + BUCKET).min(plen);
+            let (a, b) = (block as usize, end as usize);
+            let got = &post[a..b];
+            let same = end <= dl && *got == self.durable[a..b];
+            let zeros = block >= dl && is_zero(got);
+            if !same && !zeros {
+                let cands: Vec<usize> = buckets
+                    .get(&(block / BUCKET))
+                    .map(|v| {
+                        v.iter()
+                            .copied()
+                            .filter(|&i| {
+                                self.writes[i].offset < end && block < self.writes[i].end()
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                let whole = cands.iter().any(|&i| {
+                    let w = &self.writes[i];
+                    w.offset <= block
+                        && end <= w.end()
+                        && *got == w.data[(block - w.offset) as usize..(end - w.offset) as usize]
+                });
+                if !whole {
+                    for o in block..end {
+                        self.check_byte(o, post[o as usize], dl, &cands, &zero_ok)?;
+                    }
                 }
             }
-            if durable == Some(got) || from_write || (got == 0 && zero_ok(o)) {
-                continue;
-            }
-            if !touched && !zero_ok(o) {
-                return Err(format!(
-                    "{path}: synced byte at offset {o} changed from {:#04x} to {got:#04x} though \
-                     no pending operation touched it",
-                    durable.unwrap_or(0)
-                ));
-            }
-            return Err(format!(
-                "{path}: invented byte {got:#04x} at offset {o}: not the durable byte {:?}, not \
-                 from any pending write covering it, not a hole",
-                durable
-            ));
+            block = end;
         }
         // All-or-nothing units: atomic writes, and sector pieces of other writes, when nothing
         // else pending overlaps them.
-        let old = |o: u64| if o < dl { self.durable[o as usize] } else { 0 };
         for (i, w) in self.writes.iter().enumerate() {
             if w.data.is_empty() {
                 continue;
@@ -159,15 +165,18 @@ impl FileSnapshot {
                 v
             };
             for (a, b) in units {
-                let all_new =
-                    (a..b).all(|o| o < plen && post[o as usize] == w.data[(o - w.offset) as usize]);
-                let all_old = (a..b).all(|o| {
-                    if o < plen {
-                        post[o as usize] == old(o)
-                    } else {
-                        o >= dl
-                    }
-                });
+                let (ua, ub) = (a as usize, b as usize);
+                let new = &w.data[(a - w.offset) as usize..(b - w.offset) as usize];
+                let all_new = b <= plen && post[ua..ub] == *new;
+                // Old: the durable bytes, zeros past the durable length; past the post-crash
+                // end only where nothing durable was.
+                let all_old = {
+                    let cut = plen.clamp(a, b) as usize;
+                    let dcut = dl.clamp(a, cut as u64) as usize;
+                    (dcut == ua || post[ua..dcut] == self.durable[ua..dcut])
+                        && (cut == dcut || is_zero(&post[dcut..cut]))
+                        && (cut == ub || cut as u64 >= dl)
+                };
                 if !all_new && !all_old {
                     let what = if w.atomic {
                         "atomic write"
@@ -181,5 +190,42 @@ impl FileSnapshot {
             }
         }
         Ok(())
+    }
+
+    /// The byte rule for one byte `got` at `o`; `cands` holds (at least) the writes covering it.
+    fn check_byte(
+        &self,
+        o: u64,
+        got: u8,
+        dl: u64,
+        cands: &[usize],
+        zero_ok: &impl Fn(u64) -> bool,
+    ) -> Result<(), String> {
+        let durable = (o < dl).then(|| self.durable[o as usize]);
+        if durable == Some(got) || (got == 0 && zero_ok(o)) {
+            return Ok(());
+        }
+        let mut touched = false;
+        for &i in cands {
+            let w = &self.writes[i];
+            if w.offset <= o && o < w.end() {
+                touched = true;
+                if w.data[(o - w.offset) as usize] == got {
+                    return Ok(());
+                }
+            }
+        }
+        let path = self.path.display();
+        if !touched && !zero_ok(o) {
+            return Err(format!(
+                "{path}: synced byte at offset {o} changed from {:#04x} to {got:#04x} though no \
+                 pending operation touched it",
+                durable.unwrap_or(0)
+            ));
+        }
+        Err(format!(
+            "{path}: invented byte {got:#04x} at offset {o}: not the durable byte {durable:?}, \
+             not from any pending write covering it, not a hole"
+        ))
     }
 }

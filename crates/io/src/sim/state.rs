@@ -20,7 +20,7 @@ pub(crate) enum Data {
 
 impl Data {
     pub(crate) fn from_slice(buf: &[u8]) -> Data {
-        if buf.iter().all(|&b| b == 0) {
+        if super::image::is_zero(buf) {
             Data::Zeros(buf.len())
         } else {
             Data::Bytes(Arc::from(buf))
@@ -322,7 +322,7 @@ pub(crate) fn torn_mask(rng: &mut SplitMix64, n: usize) -> Vec<bool> {
     let mut mask = Vec::with_capacity(n);
     let mut bits = 0u64;
     for i in 0..n {
-        if i % 64 == 0 {
+        if i.is_multiple_of(64) {
             bits = rng.next_u64();
         }
         mask.push(bits & 1 == 1);

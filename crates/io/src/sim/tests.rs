@@ -58,7 +58,7 @@ fn check_atomic_never_torn(make: &Make) -> std::result::Result<(), String> {
         f.write_all_at(&old, 16384).map_err(|e| e.to_string())?;
         f.sync_data().map_err(|e| e.to_string())?;
         f.write_atomic(&new, 16384).map_err(|e| e.to_string())?;
-        let policy = if seed % 2 == 0 {
+        let policy = if seed.is_multiple_of(2) {
             CrashPolicy::tear_all()
         } else {
             CrashPolicy::random(1, 1, 8)
@@ -79,8 +79,8 @@ fn check_atomic_never_torn(make: &Make) -> std::result::Result<(), String> {
 /// the oracle must accept the result.
 fn check_oracle_accepts(make: &Make) -> std::result::Result<(), String> {
     let d = OpenOptions::new(FileClass::Data).create(true).direct(true);
-    for seed in 0..60 {
-        let sector = if seed % 2 == 0 { 512 } else { 4096 };
+    for seed in 0..60u64 {
+        let sector = if seed.is_multiple_of(2) { 512 } else { 4096 };
         let fs = make(SimConfig::seeded(seed).sector_size(sector));
         let f = fs.open(&p("/f"), &d).map_err(|e| e.to_string())?;
         let mut g = SplitMix64::new(seed);
@@ -91,7 +91,7 @@ fn check_oracle_accepts(make: &Make) -> std::result::Result<(), String> {
             match g.below(10) {
                 0 => f.sync_data().map_err(|e| e.to_string())?,
                 1 => f.set_len(g.below(20) * 4096).map_err(|e| e.to_string())?,
-                2 if len.is_power_of_two() && off % len as u64 == 0 => {
+                2 if len.is_power_of_two() && off.is_multiple_of(len as u64) => {
                     f.write_atomic(&buf, off).map_err(|e| e.to_string())?
                 }
                 _ => f.write_all_at(&buf, off).map_err(|e| e.to_string())?,
