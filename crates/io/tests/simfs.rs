@@ -1086,3 +1086,90 @@ proptest! {
         }
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Crash points
+
+#[test]
+fn a_crash_point_fires_at_the_nth_call_before_it_has_any_effect() {
+    let fs = SimFs::with_seed(21);
+    let f = open(&fs, "/f", create());
+    f.write_all_at(&[1u8; 1024], 0).unwrap();
+    f.sync_data().unwrap();
+    fs.crash_at_call(3, Some(CrashPolicy::keep_all()));
+    let mut b = [0u8; 4];
+    f.read_exact_at(&mut b, 0).unwrap(); // reads do not count
+    f.write_all_at(&[2u8; 512], 0).unwrap(); // 1
+    f.write_all_at(&[3u8; 512], 512).unwrap(); // 2
+    assert!(fs.crashed_into().is_none());
+    match f.write_all_at(&[4u8; 512], 1024) {
+        Err(IoError::Crashed { path }) => assert_eq!(path, p("/f")), // 3: crashes first
+        other => panic!("expected Crashed, got {other:?}"),
+    }
+    assert!(matches!(f.sync_data(), Err(IoError::Crashed { .. })));
+    let after = fs.crashed_into().expect("the crash point fired");
+    let got = after.contents(&p("/f")).unwrap();
+    assert_eq!(got.len(), 1024, "the crashing write had no effect");
+    assert!(got[..512].iter().all(|&x| x == 2) && got[512..].iter().all(|&x| x == 3));
+    assert_eq!(after.last_crash().unwrap().writes_kept, 2);
+
+    // At a sync: the sync never happened, so LoseAll loses what it would have synced.
+    let fs = SimFs::with_seed(22);
+    let f = open(&fs, "/f", create());
+    f.write_all_at(&[5u8; 100], 0).unwrap();
+    fs.crash_at_call(1, Some(CrashPolicy::lose_all()));
+    assert!(matches!(f.sync_all(), Err(IoError::Crashed { .. })));
+    assert_eq!(fs.crashed_into().unwrap().contents(&p("/f")).unwrap(), b"");
+
+    // At a namespace change.
+    let fs = SimFs::with_seed(23);
+    fs.create_dir_all(Path::new("/d")).unwrap();
+    let _f = open(&fs, "/d/a", create());
+    fs.crash_at_call(1, None);
+    assert!(matches!(
+        fs.rename(Path::new("/d/a"), Path::new("/d/b")),
+        Err(IoError::Crashed { .. })
+    ));
+    let after = fs.crashed_into().unwrap();
+    assert_eq!(after.files().unwrap(), vec![p("/d/a")]);
+}
+
+#[test]
+fn a_crash_point_stops_every_thread() {
+    let fs = SimFs::with_seed(24);
+    let files: Vec<_> = (0..4)
+        .map(|t| open(&fs, &format!("/t{t}"), create()))
+        .collect();
+    fs.crash_at_call(500, None);
+    let handles: Vec<_> = files
+        .into_iter()
+        .map(|f| {
+            std::thread::spawn(move || {
+                let mut ok = 0u64;
+                loop {
+                    let r = if ok.is_multiple_of(2) {
+                        f.write_all_at(&ok.to_le_bytes(), 0)
+                    } else {
+                        f.sync_data()
+                    };
+                    match r {
+                        Ok(()) => ok += 1,
+                        Err(IoError::Crashed { .. }) => return ok,
+                        Err(e) => panic!("unexpected {e}"),
+                    }
+                }
+            })
+        })
+        .collect();
+    let calls: u64 = handles.into_iter().map(|h| h.join().unwrap()).sum();
+    assert!(
+        calls <= 499,
+        "at most 499 calls completed before the crash: {calls}"
+    );
+    assert!(
+        calls >= 496,
+        "every call before the crash point completed: {calls}"
+    );
+    let after = fs.crashed_into().unwrap();
+    assert_eq!(after.files().unwrap().len(), 4);
+}

@@ -45,6 +45,11 @@
 //!   without a durable name is gone. A file reachable under two durable names (a rename whose
 //!   source directory was not synced) becomes one file with two names.
 //!
+//! A crash can also be armed to happen *at* a given call: [`SimFs::crash_at_call`] makes the
+//! Nth mutating call from now crash the machine before it has any effect (the call returns
+//! `Crashed`); the post-crash file system is then [`SimFs::crashed_into`]. This puts a crash
+//! between any two I/O calls of code under test without wrapping the traits.
+//!
 //! Each crash draws from a generator derived from the seed and the crash's generation number,
 //! in path order, so the same seed and the same operations give the same post-crash bytes
 //! (reads and other run-time randomness do not disturb it). [`SimFs::last_crash`] tells what
@@ -287,6 +292,11 @@ struct Machine {
     next_inode: AtomicU64,
     report: Option<CrashReport>,
     sabotage: Sabotage,
+    /// Mutating calls left before an armed crash point fires (0: none armed).
+    crash_countdown: AtomicU64,
+    crash_point_policy: Mutex<Option<CrashPolicy>>,
+    /// The file system this one crashed into.
+    after: Mutex<Option<SimFs>>,
 }
 
 /// The simulated file system. Cheap to clone (an `Arc`); thread-safe. See the module docs.
@@ -377,7 +387,28 @@ impl Machine {
             next_inode: AtomicU64::new(next),
             report,
             sabotage,
+            crash_countdown: AtomicU64::new(0),
+            crash_point_policy: Mutex::new(None),
+            after: Mutex::new(None),
         }
+    }
+
+    /// Counts one mutating call towards an armed crash point; at the chosen call, crashes the
+    /// machine (before the call has any effect) and returns `Crashed`.
+    fn tick(self: &Arc<Machine>, path: &Path) -> Result<()> {
+        if self.crash_countdown.load(Ordering::Relaxed) == 0 {
+            return self.alive(path);
+        }
+        let fire = self
+            .crash_countdown
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            == Ok(1);
+        if fire {
+            let policy = *self.crash_point_policy.lock();
+            // No lock of this machine is held here, so crashing cannot deadlock.
+            let _ = SimFs { m: self.clone() }.crash_inner(policy);
+        }
+        self.alive(path)
     }
 
     fn alive(&self, path: &Path) -> Result<()> {
@@ -500,9 +531,14 @@ impl SimFs {
     /// returns the file system after the reboot. See the module docs.
     ///
     /// # Panics
-    /// If this file system already crashed (crash the one that crash returned instead).
+    /// If this file system already crashed (crash the one crash returned, or take it from
+    /// [`SimFs::crashed_into`]).
     pub fn crash(&self) -> SimFs {
-        self.crash_inner(None)
+        self.crash_inner(None).unwrap_or_else(|| {
+            panic!(
+                "SimFs::crash on a file system that already crashed; crash the one it crashed into"
+            )
+        })
     }
 
     /// Crashes with `policy` and returns the file system after the reboot.
@@ -510,15 +546,36 @@ impl SimFs {
     /// # Panics
     /// If this file system already crashed.
     pub fn crash_with(&self, policy: CrashPolicy) -> SimFs {
-        self.crash_inner(Some(policy))
+        self.crash_inner(Some(policy)).unwrap_or_else(|| {
+            panic!("SimFs::crash_with on a file system that already crashed; crash the one it crashed into")
+        })
     }
 
-    fn crash_inner(&self, policy: Option<CrashPolicy>) -> SimFs {
+    /// Arms a crash point: the `n`th mutating call from now (1: the next one) crashes the
+    /// machine before it has any effect, with `policy` (`None`: drawn from the seed, as
+    /// [`SimFs::crash`]). That call and every later one return [`IoError::Crashed`]; the
+    /// post-crash file system is then [`SimFs::crashed_into`]. Mutating calls: each write request
+    /// (each op of a batch), file syncs, `set_len`, `allocate`, and `open` with create, `rename`,
+    /// `remove_file`, `create_dir_all`, `sync_dir`. Reads, `len` and `exists` do not count.
+    /// `n == 0` disarms.
+    pub fn crash_at_call(&self, n: u64, policy: Option<CrashPolicy>) {
+        *self.m.crash_point_policy.lock() = policy;
+        self.m.crash_countdown.store(n, Ordering::SeqCst);
+    }
+
+    /// The file system this one crashed into (by [`SimFs::crash`], [`SimFs::crash_with`] or a
+    /// crash point), if it crashed.
+    pub fn crashed_into(&self) -> Option<SimFs> {
+        self.m.after.lock().clone()
+    }
+
+    /// Crashes unless already crashed (`None` then).
+    fn crash_inner(&self, policy: Option<CrashPolicy>) -> Option<SimFs> {
         let m = &self.m;
         let ns = m.ns.lock();
         let live_on = m.sabotage.old_handles_live;
         if !live_on && m.crashed.swap(true, Ordering::SeqCst) {
-            panic!("SimFs::crash on a file system that already crashed; crash the one crash() returned");
+            return None;
         }
         let generation = m.generation + 1;
         let mut rng = SplitMix64::derive(m.config.seed, generation);
@@ -590,7 +647,7 @@ impl SimFs {
             durable_dirs: dirs.clone(),
             dirs,
         };
-        SimFs {
+        let after = SimFs {
             m: Arc::new(Machine::new(
                 m.config.clone(),
                 generation,
@@ -598,7 +655,10 @@ impl SimFs {
                 Some(report),
                 m.sabotage,
             )),
-        }
+        };
+        drop(ns);
+        *m.after.lock() = Some(after.clone());
+        Some(after)
     }
 
     /// Arms a fault (see [`Fault`]); it takes effect for every thread at once.
@@ -794,6 +854,7 @@ impl SimFile {
             .checked_add(buf.len() as u64)
             .filter(|&e| e <= i64::MAX as u64)
             .ok_or_else(|| self.too_big("pwrite"))?;
+        self.m.tick(&self.path)?;
         let mut st = self.inode.state.lock();
         self.m.alive(&self.path)?;
         let growth = end.saturating_sub(st.current.len());
@@ -828,7 +889,7 @@ impl SimFile {
     }
 
     fn sync_impl(&self) -> Result<()> {
-        self.m.alive(&self.path)?;
+        self.m.tick(&self.path)?;
         let mut st = self.inode.state.lock();
         self.m.alive(&self.path)?;
         if self.m.faults_armed.load(Ordering::Relaxed) {
@@ -971,6 +1032,7 @@ impl File for SimFile {
             .checked_add(len)
             .filter(|&e| e <= i64::MAX as u64)
             .ok_or_else(|| self.too_big("posix_fallocate"))?;
+        self.m.tick(&self.path)?;
         let mut st = self.inode.state.lock();
         self.m.alive(&self.path)?;
         let growth = end.saturating_sub(st.current.len());
@@ -998,6 +1060,7 @@ impl File for SimFile {
         if len > i64::MAX as u64 {
             return Err(self.too_big("ftruncate"));
         }
+        self.m.tick(&self.path)?;
         let mut st = self.inode.state.lock();
         self.m.alive(&self.path)?;
         self.resize(&mut st, len);
@@ -1026,6 +1089,9 @@ impl File for SimFile {
 impl FileSystem for SimFs {
     fn open(&self, path: &Path, options: &OpenOptions) -> Result<Arc<dyn File>> {
         let path = norm(path);
+        if options.create {
+            self.m.tick(&path)?;
+        }
         let mut ns = self.m.ns.lock();
         self.m.alive(&path)?;
         if ns.is_dir(&path) {
@@ -1068,6 +1134,7 @@ impl FileSystem for SimFs {
 
     fn create_dir_all(&self, path: &Path) -> Result<()> {
         let path = norm(path);
+        self.m.tick(&path)?;
         let mut ns = self.m.ns.lock();
         self.m.alive(&path)?;
         let mut missing = Vec::new();
@@ -1113,6 +1180,7 @@ impl FileSystem for SimFs {
 
     fn remove_file(&self, path: &Path) -> Result<()> {
         let path = norm(path);
+        self.m.tick(&path)?;
         let mut ns = self.m.ns.lock();
         self.m.alive(&path)?;
         if ns.is_dir(&path) {
@@ -1128,6 +1196,7 @@ impl FileSystem for SimFs {
 
     fn rename(&self, from: &Path, to: &Path) -> Result<()> {
         let (from, to) = (norm(from), norm(to));
+        self.m.tick(&from)?;
         let mut ns = self.m.ns.lock();
         self.m.alive(&from)?;
         if ns.is_dir(&from) {
@@ -1166,6 +1235,7 @@ impl FileSystem for SimFs {
 
     fn sync_dir(&self, dir: &Path) -> Result<()> {
         let dir = norm(dir);
+        self.m.tick(&dir)?;
         let mut ns = self.m.ns.lock();
         self.m.alive(&dir)?;
         if !ns.is_dir(&dir) {
