@@ -103,6 +103,8 @@ struct Stream<'a, S: BlockSource> {
     raw: Vec<u8>,
     /// A group start was seen in `cur` (for the first-group check).
     seen_group: bool,
+    /// Preallocated logs: the first block number that would wrap onto the start block's slot.
+    wrap_block: Option<u64>,
 }
 
 fn load<S: BlockSource>(
@@ -149,6 +151,12 @@ impl<S: BlockSource> Stream<'_, S> {
             )));
         }
         let partial = (self.cur.hdr.used as usize) < self.geo.payload;
+        if self.wrap_block.is_some_and(|w| n + 1 >= w) {
+            return Ok(Adv::End(format!(
+                "block {} would reuse the slot of the scan's first block",
+                n + 1
+            )));
+        }
         let next = match load(self.src, &self.geo, &mut self.raw, n + 1, self.verify)? {
             Ok(b) => b,
             Err(fault) => {
@@ -288,6 +296,7 @@ pub(crate) fn scan<S: BlockSource>(
         raw,
         // The first block's groups before `start` are not seen: skip its check.
         seen_group: true,
+        wrap_block: geo.preallocated.then(|| b0 + geo.lap_blocks()),
     };
     let mut pos = params.start;
     let mut discarded = 0u64;
