@@ -604,16 +604,19 @@ impl SimFs {
                 Some(n) => n.clone(),
                 None => {
                     let mut st = inode.state.lock();
-                    let mut copy = FileState {
-                        current: Image::default(),
-                        durable: st.durable.clone(),
-                        pending: st.pending.clone(),
-                        limbo: false,
-                        linked: true,
+                    // The old machine is dead: take its state (cost ∝ pending data), unless a
+                    // sabotage test keeps it alive.
+                    let mut copy = if live_on {
+                        FileState {
+                            current: Image::default(),
+                            durable: st.durable.clone(),
+                            pending: st.pending.clone(),
+                            limbo: false,
+                            linked: true,
+                        }
+                    } else {
+                        std::mem::take(&mut *st)
                     };
-                    if !live_on {
-                        *st = FileState::default();
-                    }
                     drop(st);
                     let img = crash::crash_file(
                         &mut copy,
