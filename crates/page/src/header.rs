@@ -85,6 +85,11 @@ impl PageHeader {
     }
 }
 
+/// Sets the page type in the header of `page`.
+pub fn set_page_type(page: &mut [u8], page_type: PageType) {
+    page[OFF_TYPE..OFF_TYPE + 2].copy_from_slice(&page_type.0.to_le_bytes());
+}
+
 /// Sets the page LSN in the header of `page` (the trailer copy is written by [`seal`]).
 pub fn set_lsn(page: &mut [u8], lsn: Lsn) {
     page[OFF_LSN..OFF_LSN + 8].copy_from_slice(&lsn.0.to_le_bytes());

@@ -29,8 +29,8 @@ mod header;
 
 pub use checksum::Checksum;
 pub use header::{
-    seal, set_lsn, verify, CorruptionDetail, PageError, PageHeader, PageState, PageType,
-    PAGE_HEADER_SIZE, PAGE_TRAILER_SIZE,
+    seal, set_lsn, set_page_type, verify, CorruptionDetail, PageError, PageHeader, PageState,
+    PageType, PAGE_HEADER_SIZE, PAGE_TRAILER_SIZE,
 };
 
 use serde::{Deserialize, Serialize};

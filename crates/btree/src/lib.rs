@@ -1,0 +1,88 @@
+//! keel-btree: a B+tree stored in pages.
+//!
+//! The tree never touches files or the buffer pool directly: it works through [`PageStore`], which
+//! the store implements on top of the buffer pool (pin + latch per access, redo derived by the
+//! transaction layer from each page's before-image) and which [`MemPages`] implements in memory
+//! for model tests.
+//!
+//! # Node layout (inside a page's payload; see `docs/format.md`)
+//!
+//! A node is a slotted page: a 24-byte node header right after the page header, an array of 4-byte
+//! slots growing upwards (sorted by key), and cells growing downwards from the trailer. Leaves hold
+//! `(key, value)` cells, values larger than [`Limits::max_inline_value`] live in a chain of
+//! overflow pages. Inner nodes hold `(key, child)` cells plus a leftmost child: the child of cell
+//! `i` holds keys `>= key_i`, the leftmost child keys `< key_0`. The root page of a tree never
+//! changes (a root split moves the root's contents into two new children), so the catalog never
+//! needs an update when a tree grows.
+//!
+//! # Invariants (each checked by [`BTree::check`] and tested by breaking it on purpose)
+//!
+//! 1. Keys within a node are strictly increasing; every key in the subtree of a child lies within
+//!    the bounds given by its parent's separators.
+//! 2. All leaves are at the same depth (level 0), inner nodes one level above their children.
+//! 3. Slot offsets and cell lengths stay inside the page: a node whose bytes break this is
+//!    reported as [`BTreeError::Corrupt`] naming the page, never followed.
+
+mod mem;
+mod node;
+mod tree;
+
+pub use mem::MemPages;
+pub use node::Limits;
+pub use tree::{BTree, Range, TreeStats};
+
+use keel_page::{PageId, PageType};
+
+/// Errors from B-tree operations.
+#[derive(Debug, thiserror::Error)]
+pub enum BTreeError {
+    /// A node's bytes are inconsistent (bad slot, offset or length): never used as data.
+    #[error("B-tree {page_id} is corrupt: {detail}")]
+    Corrupt {
+        /// The page.
+        page_id: PageId,
+        /// What is wrong.
+        detail: String,
+    },
+    /// The key is longer than this page size allows.
+    #[error("key of {len} bytes is longer than the maximum of {max} for this page size")]
+    KeyTooLarge {
+        /// Key length.
+        len: usize,
+        /// Maximum.
+        max: usize,
+    },
+    /// The value is longer than Keel supports (4 GiB).
+    #[error("value of {len} bytes is too large")]
+    ValueTooLarge {
+        /// Value length.
+        len: usize,
+    },
+    /// The page store failed (I/O, corruption detected by a checksum, pool exhausted...).
+    #[error(transparent)]
+    Storage(Box<dyn std::error::Error + Send + Sync>),
+}
+
+/// Result with [`BTreeError`].
+pub type Result<T, E = BTreeError> = std::result::Result<T, E>;
+
+/// Where a tree's pages live. Page access is scoped by closures so implementations can pin and
+/// latch a page exactly for the duration of the access.
+pub trait PageStore {
+    /// Page size in bytes.
+    fn page_size(&self) -> usize;
+
+    /// Runs `f` on the bytes of page `id` (shared access).
+    fn read<R>(&self, id: PageId, f: impl FnOnce(&[u8]) -> R) -> Result<R>;
+
+    /// Runs `f` on the bytes of page `id` (exclusive access; the change must be logged by the
+    /// implementation).
+    fn write<R>(&mut self, id: PageId, f: impl FnOnce(&mut [u8]) -> R) -> Result<R>;
+
+    /// Allocates a page and initialises it (zeroed payload, header with `page_type`); the
+    /// implementation logs this as a page-init record.
+    fn allocate(&mut self, page_type: PageType) -> Result<PageId>;
+
+    /// Frees a page (it will not be read again by this tree).
+    fn free(&mut self, id: PageId) -> Result<()>;
+}

@@ -1,0 +1,83 @@
+//! An in-memory [`PageStore`] for model tests and micro-benchmarks.
+
+use crate::{BTreeError, PageStore, Result};
+use keel_page::{Lsn, PageHeader, PageId, PageType};
+use std::collections::HashMap;
+
+/// Pages in a `HashMap`; freed pages are remembered so use-after-free is caught.
+#[derive(Debug, Clone)]
+pub struct MemPages {
+    page_size: usize,
+    pages: HashMap<PageId, Vec<u8>>,
+    freed: Vec<PageId>,
+    next: u64,
+}
+
+impl MemPages {
+    /// An empty store of pages of `page_size` bytes; page ids start at 1.
+    pub fn new(page_size: usize) -> MemPages {
+        MemPages {
+            page_size,
+            pages: HashMap::new(),
+            freed: Vec::new(),
+            next: 1,
+        }
+    }
+
+    /// Pages currently allocated.
+    pub fn live_pages(&self) -> usize {
+        self.pages.len()
+    }
+
+    /// Mutable access to raw page bytes, for tests that corrupt pages on purpose.
+    pub fn raw_mut(&mut self, id: PageId) -> Option<&mut Vec<u8>> {
+        self.pages.get_mut(&id)
+    }
+}
+
+impl PageStore for MemPages {
+    fn page_size(&self) -> usize {
+        self.page_size
+    }
+
+    fn read<R>(&self, id: PageId, f: impl FnOnce(&[u8]) -> R) -> Result<R> {
+        let p = self.pages.get(&id).ok_or_else(|| BTreeError::Corrupt {
+            page_id: id,
+            detail: "page is not allocated".into(),
+        })?;
+        Ok(f(p))
+    }
+
+    fn write<R>(&mut self, id: PageId, f: impl FnOnce(&mut [u8]) -> R) -> Result<R> {
+        let p = self.pages.get_mut(&id).ok_or_else(|| BTreeError::Corrupt {
+            page_id: id,
+            detail: "page is not allocated".into(),
+        })?;
+        Ok(f(p))
+    }
+
+    fn allocate(&mut self, page_type: PageType) -> Result<PageId> {
+        let id = match self.freed.pop() {
+            Some(id) => id,
+            None => {
+                self.next += 1;
+                PageId(self.next - 1)
+            }
+        };
+        let mut p = vec![0u8; self.page_size];
+        PageHeader::init(&mut p, id, page_type, Lsn::ZERO);
+        self.pages.insert(id, p);
+        Ok(id)
+    }
+
+    fn free(&mut self, id: PageId) -> Result<()> {
+        if self.pages.remove(&id).is_none() {
+            return Err(BTreeError::Corrupt {
+                page_id: id,
+                detail: "double free".into(),
+            });
+        }
+        self.freed.push(id);
+        Ok(())
+    }
+}

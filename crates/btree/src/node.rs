@@ -1,0 +1,484 @@
+//! Slotted-page nodes: decoding with bounds checks, and the mutations the tree needs.
+
+use crate::{BTreeError, Result};
+use keel_page::{PageId, PAGE_HEADER_SIZE, PAGE_TRAILER_SIZE};
+
+// Node header, right after the page header.
+const NH_KIND: usize = PAGE_HEADER_SIZE; // u8: 1 leaf, 2 inner
+const NH_LEVEL: usize = PAGE_HEADER_SIZE + 1; // u8: 0 for leaves
+const NH_NSLOTS: usize = PAGE_HEADER_SIZE + 4; // u32
+const NH_CELL_START: usize = PAGE_HEADER_SIZE + 8; // u32: offset of the lowest cell
+const NH_FRAG: usize = PAGE_HEADER_SIZE + 12; // u32: bytes of dead cells
+const NH_LEFTMOST: usize = PAGE_HEADER_SIZE + 16; // u64: leftmost child (inner nodes)
+/// Offset of the slot array.
+const SLOTS: usize = PAGE_HEADER_SIZE + 24;
+const SLOT_SIZE: usize = 4;
+
+pub(crate) const KIND_LEAF: u8 = 1;
+pub(crate) const KIND_INNER: u8 = 2;
+
+const LEAF_CELL_HEADER: usize = 8; // klen u16, flag u8, pad u8, vlen u32
+const INNER_CELL_HEADER: usize = 12; // klen u16, pad u16, child u64
+pub(crate) const OVERFLOW_REF_LEN: usize = 16; // first page u64, total length u64
+const FLAG_OVERFLOW: u8 = 1;
+
+/// Size limits that follow from the page size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Page size in bytes.
+    pub page_size: usize,
+    /// Largest cell (so that at least four cells always fit in a node).
+    pub max_cell: usize,
+    /// Longest key.
+    pub max_key: usize,
+}
+
+impl Limits {
+    /// Limits for pages of `page_size` bytes.
+    pub fn new(page_size: usize) -> Limits {
+        let usable = page_size - PAGE_TRAILER_SIZE - SLOTS;
+        let max_cell = usable / 4 - SLOT_SIZE;
+        Limits {
+            page_size,
+            max_cell,
+            max_key: max_cell - LEAF_CELL_HEADER - OVERFLOW_REF_LEN,
+        }
+    }
+
+    /// Longest value stored inline next to a key of `key_len` bytes; longer values go to
+    /// overflow pages.
+    pub fn max_inline_value(&self, key_len: usize) -> usize {
+        self.max_cell - LEAF_CELL_HEADER - key_len
+    }
+
+    /// Bytes of value data one overflow page holds.
+    pub fn overflow_capacity(&self) -> usize {
+        self.page_size - PAGE_TRAILER_SIZE - PAGE_HEADER_SIZE - OVERFLOW_HEADER
+    }
+}
+
+/// Overflow page payload header: next page u64, bytes used u32.
+pub(crate) const OVERFLOW_HEADER: usize = 12;
+
+/// A leaf value as stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ValueRef<'a> {
+    Inline(&'a [u8]),
+    Overflow { first: PageId, len: u64 },
+}
+
+pub(crate) fn rd_u16(b: &[u8], o: usize) -> u16 {
+    u16::from_le_bytes([b[o], b[o + 1]])
+}
+pub(crate) fn rd_u32(b: &[u8], o: usize) -> u32 {
+    u32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]])
+}
+pub(crate) fn rd_u64(b: &[u8], o: usize) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[o..o + 8]);
+    u64::from_le_bytes(a)
+}
+#[cfg(test)]
+fn wr_u16(b: &mut [u8], o: usize, v: u16) {
+    b[o..o + 2].copy_from_slice(&v.to_le_bytes());
+}
+fn wr_u32(b: &mut [u8], o: usize, v: u32) {
+    b[o..o + 4].copy_from_slice(&v.to_le_bytes());
+}
+pub(crate) fn wr_u64(b: &mut [u8], o: usize, v: u64) {
+    b[o..o + 8].copy_from_slice(&v.to_le_bytes());
+}
+
+/// A validated read-only view of a node.
+#[derive(Clone, Copy)]
+pub(crate) struct Node<'a> {
+    page: &'a [u8],
+    id: PageId,
+    kind: u8,
+    nslots: usize,
+}
+
+impl<'a> Node<'a> {
+    /// Validates the node header; every later accessor bounds-checks what it reads.
+    pub(crate) fn new(page: &'a [u8], id: PageId) -> Result<Node<'a>> {
+        let corrupt = |detail: String| BTreeError::Corrupt {
+            page_id: id,
+            detail,
+        };
+        if page.len() < SLOTS + PAGE_TRAILER_SIZE {
+            return Err(corrupt(format!("page of {} bytes", page.len())));
+        }
+        let kind = page[NH_KIND];
+        if kind != KIND_LEAF && kind != KIND_INNER {
+            return Err(corrupt(format!("node kind {kind}")));
+        }
+        let nslots = rd_u32(page, NH_NSLOTS) as usize;
+        let cell_start = rd_u32(page, NH_CELL_START) as usize;
+        let end = page.len() - PAGE_TRAILER_SIZE;
+        if SLOTS + nslots.saturating_mul(SLOT_SIZE) > cell_start || cell_start > end {
+            return Err(corrupt(format!(
+                "{nslots} slots and cells from {cell_start} do not fit in the page"
+            )));
+        }
+        Ok(Node {
+            page,
+            id,
+            kind,
+            nslots,
+        })
+    }
+
+    fn corrupt(&self, detail: String) -> BTreeError {
+        BTreeError::Corrupt {
+            page_id: self.id,
+            detail,
+        }
+    }
+
+    pub(crate) fn is_leaf(&self) -> bool {
+        self.kind == KIND_LEAF
+    }
+
+    pub(crate) fn level(&self) -> u8 {
+        self.page[NH_LEVEL]
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.nslots
+    }
+
+    pub(crate) fn leftmost(&self) -> PageId {
+        PageId(rd_u64(self.page, NH_LEFTMOST))
+    }
+
+    /// The bytes of cell `i`, bounds-checked.
+    pub(crate) fn cell(&self, i: usize) -> Result<&'a [u8]> {
+        if i >= self.nslots {
+            return Err(self.corrupt(format!("slot {i} of {}", self.nslots)));
+        }
+        let off = rd_u32(self.page, SLOTS + i * SLOT_SIZE) as usize;
+        let cell_start = rd_u32(self.page, NH_CELL_START) as usize;
+        let end = self.page.len() - PAGE_TRAILER_SIZE;
+        let hdr = if self.is_leaf() {
+            LEAF_CELL_HEADER
+        } else {
+            INNER_CELL_HEADER
+        };
+        if off < cell_start || off + hdr > end {
+            return Err(self.corrupt(format!("slot {i} points at {off}")));
+        }
+        let klen = rd_u16(self.page, off) as usize;
+        let len = if self.is_leaf() {
+            hdr + klen + rd_u32(self.page, off + 4) as usize
+        } else {
+            hdr + klen
+        };
+        if off + len > end {
+            return Err(self.corrupt(format!(
+                "cell {i} at {off} of {len} bytes runs past the page end"
+            )));
+        }
+        Ok(&self.page[off..off + len])
+    }
+
+    pub(crate) fn key(&self, i: usize) -> Result<&'a [u8]> {
+        let c = self.cell(i)?;
+        let klen = rd_u16(c, 0) as usize;
+        let hdr = if self.is_leaf() {
+            LEAF_CELL_HEADER
+        } else {
+            INNER_CELL_HEADER
+        };
+        Ok(&c[hdr..hdr + klen])
+    }
+
+    pub(crate) fn value(&self, i: usize) -> Result<ValueRef<'a>> {
+        let c = self.cell(i)?;
+        let klen = rd_u16(c, 0) as usize;
+        let v = &c[LEAF_CELL_HEADER + klen..];
+        if c[2] == FLAG_OVERFLOW {
+            if v.len() != OVERFLOW_REF_LEN {
+                return Err(self.corrupt(format!("overflow reference of {} bytes", v.len())));
+            }
+            Ok(ValueRef::Overflow {
+                first: PageId(rd_u64(v, 0)),
+                len: rd_u64(v, 8),
+            })
+        } else {
+            Ok(ValueRef::Inline(v))
+        }
+    }
+
+    /// Child `c` of an inner node: 0 is the leftmost child, `i + 1` the child of cell `i`.
+    pub(crate) fn child(&self, c: usize) -> Result<PageId> {
+        if c == 0 {
+            return Ok(self.leftmost());
+        }
+        let cell = self.cell(c - 1)?;
+        Ok(PageId(rd_u64(cell, 4)))
+    }
+
+    /// Binary search: `Ok(i)` if key `i` equals `key`, else `Err(i)` where it would go.
+    pub(crate) fn search(&self, key: &[u8]) -> Result<std::result::Result<usize, usize>> {
+        let (mut lo, mut hi) = (0usize, self.nslots);
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            match self.key(mid)?.cmp(key) {
+                std::cmp::Ordering::Less => lo = mid + 1,
+                std::cmp::Ordering::Greater => hi = mid,
+                std::cmp::Ordering::Equal => return Ok(Ok(mid)),
+            }
+        }
+        Ok(Err(lo))
+    }
+
+    /// Which child to follow for `key`.
+    pub(crate) fn child_index_for(&self, key: &[u8]) -> Result<usize> {
+        Ok(match self.search(key)? {
+            Ok(i) => i + 1,
+            Err(i) => i,
+        })
+    }
+
+    /// All cells, copied.
+    pub(crate) fn cells(&self) -> Result<Vec<Vec<u8>>> {
+        (0..self.nslots)
+            .map(|i| self.cell(i).map(<[u8]>::to_vec))
+            .collect()
+    }
+
+    fn free_space(&self) -> usize {
+        rd_u32(self.page, NH_CELL_START) as usize - (SLOTS + self.nslots * SLOT_SIZE)
+    }
+
+    fn frag(&self) -> usize {
+        rd_u32(self.page, NH_FRAG) as usize
+    }
+}
+
+/// Encodes a leaf cell with an inline value.
+pub(crate) fn leaf_cell_inline(key: &[u8], value: &[u8]) -> Vec<u8> {
+    let mut c = Vec::with_capacity(LEAF_CELL_HEADER + key.len() + value.len());
+    c.extend_from_slice(&(key.len() as u16).to_le_bytes());
+    c.push(0);
+    c.push(0);
+    c.extend_from_slice(&(value.len() as u32).to_le_bytes());
+    c.extend_from_slice(key);
+    c.extend_from_slice(value);
+    c
+}
+
+/// Encodes a leaf cell whose value lives in overflow pages.
+pub(crate) fn leaf_cell_overflow(key: &[u8], first: PageId, len: u64) -> Vec<u8> {
+    let mut c = Vec::with_capacity(LEAF_CELL_HEADER + key.len() + OVERFLOW_REF_LEN);
+    c.extend_from_slice(&(key.len() as u16).to_le_bytes());
+    c.push(FLAG_OVERFLOW);
+    c.push(0);
+    c.extend_from_slice(&(OVERFLOW_REF_LEN as u32).to_le_bytes());
+    c.extend_from_slice(key);
+    c.extend_from_slice(&first.0.to_le_bytes());
+    c.extend_from_slice(&len.to_le_bytes());
+    c
+}
+
+/// Encodes an inner cell.
+pub(crate) fn inner_cell(key: &[u8], child: PageId) -> Vec<u8> {
+    let mut c = Vec::with_capacity(INNER_CELL_HEADER + key.len());
+    c.extend_from_slice(&(key.len() as u16).to_le_bytes());
+    c.extend_from_slice(&[0, 0]);
+    c.extend_from_slice(&child.0.to_le_bytes());
+    c.extend_from_slice(key);
+    c
+}
+
+/// The key of an encoded cell (leaf or inner).
+pub(crate) fn cell_key(cell: &[u8], leaf: bool) -> &[u8] {
+    let klen = rd_u16(cell, 0) as usize;
+    let hdr = if leaf {
+        LEAF_CELL_HEADER
+    } else {
+        INNER_CELL_HEADER
+    };
+    &cell[hdr..hdr + klen]
+}
+
+/// The child of an encoded inner cell.
+pub(crate) fn cell_child(cell: &[u8]) -> PageId {
+    PageId(rd_u64(cell, 4))
+}
+
+/// Rewrites `page` as a node holding exactly `cells` (in order).
+///
+/// Returns false (page unchanged) if they do not fit.
+pub(crate) fn rebuild(
+    page: &mut [u8],
+    kind: u8,
+    level: u8,
+    leftmost: PageId,
+    cells: &[Vec<u8>],
+) -> bool {
+    let end = page.len() - PAGE_TRAILER_SIZE;
+    let need: usize = cells.iter().map(|c| c.len() + SLOT_SIZE).sum();
+    if SLOTS + need > end {
+        return false;
+    }
+    page[PAGE_HEADER_SIZE..end].fill(0);
+    page[NH_KIND] = kind;
+    page[NH_LEVEL] = level;
+    wr_u64(page, NH_LEFTMOST, leftmost.0);
+    let mut top = end;
+    for (i, c) in cells.iter().enumerate() {
+        top -= c.len();
+        page[top..top + c.len()].copy_from_slice(c);
+        wr_u32(page, SLOTS + i * SLOT_SIZE, top as u32);
+    }
+    wr_u32(page, NH_NSLOTS, cells.len() as u32);
+    wr_u32(page, NH_CELL_START, top as u32);
+    wr_u32(page, NH_FRAG, 0);
+    true
+}
+
+/// Initialises an empty node.
+pub(crate) fn init(page: &mut [u8], kind: u8, level: u8) {
+    let ok = rebuild(page, kind, level, PageId(0), &[]);
+    debug_assert!(ok);
+}
+
+/// Inserts `cell` as slot `idx`, compacting if that makes room. Returns false (page unchanged)
+/// if it does not fit.
+pub(crate) fn insert(page: &mut [u8], id: PageId, idx: usize, cell: &[u8]) -> Result<bool> {
+    let (free, frag, n, kind, level, leftmost) = {
+        let node = Node::new(page, id)?;
+        (
+            node.free_space(),
+            node.frag(),
+            node.len(),
+            node.kind,
+            node.level(),
+            node.leftmost(),
+        )
+    };
+    let need = cell.len() + SLOT_SIZE;
+    if free < need {
+        if free + frag < need {
+            return Ok(false);
+        }
+        let mut cells = Node::new(page, id)?.cells()?;
+        cells.insert(idx, cell.to_vec());
+        return Ok(rebuild(page, kind, level, leftmost, &cells));
+    }
+    let top = rd_u32(page, NH_CELL_START) as usize - cell.len();
+    page[top..top + cell.len()].copy_from_slice(cell);
+    let slot = SLOTS + idx * SLOT_SIZE;
+    page.copy_within(slot..SLOTS + n * SLOT_SIZE, slot + SLOT_SIZE);
+    wr_u32(page, slot, top as u32);
+    wr_u32(page, NH_NSLOTS, (n + 1) as u32);
+    wr_u32(page, NH_CELL_START, top as u32);
+    Ok(true)
+}
+
+/// Removes slot `idx`; its cell's bytes become fragmentation (reclaimed by the next compaction).
+pub(crate) fn remove(page: &mut [u8], id: PageId, idx: usize) -> Result<()> {
+    let (n, len) = {
+        let node = Node::new(page, id)?;
+        (node.len(), node.cell(idx)?.len())
+    };
+    let slot = SLOTS + idx * SLOT_SIZE;
+    page.copy_within(slot + SLOT_SIZE..SLOTS + n * SLOT_SIZE, slot);
+    wr_u32(page, SLOTS + (n - 1) * SLOT_SIZE, 0);
+    wr_u32(page, NH_NSLOTS, (n - 1) as u32);
+    let frag = rd_u32(page, NH_FRAG) as usize + len;
+    wr_u32(page, NH_FRAG, frag as u32);
+    Ok(())
+}
+
+/// The offset stored in slot `idx` (tests that break invariants on purpose).
+#[cfg(test)]
+pub(crate) fn slot_offset(page: &[u8], idx: usize) -> usize {
+    rd_u32(page, SLOTS + idx * SLOT_SIZE) as usize
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn leaf(size: usize) -> Vec<u8> {
+        let mut p = vec![0u8; size];
+        init(&mut p, KIND_LEAF, 0);
+        p
+    }
+
+    #[test]
+    fn insert_search_remove_round_trip() {
+        let mut p = leaf(4096);
+        let id = PageId(1);
+        for (i, k) in [b"b", b"d", b"a", b"c"].iter().enumerate() {
+            let n = Node::new(&p, id).unwrap();
+            let idx = n.search(*k).unwrap().unwrap_err();
+            assert!(insert(&mut p, id, idx, &leaf_cell_inline(*k, &[i as u8; 10])).unwrap());
+        }
+        let n = Node::new(&p, id).unwrap();
+        let keys: Vec<_> = (0..n.len()).map(|i| n.key(i).unwrap().to_vec()).collect();
+        assert_eq!(
+            keys,
+            vec![b"a".to_vec(), b"b".to_vec(), b"c".to_vec(), b"d".to_vec()]
+        );
+        assert_eq!(n.value(0).unwrap(), ValueRef::Inline(&[2u8; 10]));
+        remove(&mut p, id, 1).unwrap();
+        let n = Node::new(&p, id).unwrap();
+        assert_eq!(n.len(), 3);
+        assert_eq!(n.search(b"b").unwrap(), Err(1));
+    }
+
+    #[test]
+    fn fragmentation_is_reclaimed_by_compaction() {
+        let mut p = leaf(4096);
+        let id = PageId(1);
+        let lim = Limits::new(4096);
+        let v = vec![7u8; lim.max_inline_value(2)];
+        let mut n = 0usize;
+        while insert(
+            &mut p,
+            id,
+            n,
+            &leaf_cell_inline(&(n as u16).to_be_bytes(), &v),
+        )
+        .unwrap()
+        {
+            n += 1;
+        }
+        assert!(n >= 4, "at least four max-size cells fit, got {n}");
+        remove(&mut p, id, 0).unwrap();
+        // Free space alone is too small, free + fragmentation is enough: compaction makes room.
+        assert!(insert(&mut p, id, 0, &leaf_cell_inline(&[0, 0], &v)).unwrap());
+    }
+
+    /// Invariant 3 broken on purpose: a slot pointing past the page end is reported, not followed.
+    #[test]
+    fn a_slot_pointing_outside_the_page_is_corruption() {
+        let mut p = leaf(4096);
+        let id = PageId(9);
+        insert(&mut p, id, 0, &leaf_cell_inline(b"k", b"v")).unwrap();
+        let off = slot_offset(&p, 0);
+        assert!(off > 0);
+        wr_u32(&mut p, SLOTS, 4090);
+        let err = Node::new(&p, id).unwrap().cell(0).unwrap_err();
+        assert!(err.to_string().contains("page 9"), "{err}");
+        // A key length running past the end is caught too.
+        wr_u32(&mut p, SLOTS, off as u32);
+        wr_u16(&mut p, off, 5000);
+        assert!(Node::new(&p, id).unwrap().key(0).is_err());
+        // A slot count that cannot fit is caught by the header check.
+        wr_u32(&mut p, NH_NSLOTS, 100_000);
+        assert!(Node::new(&p, id).is_err());
+    }
+
+    #[test]
+    fn limits_leave_room_for_four_cells() {
+        for size in [4096usize, 8192, 16384, 32768, 65536] {
+            let l = Limits::new(size);
+            assert!(4 * (l.max_cell + SLOT_SIZE) <= size - PAGE_TRAILER_SIZE - SLOTS);
+            assert!(l.max_key < u16::MAX as usize);
+        }
+    }
+}

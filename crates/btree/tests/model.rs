@@ -1,0 +1,301 @@
+//! Model tests: the B+tree against `std::collections::BTreeMap`, on in-memory pages.
+
+use keel_btree::{BTree, BTreeError, MemPages, PageStore};
+use keel_page::{PageId, PAGE_HEADER_SIZE};
+use proptest::prelude::*;
+use std::collections::BTreeMap;
+use std::ops::Bound;
+
+#[derive(Debug, Clone)]
+enum Op {
+    Insert(Vec<u8>, Vec<u8>),
+    Remove(Vec<u8>),
+    Get(Vec<u8>),
+    Range(Bound<Vec<u8>>, Bound<Vec<u8>>, bool),
+}
+
+fn key() -> impl Strategy<Value = Vec<u8>> {
+    // Small alphabet so that keys collide (replace/remove hit existing keys), variable lengths.
+    prop_oneof![
+        proptest::collection::vec(0u8..4, 1..6),
+        proptest::collection::vec(any::<u8>(), 1..40),
+        (0u32..2000).prop_map(|n| n.to_be_bytes().to_vec()),
+    ]
+}
+
+fn value() -> impl Strategy<Value = Vec<u8>> {
+    prop_oneof![
+        8 => proptest::collection::vec(any::<u8>(), 0..100),
+        1 => proptest::collection::vec(any::<u8>(), 900..3000), // overflow on 4 KiB pages
+        1 => Just(vec![]),
+    ]
+}
+
+fn bound() -> impl Strategy<Value = Bound<Vec<u8>>> {
+    prop_oneof![
+        Just(Bound::Unbounded),
+        key().prop_map(Bound::Included),
+        key().prop_map(Bound::Excluded),
+    ]
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        6 => (key(), value()).prop_map(|(k, v)| Op::Insert(k, v)),
+        2 => key().prop_map(Op::Remove),
+        2 => key().prop_map(Op::Get),
+        1 => (bound(), bound(), any::<bool>()).prop_map(|(a, b, r)| Op::Range(a, b, r)),
+    ]
+}
+
+fn valid_range(lo: &Bound<Vec<u8>>, hi: &Bound<Vec<u8>>) -> bool {
+    // BTreeMap panics on inverted or empty-excluded ranges; the tree just returns nothing.
+    match (lo, hi) {
+        (Bound::Included(a), Bound::Included(b)) => a <= b,
+        (Bound::Included(a), Bound::Excluded(b)) | (Bound::Excluded(a), Bound::Included(b)) => {
+            a < b
+        }
+        (Bound::Excluded(a), Bound::Excluded(b)) => a < b,
+        _ => true,
+    }
+}
+
+fn run(ops: &[Op], page_size: usize) -> Result<(), TestCaseError> {
+    let mut pages = MemPages::new(page_size);
+    let tree = BTree::create(&mut pages).unwrap();
+    let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+    for op in ops {
+        match op {
+            Op::Insert(k, v) => {
+                prop_assert_eq!(
+                    tree.insert(&mut pages, k, v).unwrap(),
+                    model.insert(k.clone(), v.clone())
+                );
+            }
+            Op::Remove(k) => prop_assert_eq!(tree.remove(&mut pages, k).unwrap(), model.remove(k)),
+            Op::Get(k) => prop_assert_eq!(tree.get(&pages, k).unwrap(), model.get(k).cloned()),
+            Op::Range(lo, hi, rev) => {
+                let got: Vec<_> = if *rev {
+                    tree.range(
+                        &pages,
+                        (
+                            lo.as_ref().map(|k| k.as_slice()),
+                            hi.as_ref().map(|k| k.as_slice()),
+                        ),
+                    )
+                    .rev()
+                    .collect::<Result<_, _>>()
+                    .unwrap()
+                } else {
+                    tree.range(
+                        &pages,
+                        (
+                            lo.as_ref().map(|k| k.as_slice()),
+                            hi.as_ref().map(|k| k.as_slice()),
+                        ),
+                    )
+                    .collect::<Result<_, _>>()
+                    .unwrap()
+                };
+                let want: Vec<_> = if valid_range(lo, hi) {
+                    let it = model
+                        .range::<Vec<u8>, _>((lo.clone(), hi.clone()))
+                        .map(|(k, v)| (k.clone(), v.clone()));
+                    if *rev {
+                        it.rev().collect()
+                    } else {
+                        it.collect()
+                    }
+                } else {
+                    vec![]
+                };
+                prop_assert_eq!(got, want);
+            }
+        }
+    }
+    let stats = tree.check(&pages).unwrap();
+    prop_assert_eq!(stats.entries, model.len());
+    let all: Vec<_> = tree.range(&pages, ..).collect::<Result<_, _>>().unwrap();
+    let want: Vec<_> = model.into_iter().collect();
+    prop_assert_eq!(all, want);
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+
+    #[test]
+    fn matches_btreemap_on_4k_pages(ops in proptest::collection::vec(op(), 1..400)) {
+        run(&ops, 4096)?;
+    }
+
+    #[test]
+    fn matches_btreemap_on_16k_pages(ops in proptest::collection::vec(op(), 1..400)) {
+        run(&ops, 16384)?;
+    }
+}
+
+#[test]
+fn deep_tree_of_four_levels_and_both_ends_of_a_range() {
+    let mut pages = MemPages::new(4096);
+    let tree = BTree::create(&mut pages).unwrap();
+    let mk = |i: u32| {
+        let mut k = i.to_be_bytes().to_vec();
+        k.resize(300, b'x');
+        k
+    };
+    let n = 20_000u32;
+    // Insert in a scrambled order so splits happen everywhere, not only at the right edge.
+    for j in 0..n {
+        let i = (j.wrapping_mul(7919)) % n;
+        tree.insert(&mut pages, &mk(i), &i.to_le_bytes()).unwrap();
+    }
+    let st = tree.check(&pages).unwrap();
+    assert!(st.depth >= 4, "depth {} with {:?}", st.depth, st);
+    assert_eq!(st.entries, n as usize);
+    for i in (0..n).step_by(97) {
+        assert_eq!(
+            tree.get(&pages, &mk(i)).unwrap(),
+            Some(i.to_le_bytes().to_vec())
+        );
+    }
+    // Consume a range from both ends at once: every key exactly once, no crossing.
+    let lo = mk(100);
+    let hi = mk(5100);
+    let mut r = tree.range(&pages, lo.as_slice()..hi.as_slice());
+    let mut seen = Vec::new();
+    loop {
+        let a = r.next();
+        let b = r.next_back();
+        if a.is_none() && b.is_none() {
+            break;
+        }
+        for x in [a, b].into_iter().flatten() {
+            seen.push(u32::from_le_bytes(x.unwrap().1.try_into().unwrap()));
+        }
+    }
+    seen.sort();
+    assert_eq!(seen, (100..5100).collect::<Vec<_>>());
+    // Remove everything: the tree stays valid and empty.
+    for i in 0..n {
+        assert!(tree.remove(&mut pages, &mk(i)).unwrap().is_some());
+    }
+    assert_eq!(tree.check(&pages).unwrap().entries, 0);
+    assert_eq!(tree.range(&pages, ..).count(), 0);
+}
+
+#[test]
+fn large_values_use_overflow_pages_and_free_them() {
+    let mut pages = MemPages::new(4096);
+    let tree = BTree::create(&mut pages).unwrap();
+    let base = pages.live_pages();
+    let big: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
+    tree.insert(&mut pages, b"big", &big).unwrap();
+    assert!(pages.live_pages() >= base + 100_000 / 4096);
+    assert_eq!(tree.get(&pages, b"big").unwrap().unwrap(), big);
+    let st = tree.check(&pages).unwrap();
+    assert!(st.overflow_pages >= 24, "{st:?}");
+    // Replace with a small value: the chain is freed.
+    let old = tree.insert(&mut pages, b"big", b"small").unwrap().unwrap();
+    assert_eq!(old, big);
+    assert_eq!(pages.live_pages(), base);
+    tree.insert(&mut pages, b"big", &big).unwrap();
+    assert_eq!(tree.remove(&mut pages, b"big").unwrap().unwrap(), big);
+    assert_eq!(pages.live_pages(), base);
+}
+
+#[test]
+fn keys_longer_than_the_limit_are_refused() {
+    let mut pages = MemPages::new(4096);
+    let tree = BTree::create(&mut pages).unwrap();
+    let max = tree.limits().max_key;
+    tree.insert(&mut pages, &vec![1u8; max], b"v").unwrap();
+    assert!(matches!(
+        tree.insert(&mut pages, &vec![1u8; max + 1], b"v"),
+        Err(BTreeError::KeyTooLarge { .. })
+    ));
+}
+
+/// Invariant 1 broken on purpose: swap two keys' order inside a leaf; `check` catches it.
+#[test]
+fn check_catches_keys_out_of_order() {
+    let mut pages = MemPages::new(4096);
+    let tree = BTree::create(&mut pages).unwrap();
+    tree.insert(&mut pages, b"aaaa", b"1").unwrap();
+    tree.insert(&mut pages, b"bbbb", b"2").unwrap();
+    tree.check(&pages).unwrap();
+    let root = tree.root();
+    let p = pages.raw_mut(root).unwrap();
+    // The slot array starts 24 bytes after the page header: swap slots 0 and 1.
+    let s = PAGE_HEADER_SIZE + 24;
+    let (a, b) = (p[s..s + 4].to_vec(), p[s + 4..s + 8].to_vec());
+    p[s..s + 4].copy_from_slice(&b);
+    p[s + 4..s + 8].copy_from_slice(&a);
+    let err = tree.check(&pages).unwrap_err();
+    assert!(err.to_string().contains("out of order"), "{err}");
+}
+
+/// Invariant 2 broken on purpose: a child at the wrong level is reported, not followed.
+#[test]
+fn check_and_get_catch_a_child_at_the_wrong_level() {
+    let mut pages = MemPages::new(4096);
+    let tree = BTree::create(&mut pages).unwrap();
+    for i in 0u32..2000 {
+        tree.insert(&mut pages, &i.to_be_bytes(), &[0u8; 50])
+            .unwrap();
+    }
+    let st = tree.check(&pages).unwrap();
+    assert!(st.depth >= 2);
+    // Make the root's leftmost child claim to be level 7.
+    let leftmost = {
+        let p = pages.raw_mut(tree.root()).unwrap();
+        PageId(u64::from_le_bytes(
+            p[PAGE_HEADER_SIZE + 16..PAGE_HEADER_SIZE + 24]
+                .try_into()
+                .unwrap(),
+        ))
+    };
+    pages.raw_mut(leftmost).unwrap()[PAGE_HEADER_SIZE + 1] = 7;
+    assert!(tree
+        .check(&pages)
+        .unwrap_err()
+        .to_string()
+        .contains("level"));
+    assert!(matches!(
+        tree.get(&pages, &0u32.to_be_bytes()),
+        Err(BTreeError::Corrupt { .. })
+    ));
+}
+
+/// Invariant 3: garbage node bytes give errors naming the page, never a panic.
+#[test]
+fn garbage_pages_never_panic() {
+    let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+    for _ in 0..300 {
+        let mut pages = MemPages::new(4096);
+        let tree = BTree::create(&mut pages).unwrap();
+        for i in 0u32..300 {
+            tree.insert(&mut pages, &i.to_be_bytes(), &[1u8; 40])
+                .unwrap();
+        }
+        let ids: Vec<PageId> = (1..=pages.live_pages() as u64).map(PageId).collect();
+        for _ in 0..8 {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let id = ids[(seed >> 33) as usize % ids.len()];
+            if let Some(p) = pages.raw_mut(id) {
+                let off = PAGE_HEADER_SIZE + (seed >> 20) as usize % (4096 - PAGE_HEADER_SIZE - 8);
+                p[off] = (seed >> 8) as u8;
+            }
+        }
+        let _ = tree.check(&pages);
+        for i in (0u32..300).step_by(7) {
+            let _ = tree.get(&pages, &i.to_be_bytes());
+        }
+        let _ = tree.range(&pages, ..).take(1000).count();
+        let _ = tree.range(&pages, ..).rev().take(1000).count();
+        let _ = tree.insert(&mut pages, b"zz", b"v");
+        let _ = pages.page_size();
+    }
+}
