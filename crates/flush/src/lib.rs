@@ -9,7 +9,7 @@
 //! | `Doublewrite { batch_pages }` (default 128) | sequentially into a doublewrite slot (one write), area synced, then in place, data file synced; the slot is reused only after that | [`PageWriter::recover_doublewrite`] (before redo replay) |
 //! | `Atomic` | each page one `RWF_ATOMIC` O_DIRECT write, naturally aligned; then synced | nothing to repair: never torn |
 //! | `Auto` | `Atomic` if the probe says atomic writes of the page size are hardware-backed, else `Doublewrite` (the choice and reason: [`PageWriter::resolved`], logged) | |
-//! | `FullPageWrites` | in place, synced; the buffer pool logs a full page image (`Record::PageImage`) with a page's first change after a checkpoint | redo replay (the image first) |
+//! | `FullPageWrites` | in place, synced; the buffer pool logs a full page image ([`full_page_image_record`]) with a page's first change after a checkpoint | redo replay (the image first) |
 //! | `None` | in place, synced | nothing: detected by its checksum at read and reported as corruption, never returned as data |
 //!
 //! Each scheme is a small implementation of one internal trait (`scheme::ProtectionScheme`);
@@ -40,7 +40,7 @@
 //! * [`PageWriter::recover_doublewrite`] → [`DoublewriteRecovery`].
 //! * [`PageWriter::resolved`] → [`ResolvedProtection`]; [`PageWriter::stats`] → [`FlushStats`].
 //! * [`PageWriter::wants_full_page_images`], [`PageWriter::should_log_full_page_image`],
-//!   [`PageWriter::count_full_page_image`].
+//!   [`PageWriter::count_full_page_image`], [`full_page_image_record`].
 //!
 //! # Invariants this crate keeps (each has a test that breaks it on purpose)
 //!
@@ -64,6 +64,7 @@
 mod area;
 mod config;
 mod error;
+mod record;
 mod scheme;
 mod stats;
 mod wal;
@@ -77,6 +78,7 @@ pub use config::{
     PageWriterConfig, ResolvedMode, ResolvedProtection, TornPageProtection, DEFAULT_BATCH_PAGES,
 };
 pub use error::{FlushError, Result, WalError};
+pub use record::full_page_image_record;
 pub use stats::FlushStats;
 pub use wal::WalFlush;
 pub use writer::{

@@ -38,3 +38,14 @@ impl<T: WalFlush + ?Sized> WalFlush for Box<T> {
         (**self).durable_lsn()
     }
 }
+
+/// The real redo log: `flush_to` forces write + sync up to the LSN (or reports the log's poison).
+impl WalFlush for keel_redo_log::RedoLog {
+    fn flush_to(&self, lsn: Lsn) -> Result<(), WalError> {
+        keel_redo_log::RedoLog::flush_to(self, lsn).map_err(|e| Box::new(e) as WalError)
+    }
+
+    fn durable_lsn(&self) -> Lsn {
+        keel_redo_log::RedoLog::durable_lsn(self)
+    }
+}

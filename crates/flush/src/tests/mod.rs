@@ -7,6 +7,7 @@ mod basic;
 mod crash;
 mod order;
 mod realfs;
+mod redo;
 
 use crate::error::WalError;
 use crate::WalFlush;
