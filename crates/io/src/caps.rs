@@ -48,7 +48,7 @@ impl AtomicWriteLimits {
                 self.unit_min, self.unit_max
             ));
         }
-        if offset % len as u64 != 0 {
+        if !offset.is_multiple_of(len as u64) {
             return Err(format!(
                 "offset {offset} is not naturally aligned to the length {len}"
             ));

@@ -75,7 +75,7 @@ impl fmt::Display for Lsn {
 }
 
 /// Page size, fixed when a store is created.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 pub enum PageSize {
     /// 4 KiB.
     #[serde(rename = "4KiB")]
@@ -84,6 +84,7 @@ pub enum PageSize {
     #[serde(rename = "8KiB")]
     K8,
     /// 16 KiB (InnoDB's default).
+    #[default]
     #[serde(rename = "16KiB")]
     K16,
     /// 32 KiB.
@@ -92,12 +93,6 @@ pub enum PageSize {
     /// 64 KiB.
     #[serde(rename = "64KiB")]
     K64,
-}
-
-impl Default for PageSize {
-    fn default() -> Self {
-        PageSize::K16
-    }
 }
 
 impl PageSize {
