@@ -83,6 +83,10 @@ pub trait PageStore {
     /// implementation logs this as a page-init record.
     fn allocate(&mut self, page_type: PageType) -> Result<PageId>;
 
+    /// Re-initialises an existing page as `page_type` (payload zeroed); logged as a page-init
+    /// record. Used when the root changes from leaf to inner node.
+    fn reinit(&mut self, id: PageId, page_type: PageType) -> Result<()>;
+
     /// Frees a page (it will not be read again by this tree).
     fn free(&mut self, id: PageId) -> Result<()>;
 }

@@ -70,6 +70,18 @@ impl PageStore for MemPages {
         Ok(id)
     }
 
+    fn reinit(&mut self, id: PageId, page_type: PageType) -> Result<()> {
+        let size = self.page_size;
+        let p = self.pages.get_mut(&id).ok_or_else(|| BTreeError::Corrupt {
+            page_id: id,
+            detail: "page is not allocated".into(),
+        })?;
+        p.iter_mut().for_each(|b| *b = 0);
+        debug_assert_eq!(p.len(), size);
+        PageHeader::init(p, id, page_type, Lsn::ZERO);
+        Ok(())
+    }
+
     fn free(&mut self, id: PageId) -> Result<()> {
         if self.pages.remove(&id).is_none() {
             return Err(BTreeError::Corrupt {

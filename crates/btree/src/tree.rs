@@ -5,7 +5,7 @@ use crate::node::{
     wr_u64, Limits, Node, ValueRef, KIND_INNER, KIND_LEAF, OVERFLOW_HEADER,
 };
 use crate::{BTreeError, PageStore, Result};
-use keel_page::{set_page_type, PageHeader, PageId, PageType, PAGE_HEADER_SIZE};
+use keel_page::{PageHeader, PageId, PageType, PAGE_HEADER_SIZE};
 use std::collections::VecDeque;
 use std::ops::{Bound, RangeBounds};
 
@@ -465,7 +465,7 @@ impl BTree {
                 self.rebuild(store, r, kind, level, right_leftmost, &right_cells)?;
                 let root_cells = vec![inner_cell(&sep, r)];
                 let root = self.root;
-                store.write(root, |p| set_page_type(p, PageType::BTREE_INNER))?;
+                store.reinit(root, PageType::BTREE_INNER)?;
                 self.rebuild(store, root, KIND_INNER, level + 1, l, &root_cells)?;
                 return Ok(());
             }
