@@ -1,7 +1,7 @@
 //! keel-btree: a B+tree stored in pages.
 //!
 //! The tree never touches files or the buffer pool directly: it works through [`PageStore`], which
-//! the store implements on top of the buffer pool (pin + latch per access, redo derived by the
+//! (with [`PageRead`] for reading) the store implements on top of the buffer pool (pin + latch per access, redo derived by the
 //! transaction layer from each page's before-image) and which [`MemPages`] implements in memory
 //! for model tests.
 //!
@@ -66,17 +66,31 @@ pub enum BTreeError {
 /// Result with [`BTreeError`].
 pub type Result<T, E = BTreeError> = std::result::Result<T, E>;
 
-/// Where a tree's pages live. Page access is scoped by closures so implementations can pin and
-/// latch a page exactly for the duration of the access.
-pub trait PageStore {
+/// Read access to a tree's pages. Page access is scoped by closures so implementations can pin
+/// and latch a page exactly for the duration of the access. Implemented for `&T` too, so range
+/// cursors can own a cheap handle.
+pub trait PageRead {
     /// Page size in bytes.
     fn page_size(&self) -> usize;
 
     /// Runs `f` on the bytes of page `id` (shared access).
     fn read<R>(&self, id: PageId, f: impl FnOnce(&[u8]) -> R) -> Result<R>;
+}
 
+impl<T: PageRead + ?Sized> PageRead for &T {
+    fn page_size(&self) -> usize {
+        (**self).page_size()
+    }
+
+    fn read<R>(&self, id: PageId, f: impl FnOnce(&[u8]) -> R) -> Result<R> {
+        (**self).read(id, f)
+    }
+}
+
+/// Where a tree's pages live, for changing them.
+pub trait PageStore: PageRead {
     /// Runs `f` on the bytes of page `id` (exclusive access; the change must be logged by the
-    /// implementation).
+    /// implementation). Only the payload (between page header and trailer) may be changed.
     fn write<R>(&mut self, id: PageId, f: impl FnOnce(&mut [u8]) -> R) -> Result<R>;
 
     /// Allocates a page and initialises it (zeroed payload, header with `page_type`); the

@@ -1,6 +1,6 @@
 //! An in-memory [`PageStore`] for model tests and micro-benchmarks.
 
-use crate::{BTreeError, PageStore, Result};
+use crate::{BTreeError, PageRead, PageStore, Result};
 use keel_page::{Lsn, PageHeader, PageId, PageType};
 use std::collections::HashMap;
 
@@ -35,7 +35,7 @@ impl MemPages {
     }
 }
 
-impl PageStore for MemPages {
+impl PageRead for MemPages {
     fn page_size(&self) -> usize {
         self.page_size
     }
@@ -47,6 +47,9 @@ impl PageStore for MemPages {
         })?;
         Ok(f(p))
     }
+}
+
+impl PageStore for MemPages {
 
     fn write<R>(&mut self, id: PageId, f: impl FnOnce(&mut [u8]) -> R) -> Result<R> {
         let p = self.pages.get_mut(&id).ok_or_else(|| BTreeError::Corrupt {

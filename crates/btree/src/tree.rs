@@ -4,7 +4,7 @@ use crate::node::{
     self, cell_child, cell_key, inner_cell, leaf_cell_inline, leaf_cell_overflow, rd_u32, rd_u64,
     wr_u64, Limits, Node, ValueRef, KIND_INNER, KIND_LEAF, OVERFLOW_HEADER,
 };
-use crate::{BTreeError, PageStore, Result};
+use crate::{BTreeError, PageRead, PageStore, Result};
 use keel_page::{PageHeader, PageId, PageType, PAGE_HEADER_SIZE};
 use std::collections::VecDeque;
 use std::ops::{Bound, RangeBounds};
@@ -49,7 +49,7 @@ impl FoundValue {
     }
 }
 
-fn with_node<S: PageStore, R>(
+fn with_node<S: PageRead, R>(
     store: &S,
     id: PageId,
     f: impl FnOnce(Node<'_>) -> Result<R>,
@@ -107,7 +107,7 @@ impl BTree {
     }
 
     /// The value stored under `key`.
-    pub fn get<S: PageStore>(&self, store: &S, key: &[u8]) -> Result<Option<Vec<u8>>> {
+    pub fn get<S: PageRead>(&self, store: &S, key: &[u8]) -> Result<Option<Vec<u8>>> {
         let mut id = self.root;
         let mut expect: Option<u8> = None;
         for _ in 0..MAX_DEPTH {
@@ -217,11 +217,9 @@ impl BTree {
     ///
     /// Takes any range over byte slices: `..`, `a..b`, `a..=b`, `a..`, `..b`, or a pair of
     /// [`Bound`]s.
-    pub fn range<'s, 'k, S: PageStore, R: RangeBounds<&'k [u8]>>(
-        &self,
-        store: &'s S,
-        range: R,
-    ) -> Range<'s, S> {
+    ///
+    /// The cursor owns `store` (pass `&pages` to lend a store).
+    pub fn range<'k, S: PageRead, R: RangeBounds<&'k [u8]>>(&self, store: S, range: R) -> Range<S> {
         let own = |b: Bound<&&[u8]>| match b {
             Bound::Included(k) => Bound::Included(k.to_vec()),
             Bound::Excluded(k) => Bound::Excluded(k.to_vec()),
@@ -240,7 +238,7 @@ impl BTree {
 
     /// Walks the whole tree checking its invariants (key order and bounds, levels, slot
     /// bounds, overflow chains); returns what it counted.
-    pub fn check<S: PageStore>(&self, store: &S) -> Result<TreeStats> {
+    pub fn check<S: PageRead>(&self, store: &S) -> Result<TreeStats> {
         let mut stats = TreeStats::default();
         let level = with_node(store, self.root, |n| Ok(n.level()))?;
         stats.depth = level as usize + 1;
@@ -288,7 +286,7 @@ impl BTree {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn check_node<S: PageStore>(
+    fn check_node<S: PageRead>(
         &self,
         store: &S,
         id: PageId,
@@ -382,7 +380,7 @@ impl BTree {
     }
 
     /// Path of (inner page, child index) from the root, and the leaf for `key`.
-    fn descend<S: PageStore>(
+    fn descend<S: PageRead>(
         &self,
         store: &S,
         key: &[u8],
@@ -524,7 +522,7 @@ impl BTree {
     }
 
     /// Reads `(next, data)` of one overflow page, checking its type and lengths.
-    fn overflow_page<S: PageStore>(&self, store: &S, id: PageId) -> Result<(PageId, Vec<u8>)> {
+    fn overflow_page<S: PageRead>(&self, store: &S, id: PageId) -> Result<(PageId, Vec<u8>)> {
         let cap = self.limits.overflow_capacity();
         store.read(id, |p| {
             let ty = PageHeader::read(p).map(|h| h.page_type);
@@ -549,7 +547,7 @@ impl BTree {
         })?
     }
 
-    fn read_overflow<S: PageStore>(&self, store: &S, first: PageId, len: u64) -> Result<Vec<u8>> {
+    fn read_overflow<S: PageRead>(&self, store: &S, first: PageId, len: u64) -> Result<Vec<u8>> {
         let mut out = Vec::with_capacity(len.min(1 << 30) as usize);
         let mut id = first;
         while (out.len() as u64) < len {
@@ -599,7 +597,7 @@ impl BTree {
         Ok(())
     }
 
-    fn materialize<S: PageStore>(&self, store: &S, v: FoundValue) -> Result<Vec<u8>> {
+    fn materialize<S: PageRead>(&self, store: &S, v: FoundValue) -> Result<Vec<u8>> {
         match v {
             FoundValue::Inline(v) => Ok(v),
             FoundValue::Overflow { first, len } => self.read_overflow(store, first, len),
@@ -609,7 +607,7 @@ impl BTree {
     /// Entries of the leaf holding the first keys above `low` (filtered by it), and the fence
     /// above that leaf (the smallest key the next leaf may hold).
     #[allow(clippy::type_complexity)]
-    fn leaf_after<S: PageStore>(
+    fn leaf_after<S: PageRead>(
         &self,
         store: &S,
         low: &Bound<Vec<u8>>,
@@ -663,7 +661,7 @@ impl BTree {
     /// Entries (descending) of the leaf holding the last keys below `high`, and the fence below
     /// that leaf (every key of the previous leaf is smaller).
     #[allow(clippy::type_complexity)]
-    fn leaf_before<S: PageStore>(
+    fn leaf_before<S: PageRead>(
         &self,
         store: &S,
         high: &Bound<Vec<u8>>,
@@ -739,9 +737,9 @@ fn split_point(cells: &[Vec<u8>], leaf: bool, inserted: usize) -> usize {
 
 /// An ordered iterator over a key range; also iterates backwards (`.rev()`), and both ends may
 /// be used at once without crossing.
-pub struct Range<'s, S: PageStore> {
+pub struct Range<S: PageRead> {
     tree: BTree,
-    store: &'s S,
+    store: S,
     front: Bound<Vec<u8>>,
     back: Bound<Vec<u8>>,
     front_buf: VecDeque<(Vec<u8>, FoundValue)>,
@@ -749,10 +747,10 @@ pub struct Range<'s, S: PageStore> {
     done: bool,
 }
 
-impl<S: PageStore> Range<'_, S> {
+impl<S: PageRead> Range<S> {
     fn fill_front(&mut self) -> Result<()> {
         loop {
-            let (entries, fence) = self.tree.leaf_after(self.store, &self.front)?;
+            let (entries, fence) = self.tree.leaf_after(&self.store, &self.front)?;
             if !entries.is_empty() {
                 self.front_buf = entries.into();
                 return Ok(());
@@ -778,7 +776,7 @@ impl<S: PageStore> Range<'_, S> {
 
     fn fill_back(&mut self) -> Result<()> {
         loop {
-            let (entries, fence) = self.tree.leaf_before(self.store, &self.back)?;
+            let (entries, fence) = self.tree.leaf_before(&self.store, &self.back)?;
             if !entries.is_empty() {
                 self.back_buf = entries.into();
                 return Ok(());
@@ -808,7 +806,7 @@ impl<S: PageStore> Range<'_, S> {
 
     fn finish(&mut self, item: (Vec<u8>, FoundValue)) -> Option<Result<(Vec<u8>, Vec<u8>)>> {
         let (k, v) = item;
-        match self.tree.materialize(self.store, v) {
+        match self.tree.materialize(&self.store, v) {
             Ok(v) => Some(Ok((k, v))),
             Err(e) => {
                 self.done = true;
@@ -818,7 +816,7 @@ impl<S: PageStore> Range<'_, S> {
     }
 }
 
-impl<S: PageStore> Iterator for Range<'_, S> {
+impl<S: PageRead> Iterator for Range<S> {
     type Item = Result<(Vec<u8>, Vec<u8>)>;
 
     fn next(&mut self) -> Option<Self::Item> {
@@ -841,7 +839,7 @@ impl<S: PageStore> Iterator for Range<'_, S> {
     }
 }
 
-impl<S: PageStore> DoubleEndedIterator for Range<'_, S> {
+impl<S: PageRead> DoubleEndedIterator for Range<S> {
     fn next_back(&mut self) -> Option<Self::Item> {
         if self.done {
             return None;

@@ -1,6 +1,6 @@
 //! Model tests: the B+tree against `std::collections::BTreeMap`, on in-memory pages.
 
-use keel_btree::{BTree, BTreeError, MemPages, PageStore};
+use keel_btree::{BTree, BTreeError, MemPages, PageRead};
 use keel_page::{PageId, PAGE_HEADER_SIZE};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
