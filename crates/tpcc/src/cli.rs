@@ -27,6 +27,22 @@ pub enum EngineKind {
     Memory,
 }
 
+impl EngineKind {
+    /// The `--engine` value.
+    pub fn name(self) -> &'static str {
+        match self {
+            EngineKind::Memory => "memory",
+        }
+    }
+
+    /// Whether acknowledged commits survive a crash on this engine.
+    pub fn durable(self) -> bool {
+        match self {
+            EngineKind::Memory => MemoryEngine::DURABLE,
+        }
+    }
+}
+
 /// keel-tpcc: a TPC-C-like workload for Keel — load, run with live interval lines, check
 /// consistency conditions 1–12, and compare configurations side by side.
 #[derive(Debug, Parser)]

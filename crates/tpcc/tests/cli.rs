@@ -1,0 +1,344 @@
+//! The `keel-tpcc` binary end to end (memory engine, 1 warehouse, reduced items through the
+//! hidden test-only flag): load → run → check, exit codes, refusals with clear messages, a tiny
+//! matrix (report.md + SVG charts), quick, and the loop-mounted file systems when root.
+
+use keel_tpcc::config::StoreConfig;
+use keel_tpcc::engine::{Engine, ReadTx, WriteTx};
+use keel_tpcc::schema::{self, Row};
+use keel_tpcc::MemoryEngine;
+use std::path::Path;
+use std::process::{Command, Output};
+
+const BIN: &str = env!("CARGO_BIN_EXE_keel-tpcc");
+
+fn run(args: &[&str], paths: &[(&str, &Path)]) -> Output {
+    let mut c = Command::new(BIN);
+    c.args(args);
+    for (flag, p) in paths {
+        c.arg(flag).arg(p);
+    }
+    c.output().unwrap()
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn load(dir: &Path) {
+    let o = run(
+        &["load", "--warehouses", "1", "--test-items", "1000"],
+        &[("--dir", dir)],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let t = text(&o);
+    assert!(
+        t.contains("TEST SCALE: 1000 items") && t.contains("loaded 1 warehouse"),
+        "{t}"
+    );
+    assert!(
+        t.contains("recorded only"),
+        "memory engine says knobs have no effect: {t}"
+    );
+}
+
+#[test]
+fn load_run_check_end_to_end_with_acknowledged_side_file() {
+    let t = tempfile::tempdir().unwrap();
+    let (dir, out, acked) = (
+        t.path().join("d"),
+        t.path().join("o"),
+        t.path().join("acked.txt"),
+    );
+    load(&dir);
+    let o = run(
+        &[
+            "run",
+            "--terminals",
+            "2",
+            "--max-transactions",
+            "300",
+            "--warmup",
+            "0s",
+            "--interval",
+            "1s",
+            "--torn-page",
+            "none",
+        ],
+        &[("--dir", &dir), ("--out", &out), ("--acked-log", &acked)],
+    );
+    let s = text(&o);
+    assert!(o.status.success(), "{s}");
+    for want in [
+        "NOTPM",
+        "p50/p95/p99 ms NO",
+        "data w",
+        "summary:",
+        "consistency: OK",
+        "torn_page=none",
+    ] {
+        assert!(s.contains(want), "missing {want:?} in:\n{s}");
+    }
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("run.json")).unwrap()).unwrap();
+    assert!(json["notpm"].as_f64().unwrap() > 0.0);
+    assert_eq!(json["store_config"]["torn_page"], "none");
+    assert_eq!(json["config_honoured"], false);
+    let csv = std::fs::read_to_string(out.join("intervals.csv")).unwrap();
+    assert!(
+        csv.starts_with("t_end_s,warmup,seconds,notpm") && csv.lines().count() >= 2,
+        "{csv}"
+    );
+    // Every acknowledged New-Order is in the store (memory engine checkpoints at the end of run).
+    let committed = json["new_orders_committed"].as_u64().unwrap();
+    let lines = std::fs::read_to_string(&acked).unwrap().lines().count() as u64;
+    assert_eq!(lines, committed);
+    let o = run(&["check"], &[("--dir", &dir), ("--acked-log", &acked)]);
+    let s = text(&o);
+    assert!(o.status.success(), "{s}");
+    assert!(s.contains(&format!("all {committed} present")), "{s}");
+}
+
+#[test]
+fn check_exits_1_and_names_the_row_when_a_condition_fails() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("d");
+    load(&dir);
+    {
+        let e = MemoryEngine::open(&dir, &StoreConfig::default()).unwrap();
+        let mut tx = e.write().unwrap();
+        let k = schema::district_key(1, 7);
+        let mut d =
+            schema::District::decode(&k, &tx.get(schema::table::DISTRICT, &k).unwrap().unwrap())
+                .unwrap();
+        d.ytd += 5;
+        tx.insert(schema::table::DISTRICT, &k, &d.encode()).unwrap();
+        tx.commit().unwrap();
+        e.checkpoint().unwrap();
+    }
+    let o = run(&["check"], &[("--dir", &dir)]);
+    let s = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{s}");
+    assert!(
+        s.contains("condition  9 FAIL") && s.contains("district w=1 d=7"),
+        "{s}"
+    );
+    assert!(s.contains("consistency: FAILED"), "{s}");
+}
+
+#[test]
+fn bad_input_gets_clear_errors() {
+    let t = tempfile::tempdir().unwrap();
+    let empty = t.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let o = run(&["check"], &[("--dir", &empty)]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o).contains("no complete TPC-C load"), "{}", text(&o));
+
+    let o = run(
+        &["load", "--log-block-size", "1024"],
+        &[("--dir", &t.path().join("x"))],
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o).contains("log_block_size"), "{}", text(&o));
+
+    std::fs::write(empty.join("stray"), b"x").unwrap();
+    let o = run(&["load"], &[("--dir", &empty)]);
+    assert!(text(&o).contains("not empty"), "{}", text(&o));
+
+    let spec = t.path().join("bad.toml");
+    std::fs::write(
+        &spec,
+        "name = \"x\"\n[[config]]\nname = \"a\"\ntorn_page = \"sometimes\"\n",
+    )
+    .unwrap();
+    let o = run(&["matrix"], &[("--spec", &spec)]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o).contains("bad.toml"), "{}", text(&o));
+
+    let cfg = t.path().join("keel.toml");
+    std::fs::write(&cfg, "page_size = 5000\n").unwrap();
+    let o = run(
+        &["load"],
+        &[("--dir", &t.path().join("y")), ("--config", &cfg)],
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o).contains("page_size"), "{}", text(&o));
+}
+
+#[test]
+fn matrix_interleaves_repeats_and_writes_report_and_charts() {
+    let t = tempfile::tempdir().unwrap();
+    let spec = t.path().join("tiny.toml");
+    std::fs::write(
+        &spec,
+        r#"
+name = "tiny"
+description = "two configurations"
+published = "nothing published"
+warehouses = 1
+terminals = 2
+duration = 1.0
+warmup = 0
+interval = 0.5
+repeats = 2
+[base]
+page_size = 16384
+[[config]]
+name = "A"
+torn_page = "doublewrite"
+[[config]]
+name = "B"
+torn_page = "none"
+"#,
+    )
+    .unwrap();
+    let out = t.path().join("out");
+    let o = run(
+        &["matrix", "--test-items", "1000"],
+        &[("--spec", &spec), ("--out", &out)],
+    );
+    let s = text(&o);
+    assert!(o.status.success(), "{s}");
+    // Interleaved: A #1, B #1, A #2, B #2.
+    let order: Vec<&str> = s.lines().filter(|l| l.starts_with("== run")).collect();
+    assert_eq!(order.len(), 4, "{s}");
+    for (line, want) in order.iter().zip([
+        "A (repeat 1/2",
+        "B (repeat 1/2",
+        "A (repeat 2/2",
+        "B (repeat 2/2",
+    ]) {
+        assert!(line.contains(want), "{line} vs {want}");
+    }
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    for want in [
+        "| A | ",
+        "| B | ",
+        "median NOTPM",
+        "ratio",
+        "p99 New-Order ms",
+        "doublewrite writes",
+        "pages skipped",
+        "syncs/commit",
+        "1–12 pass",
+        "memory (no durability)",
+        "no effect",
+        "nothing published",
+    ] {
+        assert!(md.contains(want), "report.md lacks {want:?}:\n{md}");
+    }
+    assert!(
+        md.contains("| A | ")
+            && md
+                .lines()
+                .any(|l| l.starts_with("| A |") && l.contains("| 1.00 |")),
+        "{md}"
+    );
+    for svg in ["notpm.svg", "medians.svg"] {
+        let body = std::fs::read_to_string(out.join(svg)).unwrap();
+        assert!(body.contains("<svg") && body.contains("tiny"), "{svg}");
+    }
+    assert!(
+        out.join("runs/A/r2/intervals.csv").exists() && out.join("runs/B/r1/run.json").exists()
+    );
+    assert!(out.join("matrix.json").exists());
+    assert!(
+        !out.join("data").exists(),
+        "loaded data removed without --keep-data"
+    );
+}
+
+#[test]
+fn quick_loads_runs_and_checks() {
+    let t = tempfile::tempdir().unwrap();
+    let base = t.path().join("q");
+    let args = [
+        "quick",
+        "--duration",
+        "1s",
+        "--warmup",
+        "0s",
+        "--interval",
+        "1s",
+        "--test-items",
+        "1000",
+        "--terminals",
+        "2",
+    ];
+    let o = run(&args, &[("--dir", &base)]);
+    let s = text(&o);
+    assert!(o.status.success(), "{s}");
+    assert!(
+        s.contains("consistency: OK") && base.join("out/run.json").exists(),
+        "{s}"
+    );
+    // A second call replaces the data; a foreign directory is refused.
+    assert!(run(&args, &[("--dir", &base)]).status.success());
+    let foreign = t.path().join("foreign");
+    std::fs::create_dir(&foreign).unwrap();
+    std::fs::write(foreign.join("mine"), b"keep me").unwrap();
+    let o = run(&args, &[("--dir", &foreign)]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(foreign.join("mine").exists());
+}
+
+#[test]
+fn file_system_axis_mounts_runs_and_unmounts() {
+    if !keel_tpcc::fsmount::is_root() {
+        println!("SKIPPED: --fs needs root (loop mounts)");
+        return;
+    }
+    let have = |tool: &str| {
+        Command::new("sh")
+            .arg("-c")
+            .arg(format!("command -v {tool}"))
+            .output()
+            .map(|o| o.status.success())
+            .unwrap_or(false)
+    };
+    if !have("mkfs.ext4") || !have("mkfs.xfs") || !Path::new("/dev/loop-control").exists() {
+        println!("SKIPPED: --fs needs mkfs.ext4, mkfs.xfs and loop devices");
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    let (dir, out) = (t.path().join("d"), t.path().join("o"));
+    load(&dir);
+    let o = run(
+        &[
+            "run",
+            "--fs",
+            "ext4,ext4-journal,xfs",
+            "--fs-image-size",
+            "512MiB",
+            "--max-transactions",
+            "100",
+            "--warmup",
+            "0s",
+            "--interval",
+            "1s",
+            "--terminals",
+            "1",
+        ],
+        &[("--dir", &dir), ("--out", &out)],
+    );
+    let s = text(&o);
+    if s.contains("failed") && (s.contains("mount") || s.contains("mkfs")) && !o.status.success() {
+        println!("SKIPPED: cannot create loop file systems here: {s}");
+        return;
+    }
+    assert!(o.status.success(), "{s}");
+    for fs in ["ext4", "ext4-journal", "xfs"] {
+        assert!(s.contains(&format!("== {fs} (mounted at")), "{s}");
+        assert!(out.join(fs).join("run.json").exists(), "{fs}");
+    }
+    assert_eq!(s.matches("consistency: OK").count(), 3, "{s}");
+    let mounts = std::fs::read_to_string("/proc/mounts").unwrap();
+    assert!(
+        !mounts.contains(out.to_str().unwrap()),
+        "left mounted:\n{mounts}"
+    );
+}
