@@ -83,14 +83,13 @@ fn all_conditions_pass_after_load_and_after_a_run() {
     assert!(r.all_passed(), "{}", r.render());
 }
 
+type Revert = Box<dyn FnOnce(&MemoryEngine)>;
+type Breaker = Box<dyn Fn(&MemoryEngine) -> Revert>;
+type Case = (u8, &'static str, Breaker);
+
 #[test]
 fn each_condition_fails_when_the_row_it_guards_is_altered() {
     let (_d, e) = common::loaded(1);
-    type Case = (
-        u8,
-        &'static str,
-        Box<dyn Fn(&MemoryEngine) -> Box<dyn FnOnce(&MemoryEngine)>>,
-    );
     fn revert_row<R: Row + 'static>(key: Vec<u8>, old: Vec<u8>) -> Box<dyn FnOnce(&MemoryEngine)> {
         Box::new(move |e: &MemoryEngine| {
             let mut tx = e.write().unwrap();
@@ -98,18 +97,13 @@ fn each_condition_fails_when_the_row_it_guards_is_altered() {
             tx.commit().unwrap();
         })
     }
-    fn row_case<R: Row + 'static>(
-        key: Vec<u8>,
-        f: fn(&mut R),
-    ) -> Box<dyn Fn(&MemoryEngine) -> Box<dyn FnOnce(&MemoryEngine)>> {
+    fn row_case<R: Row + 'static>(key: Vec<u8>, f: fn(&mut R)) -> Breaker {
         Box::new(move |e| {
             let old = alter::<R>(e, &key, f);
             revert_row::<R>(key.clone(), old)
         })
     }
-    fn removal(
-        rows: Vec<(&'static str, Vec<u8>)>,
-    ) -> Box<dyn Fn(&MemoryEngine) -> Box<dyn FnOnce(&MemoryEngine)>> {
+    fn removal(rows: Vec<(&'static str, Vec<u8>)>) -> Breaker {
         Box::new(move |e| {
             let gone = remove(e, &rows);
             Box::new(move |e: &MemoryEngine| restore(e, &gone))

@@ -38,12 +38,8 @@ fn mix_rollback_and_by_name_rates_on_one_warehouse() {
     assert_eq!(total, 5000);
     // The deck gives the exact mix per 100 cards.
     let want = [45.0, 43.0, 4.0, 4.0, 4.0];
-    for i in 0..5 {
-        assert!(
-            (r.rates.mix_pct[i] - want[i]).abs() < 0.01,
-            "mix {:?}",
-            r.rates.mix_pct
-        );
+    for (got, want) in r.rates.mix_pct.iter().zip(want) {
+        assert!((got - want).abs() < 0.01, "mix {:?}", r.rates.mix_pct);
     }
     within("New-Order rollback", r.rates.rollback_pct, 1.0, r.done[0]);
     within(

@@ -114,7 +114,7 @@ fn payment_by_last_name_takes_the_middle_match_sorted_by_first_name() {
     }
     let (last, mut matches) = by_name.into_iter().find(|(_, v)| v.len() >= 3).unwrap();
     matches.sort();
-    let want = matches[(matches.len() + 1) / 2 - 1].1; // position ceil(n/2), 1-based
+    let want = matches[matches.len().div_ceil(2) - 1].1; // position ceil(n/2), 1-based
     let mut r = e.read().unwrap();
     assert_eq!(
         find_customer(&mut r, 1, 2, &CustomerSel::LastName(last.clone())).unwrap(),
