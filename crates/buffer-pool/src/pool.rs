@@ -36,6 +36,10 @@ pub struct PoolConfig {
     /// The most pages one write transaction may hold, in percent of the frames (no-steal: they
     /// stay in memory until commit).
     pub max_txn_pct: u8,
+    /// When every frame is pinned, how long (milliseconds) a page request waits for pins that
+    /// are not held by transactions (readers, loads, writes in progress) to go away before it
+    /// fails with [`PoolError::NoFreeFrame`].
+    pub frame_wait_ms: u64,
 }
 
 impl Default for PoolConfig {
@@ -48,6 +52,7 @@ impl Default for PoolConfig {
             dirty_target_pct: 50,
             cleaner_interval_ms: 20,
             max_txn_pct: 75,
+            frame_wait_ms: 5000,
         }
     }
 }
@@ -232,6 +237,9 @@ pub struct BufferPool {
     bufs: Mutex<Vec<AlignedBuf>>,
     pub(crate) max_txn_pages: usize,
     pub(crate) free_reserve: usize,
+    /// Pages per write batch: `cleaner_batch_pages`, at most a quarter of the frames (a batch
+    /// stays pinned while it is written).
+    pub(crate) batch_pages: usize,
     #[doc(hidden)]
     pub knobs: TestKnobs,
     // Declared last: dropped after the frames that point into it.
@@ -312,6 +320,7 @@ impl BufferPool {
             bufs: Mutex::new(Vec::new()),
             max_txn_pages,
             free_reserve,
+            batch_pages: config.cleaner_batch_pages.min(n / 4).max(1),
             knobs: TestKnobs::default(),
             cfg: config,
             _arena: arena,
@@ -474,7 +483,10 @@ impl BufferPool {
         }
         self.wake_cleaner();
         let n = self.frames.len();
-        for _round in 0..4 {
+        let started = std::time::Instant::now();
+        let mut round = 0u32;
+        loop {
+            round += 1;
             let mut dirty_victim: Option<(u32, PageId)> = None;
             for _ in 0..2 * n {
                 let f = (self.hand.fetch_add(1, Ordering::Relaxed) % n) as u32;
@@ -515,18 +527,30 @@ impl BufferPool {
             } else {
                 std::thread::yield_now();
             }
+            if round < 4 {
+                continue;
+            }
+            // Every frame is pinned or dirty. Pins held by transactions stay until they end;
+            // others (readers, flushes in progress, loads) are transient: wait for those, for a
+            // while.
+            let pinned = self
+                .frames
+                .iter()
+                .filter(|f| f.pin.load(Ordering::Relaxed) != 0)
+                .count();
+            let txn_pages = self.txn_pages.load(Ordering::Relaxed);
+            if pinned <= txn_pages
+                || started.elapsed() > Duration::from_millis(self.cfg.frame_wait_ms)
+            {
+                return Err(PoolError::NoFreeFrame {
+                    page_id: for_page,
+                    frames: n,
+                    pinned,
+                    txn_pages,
+                });
+            }
+            std::thread::sleep(Duration::from_micros(100));
         }
-        let pinned = self
-            .frames
-            .iter()
-            .filter(|f| f.pin.load(Ordering::Relaxed) != 0)
-            .count();
-        Err(PoolError::NoFreeFrame {
-            page_id: for_page,
-            frames: n,
-            pinned,
-            txn_pages: self.txn_pages.load(Ordering::Relaxed),
-        })
     }
 
     /// Maps claimed frame `f` (latched exclusive by the caller) to `id`, unless `id` is
@@ -742,7 +766,7 @@ impl BufferPool {
 
     fn return_bufs(&self, mut bufs: Vec<AlignedBuf>) {
         let mut pool = self.bufs.lock();
-        let cap = self.cfg.cleaner_batch_pages * 2;
+        let cap = self.batch_pages * 2;
         while pool.len() < cap {
             match bufs.pop() {
                 Some(b) => pool.push(b),
@@ -937,7 +961,7 @@ impl BufferPool {
         let mut total = 0;
         let mut idle_rounds = 0u32;
         loop {
-            let (ids, busy) = self.oldest_batch(Some(lsn), self.cfg.cleaner_batch_pages);
+            let (ids, busy) = self.oldest_batch(Some(lsn), self.batch_pages);
             if ids.is_empty() && !busy {
                 return Ok(total);
             }
@@ -1082,7 +1106,7 @@ impl BufferPool {
                 continue;
             }
             if fr.dirty.load(Ordering::Relaxed) {
-                if cold_dirty.len() < self.cfg.cleaner_batch_pages
+                if cold_dirty.len() < self.batch_pages
                     && !fr.owned.load(Ordering::Relaxed)
                     && !fr.flushing.load(Ordering::Relaxed)
                 {
@@ -1122,7 +1146,7 @@ impl BufferPool {
         if dirty <= limit {
             return Ok(false);
         }
-        let (ids, _) = self.oldest_batch(None, self.cfg.cleaner_batch_pages);
+        let (ids, _) = self.oldest_batch(None, self.batch_pages);
         if ids.is_empty() {
             return Ok(false);
         }

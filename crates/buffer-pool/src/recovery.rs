@@ -136,7 +136,7 @@ impl BufferPool {
             bump(&self.c.redo_groups, 1);
             // Keep frames available: write the oldest recovered pages when most are dirty.
             if self.dirty_pages() * 4 > self.frames() * 3 {
-                let (ids, _) = self.oldest_batch(None, self.cfg.cleaner_batch_pages);
+                let (ids, _) = self.oldest_batch(None, self.batch_pages);
                 self.flush_pages(&ids, crate::pool::FlushKind::FlushList { wait: true })?;
             }
         }

@@ -78,6 +78,29 @@ pub trait RedoSink: Send + Sync {
 
     /// Appends one group (one transaction) with its commit marker; returns the group's end LSN.
     fn append(&self, records: &[Record]) -> Result<Lsn>;
+
+    /// Appends like [`append`](Self::append) and returns the group's LSN range (start..end).
+    /// The default reads the end LSN before appending: a lower bound of the start, which is all
+    /// a page's oldest modification needs.
+    fn append_range(&self, records: &[Record]) -> Result<std::ops::Range<Lsn>> {
+        let start = self.end_lsn();
+        Ok(start..self.append(records)?)
+    }
+}
+
+/// keel-redo-log's log is the pool's redo sink in a real engine.
+impl RedoSink for keel_redo_log::RedoLog {
+    fn end_lsn(&self) -> Lsn {
+        keel_redo_log::RedoLog::end_lsn(self)
+    }
+
+    fn append(&self, records: &[Record]) -> Result<Lsn> {
+        keel_redo_log::RedoLog::append(self, records).map_err(PoolError::log)
+    }
+
+    fn append_range(&self, records: &[Record]) -> Result<std::ops::Range<Lsn>> {
+        keel_redo_log::RedoLog::append_range(self, records).map_err(PoolError::log)
+    }
 }
 
 impl<T: RedoSink + ?Sized> RedoSink for std::sync::Arc<T> {
@@ -86,6 +109,9 @@ impl<T: RedoSink + ?Sized> RedoSink for std::sync::Arc<T> {
     }
     fn append(&self, records: &[Record]) -> Result<Lsn> {
         (**self).append(records)
+    }
+    fn append_range(&self, records: &[Record]) -> Result<std::ops::Range<Lsn>> {
+        (**self).append_range(records)
     }
 }
 

@@ -443,9 +443,8 @@ impl<'p> PageTxn<'p> {
         }
         let images = group.len();
         group.append(&mut st.records);
-        let start = log.end_lsn();
-        let end = match log.append(&group) {
-            Ok(end) => end,
+        let (start, end) = match log.append_range(&group) {
+            Ok(r) => (r.start, r.end),
             Err(e) => {
                 drop(decision);
                 self.rollback(&mut st);

@@ -41,7 +41,7 @@ fn a_data_set_eight_times_the_pool_reads_correctly() {
 
 #[test]
 fn eviction_never_takes_a_pinned_page() {
-    let (pool, store) = mem_pool(8);
+    let (pool, store) = mem_pool_with(8, |c| c.frame_wait_ms = 20);
     seed(&*store, 20);
     let guards: Vec<_> = (0..8).map(|i| pool.read(PageId(i)).unwrap()).collect();
     // Every frame is pinned: a ninth page cannot get one, and the error says why.

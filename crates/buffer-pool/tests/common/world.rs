@@ -5,15 +5,113 @@
 use super::crashfs::CrashFs;
 use super::modellog::ModelLog;
 use super::Rng;
-use keel_buffer_pool::{BufferPool, PoolConfig, PoolError, RedoApplyReport};
-use keel_flush::{DoublewriteRecovery, PageWriter, PageWriterConfig, TornPageProtection};
+use keel_buffer_pool::{BufferPool, PoolConfig, PoolError, Record, RedoApplyReport, RedoSink};
+use keel_flush::{
+    DoublewriteRecovery, PageWriter, PageWriterConfig, TornPageProtection, WalError, WalFlush,
+};
 use keel_io::sim::{CrashPolicy, SimConfig, SimFs};
 use keel_page::{Lsn, PageId, PageSize, PageType, PAGE_HEADER_SIZE, PAGE_TRAILER_SIZE};
+use keel_redo_log::{LogBlockSize, LogConfig, LogFiles, RedoLog};
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
 pub const PS: PageSize = PageSize::K4;
+
+/// The log of a crash world: the model log, or keel-redo-log's real log on the same SimFs.
+#[derive(Clone, Debug)]
+pub enum TestLog {
+    Model(ModelLog),
+    Real(RedoLog),
+}
+
+impl TestLog {
+    /// Makes the log durable up to its end (a commit under `Durability::Sync`).
+    pub fn sync(&self) -> Result<(), PoolError> {
+        match self {
+            TestLog::Model(m) => m.sync(),
+            TestLog::Real(r) => r.wait_durable(r.end_lsn()).map_err(PoolError::log),
+        }
+    }
+
+    pub fn checkpoint(&self, lsn: Lsn) -> Result<(), PoolError> {
+        match self {
+            TestLog::Model(m) => m.checkpoint(lsn),
+            TestLog::Real(r) => r.checkpoint(lsn).map_err(PoolError::log),
+        }
+    }
+
+    pub fn checkpoint_lsn(&self) -> Lsn {
+        match self {
+            TestLog::Model(m) => m.checkpoint_lsn(),
+            TestLog::Real(r) => r.checkpoint_lsn(),
+        }
+    }
+
+    pub fn durable(&self) -> Lsn {
+        match self {
+            TestLog::Model(m) => m.durable(),
+            TestLog::Real(r) => r.durable_lsn(),
+        }
+    }
+
+    pub fn model(&self) -> &ModelLog {
+        match self {
+            TestLog::Model(m) => m,
+            TestLog::Real(_) => panic!("not the model log"),
+        }
+    }
+}
+
+impl RedoSink for TestLog {
+    fn end_lsn(&self) -> Lsn {
+        match self {
+            TestLog::Model(m) => m.end_lsn(),
+            TestLog::Real(r) => RedoSink::end_lsn(r),
+        }
+    }
+    fn append(&self, records: &[Record]) -> Result<Lsn, PoolError> {
+        match self {
+            TestLog::Model(m) => m.append(records),
+            TestLog::Real(r) => RedoSink::append(r, records),
+        }
+    }
+    fn append_range(&self, records: &[Record]) -> Result<std::ops::Range<Lsn>, PoolError> {
+        match self {
+            TestLog::Model(m) => m.append_range(records),
+            TestLog::Real(r) => RedoSink::append_range(r, records),
+        }
+    }
+}
+
+/// keel-flush's `WalFlush` for the test logs (keel-flush does not implement it for `RedoLog`
+/// yet).
+impl WalFlush for TestLog {
+    fn flush_to(&self, lsn: Lsn) -> Result<(), WalError> {
+        match self {
+            TestLog::Model(m) => m.flush_to(lsn),
+            TestLog::Real(r) => r.flush_to(lsn).map_err(|e| Box::new(e) as WalError),
+        }
+    }
+    fn durable_lsn(&self) -> Lsn {
+        match self {
+            TestLog::Model(m) => m.durable_lsn(),
+            TestLog::Real(r) => r.durable_lsn(),
+        }
+    }
+}
+
+pub fn log_config(block: LogBlockSize) -> LogConfig {
+    LogConfig {
+        block_size: block,
+        files: LogFiles::Preallocated {
+            file_size: 4 << 20,
+            files: 2,
+        },
+        buffer_size: 256 << 10,
+        ..LogConfig::default()
+    }
+}
 pub const NPAGES: u64 = 40;
 pub const FRAMES: usize = 12;
 
@@ -45,7 +143,11 @@ pub struct World {
     pub mode: TornPageProtection,
     pub sim_config: SimConfig,
     pub fs: CrashFs,
-    pub log: ModelLog,
+    pub log: TestLog,
+    /// Real log: its block size.
+    pub real_log: Option<LogBlockSize>,
+    /// The highest commit LSN whose sync returned Ok (acknowledged).
+    pub acked: Lsn,
     pub writer: Arc<PageWriter>,
     pub pool: Arc<BufferPool>,
     pub commits: Vec<Commit>,
@@ -79,7 +181,7 @@ pub fn pool_config() -> PoolConfig {
 pub fn open_world(
     mode: TornPageProtection,
     fs: CrashFs,
-    log: ModelLog,
+    log: TestLog,
 ) -> (Arc<PageWriter>, Arc<BufferPool>) {
     let cfg = PageWriterConfig::new(PS, mode);
     let writer = Arc::new(
@@ -91,16 +193,42 @@ pub fn open_world(
 
 impl World {
     pub fn new(mode: TornPageProtection, sim_config: SimConfig) -> World {
+        World::with_log(mode, sim_config, None)
+    }
+
+    /// A world whose log is the real keel-redo-log (with this block size) on the same SimFs.
+    pub fn with_log(
+        mode: TornPageProtection,
+        sim_config: SimConfig,
+        real_log: Option<LogBlockSize>,
+    ) -> World {
         let fs = CrashFs::new(SimFs::new(sim_config.clone()));
-        let log = ModelLog::new();
+        let log = match real_log {
+            None => {
+                let m = ModelLog::new();
+                let m2 = m.clone();
+                fs.trigger.on_crash(move || m2.freeze());
+                TestLog::Model(m)
+            }
+            Some(block) => {
+                let (log, rec) = RedoLog::open(
+                    Arc::new(fs.clone()),
+                    Path::new("/db/log"),
+                    log_config(block),
+                )
+                .expect("open redo log");
+                assert!(rec.groups.is_empty());
+                TestLog::Real(log)
+            }
+        };
         let (writer, pool) = open_world(mode, fs.clone(), log.clone());
-        let l2 = log.clone();
-        fs.trigger.on_crash(move || l2.freeze());
         World {
             mode,
             sim_config,
             fs,
             log,
+            real_log,
+            acked: Lsn::ZERO,
             writer,
             pool,
             commits: Vec::new(),
@@ -216,6 +344,7 @@ impl World {
         });
         if rng.below(10) < 7 {
             self.check(self.log.sync(), "log sync")?;
+            self.acked = end;
         }
         Ok(())
     }
@@ -277,11 +406,41 @@ impl World {
         }
         let post = self.fs.trigger.crash_now();
         let with_cleaner = self.cleaner.take().map(|c| c.stop()).is_some();
-        let rec = self.log.recover();
-        let log2 = self.log.reopen();
         let fs2 = CrashFs::new(post);
-        let l2 = log2.clone();
-        fs2.trigger.on_crash(move || l2.freeze());
+        let (log2, rec) = match (&self.log, self.real_log) {
+            (TestLog::Model(m), _) => {
+                let rec = m.recover();
+                let log2 = m.reopen();
+                let l2 = log2.clone();
+                fs2.trigger.on_crash(move || l2.freeze());
+                (TestLog::Model(log2), rec)
+            }
+            (TestLog::Real(_), Some(block)) => {
+                let (log2, r) = RedoLog::open(
+                    Arc::new(fs2.clone()),
+                    Path::new("/db/log"),
+                    log_config(block),
+                )
+                .map_err(|e| format!("reopening the redo log: {e}"))?;
+                let durable = r
+                    .groups
+                    .last()
+                    .map_or(r.checkpoint_lsn, |g| g.end_lsn.max(r.checkpoint_lsn));
+                let rec = super::modellog::Recovered {
+                    checkpoint: r.checkpoint_lsn,
+                    groups: r.groups,
+                    durable,
+                };
+                (TestLog::Real(log2), rec)
+            }
+            (TestLog::Real(_), None) => unreachable!(),
+        };
+        if rec.durable < self.acked {
+            return Err(format!(
+                "acknowledged commit at {} lost: the log recovered only up to {}",
+                self.acked, rec.durable
+            ));
+        }
         let (writer, pool) = open_world(self.mode, fs2.clone(), log2.clone());
         let doublewrite = writer
             .recover_doublewrite()
@@ -358,6 +517,7 @@ impl World {
         }
         // Continue from the recovered state.
         self.commits.retain(|c| c.end <= rec.durable);
+        self.acked = Lsn::ZERO;
         self.current = expected;
         self.fs = fs2;
         self.log = log2;
@@ -379,7 +539,7 @@ pub fn run_case(
     steps: usize,
     crash_at: i64,
 ) -> Result<Vec<Recovery>, String> {
-    run_case_with(mode, sim_config, seed, steps, crash_at, false)
+    run_case_with(mode, sim_config, seed, steps, crash_at, false, None)
 }
 
 /// [`run_case`], optionally with the page cleaner thread running (then the interleaving, and so
@@ -391,9 +551,10 @@ pub fn run_case_with(
     steps: usize,
     crash_at: i64,
     cleaner: bool,
+    real_log: Option<LogBlockSize>,
 ) -> Result<Vec<Recovery>, String> {
     let mut rng = Rng(seed);
-    let mut w = World::new(mode, sim_config);
+    let mut w = World::with_log(mode, sim_config, real_log);
     if cleaner {
         w.start_cleaner();
     }
