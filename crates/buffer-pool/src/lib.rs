@@ -25,31 +25,46 @@
 //!   transaction's pages can be brought in before it takes the writer lock.
 //! - [`BufferPool::apply_redo`] replays recovered redo groups (module `recovery`).
 //!
-//! # Invariants (each has a test that breaks it on purpose)
+//! # Invariants (each has a test; most break it on purpose with a test knob)
 //!
 //! 1. **Pins**: a pinned frame keeps its page; a page found in the table and pinned is never
 //!    evicted (pins are only raised under the page-table shard lock; eviction takes the shard
 //!    lock exclusive and moves the pin 0 → 1 by compare-exchange). Guards release their latch,
-//!    then their pin. (tests `pool::eviction_never_takes_a_pinned_page`, concurrency test)
+//!    then their pin. Tests: `tests/pool.rs: eviction_never_takes_a_pinned_page`;
+//!    `tests/concurrency.rs` (every page read under two threads + cleaner is self-consistent).
 //! 2. **No-steal**: a page with changes of an uncommitted transaction is pinned and owned: never
 //!    evicted or written before commit; a transaction larger than `max_txn_pct` of the pool
-//!    fails with [`PoolError::TxnTooLarge`] and changes nothing.
+//!    fails with [`PoolError::TxnTooLarge`] and changes nothing. Tests: `tests/pool.rs:
+//!    uncommitted_pages_are_never_written`, `txn_too_large_changes_nothing`,
+//!    `abort_restores_pages_exactly`.
 //! 3. **Dirty tracking / checkpoint** (DESIGN.md invariant 3): a page leaves the flush list only
-//!    when a write of its newest committed state is durable; its key is a lower bound of the
-//!    start of its oldest unwritten group; [`BufferPool::checkpoint_lsn`] never returns more than
-//!    the oldest key, nor more than the log's end read while no commit is between reading the
-//!    log's end and listing its pages. (crash test with the `checkpoint_overreport` knob)
+//!    when a write of its newest committed state is durable (a page committed again while being
+//!    written stays dirty from the later group); its key is at or below the start of its oldest
+//!    unwritten group; [`BufferPool::checkpoint_lsn`] never returns more than the oldest key,
+//!    nor more than the log's end read while no commit is between appending and listing its
+//!    pages. Tests: `tests/crash.rs: checkpoint_over_report_on_purpose_is_caught` (knob
+//!    `checkpoint_overreport`), `tests/pool.rs: flush_list_is_ordered_by_oldest_modification`,
+//!    `tests/crash.rs: with_the_cleaner_running_every_mode_recovers` (catches a flusher that
+//!    marks a re-committed page clean).
 //! 4. **Init-on-flush**: a page is handed to the writer as rebuildable from redo only if a
 //!    PageInit of it lies at or after the published horizon, and while that write is in flight
 //!    the page holds the checkpoint at or below that PageInit (decided under the flush-list
-//!    mutex, atomically with checkpoint computation). (crash test with the
-//!    `claim_all_rebuildable` knob)
+//!    mutex, atomically with checkpoint computation). Tests: `tests/crash.rs:
+//!    init_on_flush_claimed_wrongly_on_purpose_is_caught` (knob `claim_all_rebuildable`),
+//!    `tests/pool.rs: a_rebuildable_page_in_flight_holds_the_checkpoint_at_its_init`,
+//!    `init_on_flush_state_follows_the_checkpoint`, `tests/recovery.rs:
+//!    fresh_pages_skip_the_doublewrite_e2`.
 //! 5. **Full page images**: in full-page-writes mode the first change of a page after the
 //!    published horizon logs a `PageImage` of the page before the change in the same group;
-//!    checkpoints in that mode never exceed the published horizon. (crash test with the
-//!    `skip_full_page_images` knob)
+//!    checkpoints in that mode never exceed the published horizon. Tests: `tests/crash.rs:
+//!    full_page_images_skipped_on_purpose_is_caught` (knob `skip_full_page_images`),
+//!    `tests/pool.rs: full_page_image_logged_once_per_checkpoint`.
 //! 6. **WAL rule** (DESIGN.md invariant 1) is enforced by the page writer before any write; the
-//!    pool hands it each page's LSN. (crash test in `tests/crash.rs`)
+//!    pool hands it each page's LSN. Test: `tests/crash.rs: wal_rule_broken_on_purpose_is_caught`
+//!    (a log that lies about durability).
+//! 7. **Recovery** (DESIGN.md invariants 4 and 5, the pool's half): see module [`recovery`];
+//!    tests in `tests/recovery.rs` and the crash property tests in `tests/crash.rs` (every mode,
+//!    model log and real log, 512/4096-byte sectors; in `None` mode torn pages are reported).
 //!
 //! # Lock order
 //!
