@@ -194,7 +194,10 @@ impl StoreConfig {
                     origin: source.to_string(),
                     detail: e.to_string(),
                 })?;
-        cfg.validate()?;
+        cfg.validate().map_err(|e| TpccError::Config {
+            origin: source.to_string(),
+            detail: e.to_string(),
+        })?;
         Ok(cfg)
     }
 

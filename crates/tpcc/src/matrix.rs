@@ -703,11 +703,11 @@ pub fn run_matrix<E: Engine>(
         description: spec.description.clone(),
         published: spec.published.clone(),
         workload: format!(
-            "Workload: {warehouses} warehouse(s); {} terminals unless the row says otherwise; {:.0} s measured after {:.0} s warm-up per run, {:.0} s intervals; {repeats} repeats interleaved (A B C A B C …), each from a fresh copy of the same loaded data{}.",
+            "Workload: {warehouses} warehouse(s); {} terminals unless the row says otherwise; {} s measured after {} s warm-up per run, {} s intervals; {repeats} repeats interleaved (A B C A B C …), each from a fresh copy of the same loaded data{}.",
             spec.terminals,
-            duration.as_secs_f64(),
-            warmup.as_secs_f64(),
-            interval.as_secs_f64(),
+            secs(duration),
+            secs(warmup),
+            secs(interval),
             if spec.load_per_config { " (one load per configuration)" } else { "" }
         ),
         notes,
@@ -737,6 +737,15 @@ pub fn run_matrix<E: Engine>(
     }
     drop(mounts);
     Ok((results, all_ok))
+}
+
+fn secs(d: Duration) -> String {
+    let s = d.as_secs_f64();
+    if s.fract() == 0.0 {
+        format!("{s:.0}")
+    } else {
+        format!("{s:.1}")
+    }
 }
 
 fn describe_entry(e: &Entry) -> String {

@@ -88,3 +88,41 @@ fn remote_rates_on_two_warehouses() {
     let c = check(&e).unwrap();
     assert!(c.all_passed(), "{}", c.render());
 }
+
+#[test]
+fn warmup_transactions_are_not_counted() {
+    let (_d, e) = common::loaded(1);
+    let o = RunOptions {
+        terminals: 1,
+        warmup: Duration::from_millis(600),
+        duration: Duration::from_millis(600),
+        interval: Duration::from_millis(300),
+        max_transactions: None,
+        print: false,
+        ..RunOptions::default()
+    };
+    let r = run_workload(&e, &o).unwrap();
+    let warm: u64 = r
+        .intervals
+        .iter()
+        .filter(|i| i.warmup)
+        .flat_map(|i| i.done)
+        .sum();
+    let measured: u64 = r
+        .intervals
+        .iter()
+        .filter(|i| !i.warmup)
+        .flat_map(|i| i.done)
+        .sum();
+    assert!(warm > 0, "transactions ran during the warm-up");
+    assert_eq!(
+        r.done.iter().sum::<u64>(),
+        measured,
+        "totals = measured intervals only"
+    );
+    assert!(r
+        .intervals
+        .iter()
+        .filter(|i| !i.warmup)
+        .all(|i| i.t_end_s > 0.0));
+}

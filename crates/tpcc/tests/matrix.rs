@@ -1,0 +1,196 @@
+//! Matrix specs expand as documented, and `run_matrix` is generic over the engine: a wrapper
+//! engine that refuses atomic writes (as the keel store will on file systems without them) shows
+//! the refused configuration as skipped with its reason, and the memory baseline row is added.
+
+use keel_tpcc::config::{StoreConfig, TornPage};
+use keel_tpcc::engine::{Engine, EngineError, EngineResult, EngineStats};
+use keel_tpcc::matrix::{run_matrix, MatrixOptions, MatrixSpec};
+use keel_tpcc::memory::{MemRead, MemWrite};
+use keel_tpcc::MemoryEngine;
+use std::path::Path;
+use std::time::Duration;
+
+#[test]
+fn specs_expand_configs_times_axes_in_order() {
+    let s = MatrixSpec::parse(
+        r#"
+name = "x"
+terminals = 3
+[base]
+pool_size = "12MiB"
+[[config]]
+name = "dw"
+torn_page = "doublewrite"
+[[config]]
+name = "at"
+torn_page = "atomic"
+terminals = 5
+[axes]
+checksum = ["crc32c", "none"]
+terminals = [1, 64]
+"#,
+        "x.toml",
+    )
+    .unwrap();
+    let names: Vec<&str> = s.entries.iter().map(|e| e.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "dw checksum=crc32c T=1",
+            "dw checksum=crc32c T=64",
+            "dw checksum=none T=1",
+            "dw checksum=none T=64",
+            "at checksum=crc32c T=1",
+            "at checksum=crc32c T=64",
+            "at checksum=none T=1",
+            "at checksum=none T=64",
+        ]
+    );
+    let e = &s.entries[7];
+    assert_eq!(
+        (e.store.torn_page, e.store.pool_size, e.terminals),
+        (Some(TornPage::Atomic), Some(12 << 20), 64)
+    );
+    assert_eq!(
+        e.store.checksum,
+        Some(keel_tpcc::config::ChecksumKind::None)
+    );
+    // Defaults.
+    assert_eq!(
+        (s.repeats, s.duration, s.warehouses),
+        (3, Duration::from_secs(60), 1)
+    );
+}
+
+#[test]
+fn bad_specs_are_refused_naming_the_file_and_key() {
+    for (text, want) in [
+        ("description = \"no name\"", "missing `name`"),
+        ("name = \"x\"\nrepeets = 3", "repeets"),
+        (
+            "name = \"x\"\n[[config]]\nname = \"a\"\n[[config]]\nname = \"a\"",
+            "two configurations",
+        ),
+        (
+            "name = \"x\"\n[[config]]\nlog_block_size = 1000",
+            "log_block_size",
+        ),
+        ("name = \"x\"\n[axes]\ntorn_page = []", "empty"),
+        ("name = \"x\"\n[axes]\nterminals = [0]", "terminals"),
+    ] {
+        let e = MatrixSpec::parse(text, "spec.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("spec.toml") && e.contains(want), "{text:?}: {e}");
+    }
+}
+
+#[test]
+fn shipped_specs_parse() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("matrices");
+    let mut n = 0;
+    for (file, configs) in [
+        ("e1-torn-page.toml", 5),
+        ("e2-init-on-flush.toml", 2),
+        ("e3-atomic-checksum.toml", 24),
+        ("e4-log-files.toml", 18),
+        ("e5-log-block.toml", 4),
+    ] {
+        let s = MatrixSpec::from_file(&dir.join(file)).unwrap();
+        assert_eq!(s.entries.len(), configs, "{file}");
+        assert!(
+            !s.published.is_empty() && !s.description.is_empty(),
+            "{file}"
+        );
+        n += 1;
+    }
+    assert_eq!(
+        std::fs::read_dir(&dir).unwrap().count(),
+        n,
+        "every shipped spec is tested"
+    );
+}
+
+/// The memory engine, refusing `torn_page = atomic` like a store on a file system without atomic
+/// writes: an adapter-shaped wrapper proving the matrix needs nothing but the trait.
+struct NoAtomic(MemoryEngine);
+
+impl Engine for NoAtomic {
+    type Write<'a> = MemWrite<'a>;
+    type Read<'a> = MemRead<'a>;
+    const LABEL: &'static str = "no-atomic test engine";
+    const DURABLE: bool = false;
+    const HONOURS_CONFIG: bool = true;
+    fn open(dir: &Path, config: &StoreConfig) -> EngineResult<Self> {
+        if config.torn_page == Some(TornPage::Atomic) {
+            return Err(EngineError::Unsupported(
+                "this file system has no atomic writes (EOPNOTSUPP)".into(),
+            ));
+        }
+        Ok(NoAtomic(MemoryEngine::open(dir, config)?))
+    }
+    fn write(&self) -> EngineResult<MemWrite<'_>> {
+        self.0.write()
+    }
+    fn read(&self) -> EngineResult<MemRead<'_>> {
+        self.0.read()
+    }
+    fn checkpoint(&self) -> EngineResult<()> {
+        self.0.checkpoint()
+    }
+    fn stats(&self) -> EngineStats {
+        self.0.stats()
+    }
+}
+
+#[test]
+fn unsupported_configurations_are_listed_as_skipped_with_the_reason() {
+    let spec = MatrixSpec::parse(
+        r#"
+name = "skip"
+terminals = 1
+duration = 0.5
+warmup = 0
+interval = 0.25
+repeats = 1
+load_per_config = true
+memory_baseline = true
+[[config]]
+name = "doublewrite"
+torn_page = "doublewrite"
+[[config]]
+name = "atomic"
+torn_page = "atomic"
+"#,
+        "skip.toml",
+    )
+    .unwrap();
+    let t = tempfile::tempdir().unwrap();
+    let opts = MatrixOptions {
+        out: t.path().to_path_buf(),
+        items: Some(1000),
+        ..MatrixOptions::default()
+    };
+    let (rows, ok) = run_matrix::<NoAtomic>(&spec, &opts).unwrap();
+    assert!(ok);
+    let names: Vec<&str> = rows.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(names, ["doublewrite", "atomic", "memory (no durability)"]);
+    assert_eq!(rows[0].runs.len(), 1);
+    assert!(rows[0].load.is_some(), "load_per_config records the load");
+    assert_eq!(
+        rows[1].skipped.as_deref(),
+        Some("this file system has no atomic writes (EOPNOTSUPP)")
+    );
+    assert!(rows[1].runs.is_empty());
+    assert_eq!(rows[2].engine, "memory (no durability)");
+    let md = std::fs::read_to_string(t.path().join("report.md")).unwrap();
+    assert!(
+        md.contains("| atomic | skipped |")
+            && md.contains("Skipped atomic: this file system has no atomic writes"),
+        "{md}"
+    );
+    assert!(
+        !md.contains("recorded here but have no effect"),
+        "the wrapper honours its config: {md}"
+    );
+}
