@@ -56,11 +56,14 @@ teardown() {
   log "torn down $dir"
 }
 
-# mount_image IMG MNT: attaches IMG to a free loop device and mounts it at MNT.
+# mount_image IMG MNT: attaches IMG to a free loop device and mounts it at MNT. The loop device
+# does direct I/O to its backing file when it can (--direct-io=on), so that O_DIRECT writes on the
+# image reach the disk instead of the backing file's page cache (benches compare against them).
 mount_image() {
   local img=$1 mnt=$2 dev
   mkdir -p "$mnt"
-  dev=$(losetup --find --show "$img") || return 1
+  dev=$(losetup --find --show --direct-io=on "$img" 2>/dev/null) \
+    || dev=$(losetup --find --show "$img") || return 1
   if ! mount "$dev" "$mnt"; then
     losetup -d "$dev" || true
     return 1
