@@ -36,8 +36,8 @@ fn support(s: &AtomicSupport) -> String {
 fn bytes(n: u32) -> String {
     match n {
         0 => "0".into(),
-        n if n >= 1 << 20 && n % (1 << 20) == 0 => format!("{} MiB ({n})", n >> 20),
-        n if n >= 1 << 10 && n % (1 << 10) == 0 => format!("{} KiB ({n})", n >> 10),
+        n if n >= 1 << 20 && n.is_multiple_of(1 << 20) => format!("{} MiB ({n})", n >> 20),
+        n if n >= 1 << 10 && n.is_multiple_of(1 << 10) => format!("{} KiB ({n})", n >> 10),
         n => format!("{n} B"),
     }
 }
