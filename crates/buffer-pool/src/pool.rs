@@ -633,11 +633,15 @@ impl BufferPool {
     }
 
     /// Installs page `id` as a zeroed, valid frame without reading it (new pages, recovery).
-    /// Returns the frame pinned and whether it was freshly installed (false: `id` was resident
-    /// and the existing frame is returned).
-    pub(crate) fn install_blank(&self, id: PageId) -> Result<(u32, bool)> {
+    /// Returns the frame pinned, and — if it was freshly installed — its latch held exclusive
+    /// (so nobody sees the blank page before the caller fills it); `None` if `id` was resident
+    /// and the existing frame is returned (pinned, not latched).
+    pub(crate) fn install_blank(
+        &self,
+        id: PageId,
+    ) -> Result<(u32, Option<crate::frame::ExclusiveLatch<'_>>)> {
         if let Some(f) = self.lookup_pin(id) {
-            return Ok((f, false));
+            return Ok((f, None));
         }
         let f = self.claim_frame(id)?;
         let fr = &self.frames[f as usize];
@@ -645,13 +649,13 @@ impl BufferPool {
         if let Some(g) = self.map_claimed(f, id) {
             drop(x);
             self.release_claimed(f);
-            return Ok((g, false));
+            return Ok((g, None));
         }
         x.bytes_mut().fill(0);
         *fr.meta.lock() = Default::default();
         fr.referenced.store(true, Ordering::Relaxed);
         fr.valid.store(true, Ordering::Release);
-        Ok((f, true))
+        Ok((f, Some(x)))
     }
 
     /// Prefetch: reads every non-resident page of `ids` in batches through the store's

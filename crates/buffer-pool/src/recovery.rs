@@ -381,8 +381,11 @@ impl BufferPool {
 
     /// A zeroed frame for `pid` (resident or newly installed), pinned.
     fn blank_frame(&self, pid: PageId) -> Result<u32> {
-        let (f, _fresh) = self.install_blank(pid)?;
-        let mut x = self.frames[f as usize].exclusive();
+        let (f, latched) = self.install_blank(pid)?;
+        let mut x = match latched {
+            Some(x) => x,
+            None => self.frames[f as usize].exclusive(),
+        };
         x.bytes_mut().fill(0);
         Ok(f)
     }

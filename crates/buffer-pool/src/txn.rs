@@ -314,9 +314,13 @@ impl<'p> PageTxn<'p> {
         };
         let (f, latch, fresh) = loop {
             if blank {
-                let (f, fresh) = pool.install_blank(id).map_err(map_err)?;
+                let (f, latched) = pool.install_blank(id).map_err(map_err)?;
+                let fresh = latched.is_some();
                 let fr = &pool.frames[f as usize];
-                let x = fr.exclusive();
+                let x = match latched {
+                    Some(x) => x,
+                    None => fr.exclusive(),
+                };
                 if fr.valid.load(Ordering::Acquire) && fr.page_id.load(Ordering::Relaxed) == id.0 {
                     break (f, x, fresh);
                 }

@@ -53,7 +53,7 @@ fn case(mode: TornPageProtection, seed: u64, sector: u32, steps: usize, crash_at
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 128, failure_persistence: None, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 256, failure_persistence: None, ..ProptestConfig::default() })]
 
     #[test]
     fn doublewrite_recovers_every_page(seed in any::<u64>(), sector in prop::sample::select(vec![512u32, 4096]), steps in 10usize..70, crash_at in 1i64..100) {
@@ -92,7 +92,7 @@ proptest! {
 #[test]
 fn with_the_cleaner_running_every_mode_recovers() {
     for (mode, name) in modes() {
-        for seed in 0..12u64 {
+        for seed in 0..24u64 {
             let mut rng = Rng(seed ^ 0xBEEF);
             let sector = if seed % 2 == 0 { 512 } else { 4096 };
             let steps = 30 + rng.below(50) as usize;
@@ -391,4 +391,40 @@ fn doublewrite_order_holds_under_the_pool() {
         Some((OpKind::Sync, FileClass::Data, _, _))
     ));
     let _ = Lsn::ZERO;
+}
+
+/// Long soak (run with `--ignored`): many more crash cases per mode, model and real log, with
+/// and without the cleaner.
+#[test]
+#[ignore]
+fn soak_many_crash_cases() {
+    let n: u64 = std::env::var("KEEL_SOAK_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2000);
+    for (mode, name) in modes() {
+        for seed in 0..n {
+            let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9) ^ 0x50A4);
+            let sector = if rng.below(2) == 0 { 512 } else { 4096 };
+            let steps = 10 + rng.below(90) as usize;
+            let crash_at = 1 + rng.below(steps as u64 * 2) as i64;
+            let log = match rng.below(3) {
+                0 => None,
+                1 => Some(LogBlockSize::B512),
+                _ => Some(LogBlockSize::B4096),
+            };
+            let cleaner = rng.below(4) == 0;
+            if let Err(e) = run_case_with(
+                mode,
+                sim_for(mode, seed, sector),
+                seed,
+                steps,
+                crash_at,
+                cleaner,
+                log,
+            ) {
+                panic!("{name}, seed {seed}, sector {sector}, log {log:?}, cleaner {cleaner}, {steps} steps, crash at I/O {crash_at}: {e}");
+            }
+        }
+    }
 }
