@@ -263,6 +263,8 @@ impl ProtectionScheme for Atomic {
 #[derive(Debug)]
 pub(crate) struct Doublewrite {
     pub area: Arc<DoublewriteArea>,
+    /// The algorithm the group's pages were sealed with.
+    pub checksum: keel_page::Checksum,
     pub batch_pages: usize,
     pub dir_len: usize,
 }
@@ -314,7 +316,15 @@ impl Doublewrite {
             group.pages[..prot].iter().map(|p| (p.id, p.lsn)).collect();
         {
             let (dir, images) = group.buf.split_at_mut(self.dir_len);
-            encode_directory(dir, slot, seq, ps, &entries, &images[..prot * ps]);
+            encode_directory(
+                dir,
+                slot,
+                seq,
+                ps,
+                &entries,
+                &images[..prot * ps],
+                self.checksum,
+            );
         }
         let slot_bytes = &group.buf[..self.dir_len + prot * ps];
         ctx.poison.check()?;

@@ -181,6 +181,7 @@ impl PageWriter {
                     let area = Arc::new(DoublewriteArea::open(file, Some(g))?);
                     let scheme = scheme::Doublewrite {
                         area: area.clone(),
+                        checksum: config.checksum,
                         batch_pages,
                         dir_len: g.dir_len(),
                     };

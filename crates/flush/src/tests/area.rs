@@ -27,7 +27,7 @@ fn slot_bytes(slot: usize, seq: u64, pages: &[(u64, u64, u64)]) -> Vec<u8> {
         .map(|&(id, l, _)| (PageId(id), Lsn(l)))
         .collect();
     let (dir, images) = buf.split_at_mut(G.dir_len());
-    encode_directory(dir, slot, seq, ps, &entries, images);
+    encode_directory(dir, slot, seq, ps, &entries, images, Checksum::Crc32c);
     buf
 }
 
@@ -195,4 +195,31 @@ fn geometry_header_round_trips_and_sizes_add_up() {
     // Recovering it for a store of another page size is an error, never a misplaced restore.
     let err = area.scan(Checksum::Crc32c, PageSize::K4).unwrap_err();
     assert!(err.to_string().contains("16 KiB page images"), "{err}");
+}
+
+/// The image CRC taken from a CRC-32C seal equals the one recovery computes over the bytes, for
+/// every page size; other algorithms compute it directly.
+#[test]
+fn the_image_crc_shortcut_equals_the_full_computation() {
+    use crate::area::{image_crc, image_crc_of_sealed};
+    for ps in PageSize::ALL {
+        for algo in Checksum::ALL {
+            let mut p = make_page(ps, 77, 123, 4);
+            seal(&mut p, algo);
+            assert_eq!(
+                image_crc_of_sealed(9, PageId(77), Lsn(123), &p, algo),
+                image_crc(9, PageId(77), Lsn(123), &p),
+                "{ps} {algo:?}"
+            );
+        }
+    }
+    // A page whose stored checksum does not match its bytes gives another CRC: the shortcut
+    // trusts only the seal it just made.
+    let mut p = make_page(PageSize::K4, 1, 1, 1);
+    seal(&mut p, Checksum::Crc32c);
+    p[100] ^= 1;
+    assert_ne!(
+        image_crc_of_sealed(1, PageId(1), Lsn(1), &p, Checksum::Crc32c),
+        image_crc(1, PageId(1), Lsn(1), &p)
+    );
 }
