@@ -189,7 +189,13 @@ fn plot_err(path: &Path, e: impl std::fmt::Display) -> TpccError {
     TpccError::Usage(format!("drawing {}: {e}", path.display()))
 }
 
-/// Draws NOTPM per measured interval, one line per run, coloured per configuration.
+fn label_px(names: &[String], px_per_char: u32, lo: u32, hi: u32) -> u32 {
+    let longest = names.iter().map(|n| n.chars().count()).max().unwrap_or(0) as u32;
+    (24 + px_per_char * longest).clamp(lo, hi)
+}
+
+/// Draws NOTPM per measured interval, one line per run, coloured per configuration, with the
+/// legend beside the plot (it never covers the lines).
 pub fn draw_notpm(path: &Path, title: &str, rows: &[ConfigResult]) -> TpccResult<()> {
     let ran: Vec<&ConfigResult> = rows.iter().filter(|r| !r.runs.is_empty()).collect();
     let mut max_t: f64 = 1.0;
@@ -202,9 +208,13 @@ pub fn draw_notpm(path: &Path, title: &str, rows: &[ConfigResult]) -> TpccResult
             }
         }
     }
-    let root = SVGBackend::new(path, (1000, 600)).into_drawing_area();
+    let names: Vec<String> = ran.iter().map(|r| r.name.clone()).collect();
+    let legend_w = label_px(&names, 7, 160, 480);
+    let height = (600u32).max(80 + 20 * names.len() as u32);
+    let root = SVGBackend::new(path, (1000 + legend_w, height)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| plot_err(path, e))?;
-    let mut chart = ChartBuilder::on(&root)
+    let (plot, legend) = root.split_horizontally(1000);
+    let mut chart = ChartBuilder::on(&plot)
         .caption(title, ("sans-serif", 22))
         .margin(15)
         .x_label_area_size(45)
@@ -220,34 +230,38 @@ pub fn draw_notpm(path: &Path, title: &str, rows: &[ConfigResult]) -> TpccResult
         .map_err(|e| plot_err(path, e))?;
     for (ci, r) in ran.iter().enumerate() {
         let color = palette(ci);
-        for (ri, run) in r.runs.iter().enumerate() {
+        for run in &r.runs {
             let pts: Vec<(f64, f64)> = run
                 .intervals
                 .iter()
                 .filter(|i| !i.warmup)
                 .map(|i| (i.t_end_s, i.notpm))
                 .collect();
-            let series = chart
+            chart
                 .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))
                 .map_err(|e| plot_err(path, e))?;
-            if ri == 0 {
-                let name = r.name.clone();
-                series.label(name).legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(3))
-                });
-            }
             chart
                 .draw_series(pts.iter().map(|&p| Circle::new(p, 3, color.filled())))
                 .map_err(|e| plot_err(path, e))?;
         }
     }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .position(SeriesLabelPosition::LowerRight)
-        .draw()
-        .map_err(|e| plot_err(path, e))?;
+    for (ci, name) in names.iter().enumerate() {
+        let y = 60 + 20 * ci as i32;
+        let color = palette(ci);
+        legend
+            .draw(&PathElement::new(
+                vec![(8, y), (32, y)],
+                color.stroke_width(3),
+            ))
+            .map_err(|e| plot_err(path, e))?;
+        legend
+            .draw(&Text::new(
+                name.clone(),
+                (40, y - 7),
+                ("sans-serif", 13).into_font().color(&BLACK),
+            ))
+            .map_err(|e| plot_err(path, e))?;
+    }
     root.present().map_err(|e| plot_err(path, e))?;
     Ok(())
 }
@@ -256,14 +270,15 @@ pub fn draw_notpm(path: &Path, title: &str, rows: &[ConfigResult]) -> TpccResult
 pub fn draw_medians(path: &Path, title: &str, rows: &[ConfigResult]) -> TpccResult<()> {
     let n = rows.len().max(1);
     let max_y = rows.iter().map(|r| r.median_notpm()).fold(1.0f64, f64::max);
-    let width = (160 + 110 * n as u32).clamp(600, 2400);
-    let root = SVGBackend::new(path, (width, 600)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| plot_err(path, e))?;
+    let width = (160 + 70 * n as u32).clamp(600, 2400);
     let names: Vec<String> = rows.iter().map(|r| r.name.clone()).collect();
+    let label_area = label_px(&names, 7, 60, 360);
+    let root = SVGBackend::new(path, (width, 480 + label_area)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| plot_err(path, e))?;
     let mut chart = ChartBuilder::on(&root)
         .caption(title, ("sans-serif", 22))
         .margin(15)
-        .x_label_area_size(110)
+        .x_label_area_size(label_area)
         .y_label_area_size(75)
         .build_cartesian_2d(0.0..n as f64, 0.0..max_y * 1.15)
         .map_err(|e| plot_err(path, e))?;

@@ -44,6 +44,8 @@ fn crash_once(engine: &str, base: &Path) {
             "120s",
             "--warmup",
             "0s",
+            "--durability",
+            "sync",
             "--interval",
             "1s",
             "--no-check",
