@@ -169,7 +169,8 @@ pub fn render_markdown(meta: &ReportMeta, rows: &[ConfigResult]) -> String {
     s
 }
 
-fn palette(i: usize) -> RGBColor {
+/// Colour `i` of `n`: the ten Tableau colours, or evenly spaced hues when there are more rows.
+fn palette(i: usize, n: usize) -> RGBColor {
     const C: [RGBColor; 10] = [
         RGBColor(31, 119, 180),
         RGBColor(255, 127, 14),
@@ -182,7 +183,16 @@ fn palette(i: usize) -> RGBColor {
         RGBColor(188, 189, 34),
         RGBColor(23, 190, 207),
     ];
-    C[i % C.len()]
+    if n <= C.len() {
+        return C[i % C.len()];
+    }
+    let (r, g, b) = HSLColor(
+        i as f64 / n as f64,
+        0.7,
+        if i % 2 == 0 { 0.42 } else { 0.58 },
+    )
+    .rgb();
+    RGBColor(r, g, b)
 }
 
 fn plot_err(path: &Path, e: impl std::fmt::Display) -> TpccError {
@@ -229,7 +239,7 @@ pub fn draw_notpm(path: &Path, title: &str, rows: &[ConfigResult]) -> TpccResult
         .draw()
         .map_err(|e| plot_err(path, e))?;
     for (ci, r) in ran.iter().enumerate() {
-        let color = palette(ci);
+        let color = palette(ci, names.len());
         for run in &r.runs {
             let pts: Vec<(f64, f64)> = run
                 .intervals
@@ -247,7 +257,7 @@ pub fn draw_notpm(path: &Path, title: &str, rows: &[ConfigResult]) -> TpccResult
     }
     for (ci, name) in names.iter().enumerate() {
         let y = 60 + 20 * ci as i32;
-        let color = palette(ci);
+        let color = palette(ci, names.len());
         legend
             .draw(&PathElement::new(
                 vec![(8, y), (32, y)],
@@ -298,7 +308,7 @@ pub fn draw_medians(path: &Path, title: &str, rows: &[ConfigResult]) -> TpccResu
             chart
                 .draw_series(std::iter::once(Rectangle::new(
                     [(x0, 0.0), (x1, m)],
-                    palette(i).filled(),
+                    palette(i, n).filled(),
                 )))
                 .map_err(|e| plot_err(path, e))?;
             chart
