@@ -361,6 +361,9 @@ impl OsFile {
 
     /// Runs `ops` through an io_uring ring of the pool, counting each completed one.
     fn ring_run(&self, pool: &RingPool, ops: &[Op<'_>]) -> Result<()> {
+        if ops.is_empty() {
+            return Ok(());
+        }
         let mut ring = pool
             .take()
             .map_err(|e| IoError::os("io_uring_setup", &self.path, e))?;
