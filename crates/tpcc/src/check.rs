@@ -198,9 +198,12 @@ pub fn check<E: Engine>(engine: &E) -> TpccResult<CheckReport> {
     scan_decode(&mut tx, table::HISTORY, ALL_START, ALL_END, |k, v| {
         let (w, d, _) = schema::decode_history_key(k)?;
         let h = schema::History::decode(k, v)?;
-        *h_w.entry(w).or_default() += h.amount;
-        *h_d.entry((w, d)).or_default() += h.amount;
-        *h_c.entry((h.c_w_id, h.c_d_id, h.c_id)).or_default() += h.amount;
+        let e = h_w.entry(w).or_default();
+        *e = e.wrapping_add(h.amount);
+        let e = h_d.entry((w, d)).or_default();
+        *e = e.wrapping_add(h.amount);
+        let e = h_c.entry((h.c_w_id, h.c_d_id, h.c_id)).or_default();
+        *e = e.wrapping_add(h.amount);
         Ok(())
     })?;
 
@@ -208,8 +211,7 @@ pub fn check<E: Engine>(engine: &E) -> TpccResult<CheckReport> {
     for (&w, &ytd) in &warehouses {
         let sum_d: i64 = districts
             .range((w, 0)..=(w, u8::MAX))
-            .map(|(_, d)| d.ytd)
-            .sum();
+            .fold(0i64, |a, (_, d)| a.wrapping_add(d.ytd));
         t[0].record(ytd == sum_d, || {
             format!(
                 "warehouse w={w}: W_YTD {} != sum(D_YTD) {}",
@@ -281,7 +283,8 @@ pub fn check<E: Engine>(engine: &E) -> TpccResult<CheckReport> {
                         )
                     });
                     if ol.delivery_d.is_some() {
-                        *delivered_by_customer.entry(order.c_id).or_default() += ol.amount;
+                        let e = delivered_by_customer.entry(order.c_id).or_default();
+                        *e = e.wrapping_add(ol.amount);
                     }
                 }
                 Ok(())
@@ -348,7 +351,10 @@ pub fn check<E: Engine>(engine: &E) -> TpccResult<CheckReport> {
             }
         }
         // Condition 11.
-        let delivered = deliveries.get(&w).map(|c| c[(d - 1) as usize]).unwrap_or(0) as u64;
+        let delivered = deliveries
+            .get(&w)
+            .and_then(|c| c.get((d as usize).wrapping_sub(1)).copied())
+            .unwrap_or(0) as u64;
         let lhs = orders.len() as i64 - new_orders.len() as i64;
         let rhs = (FIRST_NEW_ORDER - 1) as i64 + delivered as i64;
         t[10].record(lhs == rhs, || {
@@ -365,7 +371,7 @@ pub fn check<E: Engine>(engine: &E) -> TpccResult<CheckReport> {
             let cust = schema::Customer::decode(&k, &v)?;
             let delivered = delivered_by_customer.get(&c).copied().unwrap_or(0);
             let paid = h_c.get(&(w, d, c)).copied().unwrap_or(0);
-            t[9].record(cust.balance == delivered - paid, || {
+            t[9].record(cust.balance == delivered.wrapping_sub(paid), || {
                 format!(
                     "customer w={w} d={d} c={c}: C_BALANCE {} != delivered {} - paid {}",
                     money(cust.balance),
@@ -373,14 +379,17 @@ pub fn check<E: Engine>(engine: &E) -> TpccResult<CheckReport> {
                     money(paid)
                 )
             });
-            t[11].record(cust.balance + cust.ytd_payment == delivered, || {
-                format!(
+            t[11].record(
+                cust.balance.wrapping_add(cust.ytd_payment) == delivered,
+                || {
+                    format!(
                     "customer w={w} d={d} c={c}: C_BALANCE {} + C_YTD_PAYMENT {} != delivered {}",
                     money(cust.balance),
                     money(cust.ytd_payment),
                     money(delivered)
                 )
-            });
+                },
+            );
         }
     }
     if warehouses.is_empty() {

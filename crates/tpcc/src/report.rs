@@ -189,7 +189,7 @@ fn palette(i: usize, n: usize) -> RGBColor {
     let (r, g, b) = HSLColor(
         i as f64 / n as f64,
         0.7,
-        if i % 2 == 0 { 0.42 } else { 0.58 },
+        if i & 1 == 0 { 0.42 } else { 0.58 },
     )
     .rgb();
     RGBColor(r, g, b)

@@ -258,7 +258,7 @@ pub fn new_order<E: Engine>(engine: &E, inp: &NewOrderInput) -> TpccResult<Outco
     let dkey = schema::district_key(w, d);
     let mut dist: schema::District = get_row(&mut tx, &dkey, format!("w={w} d={d}"))?;
     let o_id = dist.next_o_id;
-    dist.next_o_id += 1;
+    dist.next_o_id = dist.next_o_id.wrapping_add(1);
     tx.insert(table::DISTRICT, &dkey, &dist.encode())?;
     let cust: schema::Customer = get_row(
         &mut tx,
@@ -308,19 +308,19 @@ pub fn new_order<E: Engine>(engine: &E, inp: &NewOrderInput) -> TpccResult<Outco
         )?;
         let q = line.quantity as i32;
         stock.quantity = if stock.quantity >= q + 10 {
-            stock.quantity - q
+            stock.quantity.wrapping_sub(q)
         } else {
-            stock.quantity - q + 91
+            stock.quantity.wrapping_sub(q).wrapping_add(91)
         };
-        stock.ytd += line.quantity as u32;
-        stock.order_cnt += 1;
+        stock.ytd = stock.ytd.wrapping_add(line.quantity as u32);
+        stock.order_cnt = stock.order_cnt.wrapping_add(1);
         if line.supply_w != w {
-            stock.remote_cnt += 1;
+            stock.remote_cnt = stock.remote_cnt.wrapping_add(1);
             out.remote_lines += 1;
         }
         tx.insert(table::STOCK, &skey, &stock.encode())?;
-        let amount = q as i64 * item.price;
-        total += amount;
+        let amount = (q as i64).wrapping_mul(item.price);
+        total = total.wrapping_add(amount);
         // brand-generic: computed as the spec asks, shown on the terminal only.
         let _brand_generic = item.data.contains("ORIGINAL") && stock.data.contains("ORIGINAL");
         let ol = schema::OrderLine {
@@ -338,8 +338,8 @@ pub fn new_order<E: Engine>(engine: &E, inp: &NewOrderInput) -> TpccResult<Outco
         )?;
     }
     // total * (1 - C_DISCOUNT) * (1 + W_TAX + D_TAX), in 1/10000 units: terminal output only.
-    let _total_amount = total * (10_000 - cust.discount as i64) / 10_000
-        * (10_000 + wh.tax as i64 + dist.tax as i64)
+    let _total_amount = (total as i128 * (10_000 - cust.discount as i128) / 10_000)
+        * (10_000 + wh.tax as i128 + dist.tax as i128)
         / 10_000;
     if invalid {
         tx.abort();
@@ -359,11 +359,11 @@ pub fn payment<E: Engine>(engine: &E, inp: &PaymentInput) -> TpccResult<Outcome>
     let mut tx = engine.write()?;
     let wkey = schema::warehouse_key(w);
     let mut wh: schema::Warehouse = get_row(&mut tx, &wkey, format!("w={w}"))?;
-    wh.ytd += inp.amount;
+    wh.ytd = wh.ytd.wrapping_add(inp.amount);
     tx.insert(table::WAREHOUSE, &wkey, &wh.encode())?;
     let dkey = schema::district_key(w, d);
     let mut dist: schema::District = get_row(&mut tx, &dkey, format!("w={w} d={d}"))?;
-    dist.ytd += inp.amount;
+    dist.ytd = dist.ytd.wrapping_add(inp.amount);
     tx.insert(table::DISTRICT, &dkey, &dist.encode())?;
     let c_id = find_customer(&mut tx, inp.c_w, inp.c_d, &inp.customer)?;
     let ckey = schema::customer_key(inp.c_w, inp.c_d, c_id);
@@ -372,9 +372,9 @@ pub fn payment<E: Engine>(engine: &E, inp: &PaymentInput) -> TpccResult<Outcome>
         &ckey,
         format!("w={} d={} c={c_id}", inp.c_w, inp.c_d),
     )?;
-    cust.balance -= inp.amount;
-    cust.ytd_payment += inp.amount;
-    cust.payment_cnt += 1;
+    cust.balance = cust.balance.wrapping_sub(inp.amount);
+    cust.ytd_payment = cust.ytd_payment.wrapping_add(inp.amount);
+    cust.payment_cnt = cust.payment_cnt.wrapping_add(1);
     if cust.credit == "BC" {
         let mut data = format!(
             "{c_id} {} {} {d} {w} {}.{:02} | ",
@@ -485,16 +485,16 @@ pub fn delivery<E: Engine>(engine: &E, inp: &DeliveryInput) -> TpccResult<Outcom
         for (k, v) in lines {
             let mut ol = schema::OrderLine::decode(&k, &v)?;
             ol.delivery_d = Some(now);
-            sum += ol.amount;
+            sum = sum.wrapping_add(ol.amount);
             tx.insert(table::ORDER_LINE, &k, &ol.encode())?;
         }
         let ckey = schema::customer_key(w, d, order.c_id);
         let mut cust: schema::Customer =
             get_row(&mut tx, &ckey, format!("w={w} d={d} c={}", order.c_id))?;
-        cust.balance += sum;
-        cust.delivery_cnt += 1;
+        cust.balance = cust.balance.wrapping_add(sum);
+        cust.delivery_cnt = cust.delivery_cnt.wrapping_add(1);
         tx.insert(table::CUSTOMER, &ckey, &cust.encode())?;
-        counts[(d - 1) as usize] += 1;
+        counts[(d - 1) as usize] = counts[(d - 1) as usize].wrapping_add(1);
         out.delivered += 1;
     }
     tx.insert(table::META, &mkey, &schema::encode_deliveries(&counts))?;
