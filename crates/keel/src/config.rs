@@ -1,0 +1,262 @@
+//! Store configuration: every knob of DESIGN.md's table, settable in code or from TOML, validated
+//! at open.
+
+use crate::Error;
+use keel_flush::TornPageProtection;
+use keel_io::SyncMethod;
+use keel_page::{Checksum, PageSize};
+use keel_redo_log::{Durability, LogBlockSize, LogConfig, LogFiles};
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+use std::time::Duration;
+
+/// How torn pages are prevented or repaired.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TornPage {
+    /// InnoDB's doublewrite buffer (batches of `doublewrite_batch` pages).
+    #[default]
+    Doublewrite,
+    /// Linux `RWF_ATOMIC` writes (an error where the file system cannot do them).
+    Atomic,
+    /// PostgreSQL's full-page writes: the first change after a checkpoint logs the whole page.
+    FullPageWrites,
+    /// Atomic writes where the device does them in hardware, else doublewrite.
+    Auto,
+    /// No protection (unsafe; torn pages are detected, never used).
+    None,
+}
+
+/// Log file layout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LogFileMode {
+    /// Zero-filled files reused circularly (no metadata commit per sync).
+    #[default]
+    Preallocated,
+    /// Appended files (every sync also commits the file size), for comparison.
+    Growing,
+}
+
+/// Every setting of a store. `Config::default()` is a sensible production setup.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Page size in bytes: 4096, 8192, 16384, 32768 or 65536. Fixed at creation.
+    pub page_size: usize,
+    /// Buffer pool size in bytes.
+    pub pool_size: usize,
+    /// Torn-page protection.
+    pub torn_page: TornPage,
+    /// Pages per doublewrite batch (1..=4096).
+    pub doublewrite_batch: usize,
+    /// Skip the torn-page protection for pages redo alone can rebuild (MariaDB MDEV-19738).
+    pub init_on_flush_skip: bool,
+    /// Redo log block size: 512 or 4096. Fixed at creation.
+    pub log_block_size: u32,
+    /// Pad partial log writes up to this many bytes (InnoDB's `innodb_log_write_ahead_size`);
+    /// equal to the block size: no padding.
+    pub write_ahead_size: usize,
+    /// How the log is made durable.
+    pub log_sync: SyncMethod,
+    /// Preallocated or growing log files.
+    pub log_files: LogFileMode,
+    /// Bytes per log file.
+    pub log_file_size: u64,
+    /// Number of preallocated log files.
+    pub log_file_count: u32,
+    /// Bytes of the in-memory log buffer.
+    pub log_buffer_size: usize,
+    /// Page checksum algorithm. Fixed at creation.
+    pub checksum: Checksum,
+    /// What a commit waits for.
+    pub durability: Durability,
+    /// How often `Buffered` syncs and `Lazy` writes the log, in milliseconds.
+    pub flush_interval_ms: u64,
+    /// Wait this long before a log sync so more committers share it (µs).
+    pub group_commit_delay_us: u64,
+    /// Take a checkpoint at least this often (ms).
+    pub checkpoint_interval_ms: u64,
+    /// Take a checkpoint when this fraction of the log space is in use.
+    pub checkpoint_log_fraction: f64,
+    /// Open the data file with O_DIRECT.
+    pub direct_io: bool,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            page_size: 16384,
+            pool_size: 128 << 20,
+            torn_page: TornPage::Doublewrite,
+            doublewrite_batch: 128,
+            init_on_flush_skip: true,
+            log_block_size: 4096,
+            write_ahead_size: 4096,
+            log_sync: SyncMethod::Fdatasync,
+            log_files: LogFileMode::Preallocated,
+            log_file_size: 64 << 20,
+            log_file_count: 2,
+            log_buffer_size: 8 << 20,
+            checksum: Checksum::Crc32c,
+            durability: Durability::Sync,
+            flush_interval_ms: 1000,
+            group_commit_delay_us: 0,
+            checkpoint_interval_ms: 5000,
+            checkpoint_log_fraction: 0.5,
+            direct_io: false,
+        }
+    }
+}
+
+impl Config {
+    /// Parses TOML (unknown keys are an error, so a typo never goes unnoticed).
+    pub fn from_toml_str(text: &str) -> Result<Config, Error> {
+        toml::from_str(text).map_err(|e| Error::Config(format!("bad TOML configuration: {e}")))
+    }
+
+    /// Reads a TOML file.
+    pub fn from_toml_file(path: &Path) -> Result<Config, Error> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| Error::Config(format!("cannot read {}: {e}", path.display())))?;
+        Config::from_toml_str(&text).map_err(|e| match e {
+            Error::Config(m) => Error::Config(format!("{}: {m}", path.display())),
+            other => other,
+        })
+    }
+
+    /// This configuration as TOML.
+    pub fn to_toml(&self) -> String {
+        toml::to_string(self).unwrap_or_else(|e| format!("# cannot serialise: {e}"))
+    }
+
+    /// Checks every setting; the error says which and why.
+    pub fn validate(&self) -> Result<(), Error> {
+        let bad = |m: String| Err(Error::Config(m));
+        let Some(ps) = PageSize::from_bytes(self.page_size) else {
+            return bad(format!(
+                "page_size {} is not one of 4096, 8192, 16384, 32768, 65536",
+                self.page_size
+            ));
+        };
+        if self.pool_size < 16 * ps.bytes() {
+            return bad(format!(
+                "pool_size {} holds fewer than 16 pages of {} bytes",
+                self.pool_size, self.page_size
+            ));
+        }
+        if !(1..=4096).contains(&self.doublewrite_batch) {
+            return bad(format!(
+                "doublewrite_batch {} must be 1..=4096",
+                self.doublewrite_batch
+            ));
+        }
+        if self.log_block_size != 512 && self.log_block_size != 4096 {
+            return bad(format!(
+                "log_block_size {} must be 512 or 4096",
+                self.log_block_size
+            ));
+        }
+        if !self.write_ahead_size.is_power_of_two()
+            || self.write_ahead_size < self.log_block_size as usize
+        {
+            return bad(format!(
+                "write_ahead_size {} must be a power of two of at least log_block_size ({})",
+                self.write_ahead_size, self.log_block_size
+            ));
+        }
+        if !(0.05..=0.95).contains(&self.checkpoint_log_fraction) {
+            return bad(format!(
+                "checkpoint_log_fraction {} must be within 0.05..=0.95",
+                self.checkpoint_log_fraction
+            ));
+        }
+        if self.checkpoint_interval_ms == 0 || self.flush_interval_ms == 0 {
+            return bad("checkpoint_interval_ms and flush_interval_ms must be > 0".into());
+        }
+        self.log_config().validate().map_err(|e| Error::Config(e.to_string()))?;
+        Ok(())
+    }
+
+    /// The page size.
+    pub fn page_size(&self) -> PageSize {
+        PageSize::from_bytes(self.page_size).unwrap_or_default()
+    }
+
+    /// The redo log's configuration.
+    pub fn log_config(&self) -> LogConfig {
+        LogConfig {
+            block_size: if self.log_block_size == 512 {
+                LogBlockSize::B512
+            } else {
+                LogBlockSize::B4096
+            },
+            write_ahead_size: self.write_ahead_size,
+            sync_method: self.log_sync,
+            files: match self.log_files {
+                LogFileMode::Preallocated => LogFiles::Preallocated {
+                    file_size: self.log_file_size,
+                    files: self.log_file_count,
+                },
+                LogFileMode::Growing => LogFiles::Growing {
+                    file_size: self.log_file_size,
+                },
+            },
+            buffer_size: self.log_buffer_size,
+            durability: self.durability,
+            flush_interval: Duration::from_millis(self.flush_interval_ms),
+            group_commit_delay: Duration::from_micros(self.group_commit_delay_us),
+            ..LogConfig::default()
+        }
+    }
+
+    /// The page writer's protection setting.
+    pub fn protection(&self) -> TornPageProtection {
+        match self.torn_page {
+            TornPage::Doublewrite => TornPageProtection::Doublewrite {
+                batch_pages: self.doublewrite_batch,
+            },
+            TornPage::Atomic => TornPageProtection::Atomic,
+            TornPage::FullPageWrites => TornPageProtection::FullPageWrites,
+            TornPage::Auto => TornPageProtection::Auto,
+            TornPage::None => TornPageProtection::None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn toml_round_trip_and_typos_are_errors() {
+        let c = Config {
+            torn_page: TornPage::FullPageWrites,
+            log_block_size: 512,
+            ..Config::default()
+        };
+        let back = Config::from_toml_str(&c.to_toml()).unwrap();
+        assert_eq!(back, c);
+        let partial = Config::from_toml_str("torn_page = \"atomic\"\nlog_sync = \"o_dsync\"\n").unwrap();
+        assert_eq!(partial.torn_page, TornPage::Atomic);
+        assert_eq!(partial.log_sync, SyncMethod::ODsync);
+        assert_eq!(partial.page_size, 16384);
+        let err = Config::from_toml_str("torn_pages = \"none\"").unwrap_err();
+        assert!(err.to_string().contains("torn_pages"), "{err}");
+    }
+
+    #[test]
+    fn validation_names_the_bad_setting() {
+        for (c, word) in [
+            (Config { page_size: 5000, ..Config::default() }, "page_size"),
+            (Config { log_block_size: 1024, ..Config::default() }, "log_block_size"),
+            (Config { write_ahead_size: 512, ..Config::default() }, "write_ahead_size"),
+            (Config { doublewrite_batch: 0, ..Config::default() }, "doublewrite_batch"),
+            (Config { pool_size: 4096, ..Config::default() }, "pool_size"),
+        ] {
+            let e = c.validate().unwrap_err().to_string();
+            assert!(e.contains(word), "{e}");
+        }
+        Config::default().validate().unwrap();
+    }
+}

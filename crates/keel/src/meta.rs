@@ -1,0 +1,249 @@
+//! The store identity file and the meta page (page 0): page allocation and the free list.
+//!
+//! Invariants (tested):
+//! - The identity file `store.keel` is checksummed; a store is never opened with another page
+//!   size or checksum algorithm than it was created with (clear [`Error::Config`]).
+//! - Page allocation and freeing go through the meta page inside the transaction, so they are
+//!   logged and rolled back with it: an aborted transaction allocates nothing.
+
+use crate::{Error, Result};
+use keel_buffer_pool::PageTxn;
+use keel_io::{FileClass, FileSystem, OpenOptions};
+use keel_page::{Checksum, PageId, PAGE_HEADER_SIZE, PAGE_TRAILER_SIZE};
+use std::path::Path;
+
+/// The identity file's name.
+pub const IDENTITY_FILE: &str = "store.keel";
+const IDENTITY_MAGIC: &[u8; 8] = b"KEELSTOR";
+const FORMAT_VERSION: u32 = 1;
+const IDENTITY_LEN: usize = 24;
+
+/// The meta page.
+pub const META_PAGE: PageId = PageId(0);
+const META_MAGIC: &[u8; 8] = b"KEELMETA";
+const M_MAGIC: usize = PAGE_HEADER_SIZE;
+const M_VERSION: usize = PAGE_HEADER_SIZE + 8;
+const M_PAGE_SIZE: usize = PAGE_HEADER_SIZE + 12;
+const M_PAGE_COUNT: usize = PAGE_HEADER_SIZE + 16;
+const M_CATALOG_ROOT: usize = PAGE_HEADER_SIZE + 24;
+const M_FREE_COUNT: usize = PAGE_HEADER_SIZE + 32;
+const M_LEAKED: usize = PAGE_HEADER_SIZE + 40;
+const M_FREE: usize = PAGE_HEADER_SIZE + 48;
+
+fn encode_identity(page_size: usize, checksum: Checksum) -> [u8; IDENTITY_LEN] {
+    let mut b = [0u8; IDENTITY_LEN];
+    b[..8].copy_from_slice(IDENTITY_MAGIC);
+    b[8..12].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+    b[12..16].copy_from_slice(&(page_size as u32).to_le_bytes());
+    b[16] = checksum.tag();
+    let crc = crc32c(&b[..20]);
+    b[20..24].copy_from_slice(&crc.to_le_bytes());
+    b
+}
+
+fn crc32c(bytes: &[u8]) -> u32 {
+    Checksum::Crc32c.compute(bytes)
+}
+
+/// Creates the identity file, or checks that the existing one matches `page_size` and
+/// `checksum`. Returns true if it was created.
+pub fn check_or_create_identity(
+    fs: &dyn FileSystem,
+    dir: &Path,
+    page_size: usize,
+    checksum: Checksum,
+) -> Result<bool> {
+    let path = dir.join(IDENTITY_FILE);
+    if !fs.exists(&path)? {
+        let f = fs.open(&path, &OpenOptions::new(FileClass::Other).create(true))?;
+        f.write_all_at(&encode_identity(page_size, checksum), 0)?;
+        f.sync_all()?;
+        return Ok(true);
+    }
+    let f = fs.open(&path, &OpenOptions::new(FileClass::Other))?;
+    let mut b = [0u8; IDENTITY_LEN];
+    f.read_exact_at(&mut b, 0).map_err(|e| Error::Format {
+        path: path.clone(),
+        detail: format!("cannot read the store identity: {e}"),
+    })?;
+    let format = |detail: String| Error::Format {
+        path: path.clone(),
+        detail,
+    };
+    if &b[..8] != IDENTITY_MAGIC {
+        return Err(format("not a Keel store (bad magic)".into()));
+    }
+    let crc = u32::from_le_bytes([b[20], b[21], b[22], b[23]]);
+    if crc != crc32c(&b[..20]) {
+        return Err(format(format!(
+            "identity checksum mismatch: stored {crc:#010x}, computed {:#010x}",
+            crc32c(&b[..20])
+        )));
+    }
+    let version = u32::from_le_bytes([b[8], b[9], b[10], b[11]]);
+    if version != FORMAT_VERSION {
+        return Err(format(format!(
+            "format version {version}; this build reads version {FORMAT_VERSION}"
+        )));
+    }
+    let stored_ps = u32::from_le_bytes([b[12], b[13], b[14], b[15]]) as usize;
+    if stored_ps != page_size {
+        return Err(Error::Config(format!(
+            "{}: the store was created with page_size {stored_ps}, the configuration says {page_size}",
+            path.display()
+        )));
+    }
+    if b[16] != checksum.tag() {
+        let stored = Checksum::from_tag(b[16]).map_or("unknown".to_string(), |c| format!("{c:?}"));
+        return Err(Error::Config(format!(
+            "{}: the store was created with checksum {stored}, the configuration says {checksum:?}",
+            path.display()
+        )));
+    }
+    Ok(false)
+}
+
+fn rd_u32(p: &[u8], o: usize) -> u32 {
+    u32::from_le_bytes([p[o], p[o + 1], p[o + 2], p[o + 3]])
+}
+
+fn rd_u64(p: &[u8], o: usize) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&p[o..o + 8]);
+    u64::from_le_bytes(a)
+}
+
+/// Free page ids the meta page can hold.
+pub fn free_capacity(page_size: usize) -> usize {
+    (page_size - PAGE_TRAILER_SIZE - M_FREE) / 8
+}
+
+/// What the meta page says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MetaInfo {
+    /// Pages ever allocated (the next new page id).
+    pub page_count: u64,
+    /// Root of the catalog B-tree.
+    pub catalog_root: PageId,
+    /// Free page ids remembered.
+    pub free_count: u32,
+    /// Freed pages not remembered because the list was full.
+    pub pages_leaked: u64,
+}
+
+/// Decodes and checks the meta page.
+pub fn read_meta(page: &[u8], file: &Path) -> Result<MetaInfo> {
+    let format = |detail: String| Error::Format {
+        path: file.to_path_buf(),
+        detail: format!("meta page: {detail}"),
+    };
+    if &page[M_MAGIC..M_MAGIC + 8] != META_MAGIC {
+        return Err(format("bad magic".into()));
+    }
+    let version = rd_u32(page, M_VERSION);
+    if version != FORMAT_VERSION {
+        return Err(format(format!("format version {version}")));
+    }
+    if rd_u32(page, M_PAGE_SIZE) as usize != page.len() {
+        return Err(format(format!(
+            "page size {} in a {}-byte page",
+            rd_u32(page, M_PAGE_SIZE),
+            page.len()
+        )));
+    }
+    let free_count = rd_u32(page, M_FREE_COUNT);
+    if free_count as usize > free_capacity(page.len()) {
+        return Err(format(format!("free count {free_count} above capacity")));
+    }
+    Ok(MetaInfo {
+        page_count: rd_u64(page, M_PAGE_COUNT),
+        catalog_root: PageId(rd_u64(page, M_CATALOG_ROOT)),
+        free_count,
+        pages_leaked: rd_u64(page, M_LEAKED),
+    })
+}
+
+/// Creates the meta page in a new store (page ids 0 = meta; the next page is 1).
+pub fn init_meta(txn: &PageTxn<'_>, page_size: usize) -> Result<()> {
+    let mut g = txn.new_page(META_PAGE, keel_page::PageType::META)?;
+    g.write(M_MAGIC, META_MAGIC)?;
+    g.write(M_VERSION, &FORMAT_VERSION.to_le_bytes())?;
+    g.write(M_PAGE_SIZE, &(page_size as u32).to_le_bytes())?;
+    g.write(M_PAGE_COUNT, &1u64.to_le_bytes())?;
+    Ok(())
+}
+
+/// Records the catalog root.
+pub fn set_catalog_root(txn: &PageTxn<'_>, root: PageId) -> Result<()> {
+    let mut g = txn.write(META_PAGE)?;
+    g.write(M_CATALOG_ROOT, &root.0.to_le_bytes())?;
+    Ok(())
+}
+
+/// Allocates a page id: the most recently freed page, else a new one.
+pub fn allocate(txn: &PageTxn<'_>, file: &Path) -> Result<PageId> {
+    let mut g = txn.write(META_PAGE)?;
+    let info = read_meta(&g, file)?;
+    if info.free_count > 0 {
+        let n = info.free_count as usize - 1;
+        let id = rd_u64(&g, M_FREE + n * 8);
+        g.write(M_FREE_COUNT, &(n as u32).to_le_bytes())?;
+        if id == 0 || id >= info.page_count {
+            return Err(Error::Format {
+                path: file.to_path_buf(),
+                detail: format!("meta page: free list holds page {id} of {}", info.page_count),
+            });
+        }
+        return Ok(PageId(id));
+    }
+    g.write(M_PAGE_COUNT, &(info.page_count + 1).to_le_bytes())?;
+    Ok(PageId(info.page_count))
+}
+
+/// Returns a page id to the free list (or counts it as leaked when the list is full).
+pub fn free(txn: &PageTxn<'_>, id: PageId, file: &Path) -> Result<()> {
+    let mut g = txn.write(META_PAGE)?;
+    let info = read_meta(&g, file)?;
+    let n = info.free_count as usize;
+    if n < free_capacity(g.len()) {
+        g.write(M_FREE + n * 8, &id.0.to_le_bytes())?;
+        g.write(M_FREE_COUNT, &(n as u32 + 1).to_le_bytes())?;
+    } else {
+        g.write(M_LEAKED, &(info.pages_leaked + 1).to_le_bytes())?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use keel_io::SimFs;
+
+    #[test]
+    fn identity_is_created_then_checked() {
+        let fs = SimFs::with_seed(1);
+        let dir = Path::new("/s");
+        fs.create_dir_all(dir).unwrap();
+        assert!(check_or_create_identity(&fs, dir, 16384, Checksum::Crc32c).unwrap());
+        assert!(!check_or_create_identity(&fs, dir, 16384, Checksum::Crc32c).unwrap());
+        let e = check_or_create_identity(&fs, dir, 4096, Checksum::Crc32c).unwrap_err();
+        assert!(e.to_string().contains("page_size 16384"), "{e}");
+        let e = check_or_create_identity(&fs, dir, 16384, Checksum::Legacy).unwrap_err();
+        assert!(e.to_string().contains("checksum"), "{e}");
+    }
+
+    /// Breaks the identity checksum on purpose: the open is refused, naming the file.
+    #[test]
+    fn a_damaged_identity_is_refused() {
+        let fs = SimFs::with_seed(2);
+        let dir = Path::new("/s");
+        fs.create_dir_all(dir).unwrap();
+        check_or_create_identity(&fs, dir, 16384, Checksum::Crc32c).unwrap();
+        let f = fs
+            .open(&dir.join(IDENTITY_FILE), &OpenOptions::new(FileClass::Other))
+            .unwrap();
+        f.write_all_at(&[0xFF], 13).unwrap();
+        let e = check_or_create_identity(&fs, dir, 16384, Checksum::Crc32c).unwrap_err();
+        assert!(e.to_string().contains("store.keel") && e.to_string().contains("checksum"), "{e}");
+    }
+}

@@ -1,0 +1,554 @@
+//! [`Store`]: opening (with recovery), transactions, checkpoints, statistics.
+
+use crate::config::Config;
+use crate::meta::{self, MetaInfo, META_PAGE};
+use crate::redo_bridge::{groups_for_pool, LogSink};
+use crate::table::{ReadTable, Table};
+use crate::{Error, Result};
+use keel_btree::BTree;
+use keel_buffer_pool::{BufferPool, PageCleaner, PageStore as PoolPageStore, PageTxn, PoolConfig};
+use keel_flush::{PageWriter, PageWriterConfig};
+use keel_io::{FileSystem, OsFs};
+use keel_page::{Lsn, PageId};
+use keel_redo_log::{Durability, RedoLog};
+use parking_lot::{Condvar, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use serde::{Deserialize, Serialize};
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Where the redo log lives inside the store directory.
+pub const LOG_DIR: &str = "log";
+
+/// What recovery did when the store was opened.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RecoveryReport {
+    /// The store was created by this open.
+    pub created: bool,
+    /// The checkpoint recovery started from.
+    pub checkpoint_lsn: Lsn,
+    /// Where the recovered log ends (new commits continue here).
+    pub end_lsn: Lsn,
+    /// Complete groups (committed transactions) replayed.
+    pub groups_replayed: u64,
+    /// What redo application did (records applied and skipped, pages rebuilt from redo).
+    pub redo: keel_buffer_pool::RedoApplyReport,
+    /// Pages restored from the doublewrite area before replay.
+    pub doublewrite_restored: u64,
+    /// Doublewrite images found valid.
+    pub doublewrite_images_valid: usize,
+    /// Log bytes discarded (a torn or incomplete tail: transactions whose commit marker was not
+    /// durable).
+    pub log_bytes_discarded: u64,
+    /// Why they were discarded.
+    pub discard_reason: Option<String>,
+    /// Why the log scan stopped where it did.
+    pub log_end_reason: String,
+    /// Pages written after replay (so the checkpoint could move past the replayed redo).
+    pub pages_flushed: u64,
+    /// Wall time of recovery, milliseconds.
+    pub duration_ms: f64,
+}
+
+/// The settings in force, including what `auto` chose and why.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Effective {
+    /// The configuration as given.
+    pub config: Config,
+    /// The torn-page protection in force (`doublewrite`, `atomic`, ...).
+    pub torn_page: String,
+    /// Why (the probe's findings for `auto` and `atomic`).
+    pub torn_page_reason: String,
+    /// The I/O backend (`io_uring` or `pwrite`).
+    pub io_backend: String,
+}
+
+/// Counters of every layer, serde-serialisable.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct StoreStats {
+    /// Write transactions committed.
+    pub commits: u64,
+    /// Write transactions rolled back.
+    pub aborts: u64,
+    /// Checkpoints taken.
+    pub checkpoints: u64,
+    /// The redo log.
+    pub log: keel_redo_log::LogStats,
+    /// The page writer (data writes, doublewrite writes, pages skipped, atomic writes, ...).
+    pub flush: keel_flush::FlushStats,
+    /// The buffer pool.
+    pub pool: keel_buffer_pool::PoolStats,
+    /// File I/O by class.
+    pub io: keel_io::IoStats,
+}
+
+pub(crate) struct Inner {
+    pub(crate) dir: PathBuf,
+    pub(crate) fs: Arc<dyn FileSystem>,
+    pub(crate) config: Config,
+    pub(crate) effective: Effective,
+    pub(crate) log: RedoLog,
+    pub(crate) writer: Arc<PageWriter>,
+    pub(crate) pool: Arc<BufferPool>,
+    cleaner: Mutex<Option<PageCleaner>>,
+    /// Writers take it exclusively, readers shared (one writer at a time, readers when no
+    /// writer holds it).
+    pub(crate) lock: RwLock<()>,
+    /// Committed tables: name → root page.
+    pub(crate) catalog: RwLock<HashMap<String, PageId>>,
+    pub(crate) catalog_root: PageId,
+    pub(crate) poison: Arc<Mutex<Option<String>>>,
+    commits: AtomicU64,
+    aborts: AtomicU64,
+    checkpoints: Arc<AtomicU64>,
+    checkpoint_lock: Arc<Mutex<()>>,
+    stop: Arc<(Mutex<bool>, Condvar)>,
+    checkpointer: Mutex<Option<JoinHandle<()>>>,
+    recovery: RecoveryReport,
+}
+
+/// An open store. Cheap to clone; every clone is the same store. Dropping the last clone stops
+/// the background threads (committed data is safe in the log; the next open recovers).
+#[derive(Clone)]
+pub struct Store {
+    pub(crate) inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Store({})", self.inner.dir.display())
+    }
+}
+
+fn poison_reason(log: &RedoLog, writer: &PageWriter, err: &dyn std::fmt::Display) -> Option<String> {
+    if log.is_poisoned() || writer.is_poisoned() {
+        Some(err.to_string())
+    } else {
+        None
+    }
+}
+
+impl Store {
+    /// Opens the store in `dir` on the real file system, creating it if absent and recovering
+    /// it otherwise.
+    pub fn open(dir: impl AsRef<Path>, config: Config) -> Result<Store> {
+        Store::open_with_fs(Arc::new(OsFs::auto()), dir, config)
+    }
+
+    /// Opens on any file system (e.g. [`keel_io::SimFs`] for crash tests).
+    pub fn open_with_fs(
+        fs: Arc<dyn FileSystem>,
+        dir: impl AsRef<Path>,
+        config: Config,
+    ) -> Result<Store> {
+        let t0 = Instant::now();
+        config.validate()?;
+        let dir = dir.as_ref().to_path_buf();
+        fs.create_dir_all(&dir)?;
+        let created = meta::check_or_create_identity(fs.as_ref(), &dir, config.page_size, config.checksum)?;
+        let (log, recovered) = RedoLog::open(fs.clone(), &dir.join(LOG_DIR), config.log_config())?;
+        let writer = Arc::new(PageWriter::open(
+            fs.clone(),
+            &dir,
+            PageWriterConfig {
+                page_size: config.page_size(),
+                checksum: config.checksum,
+                protection: config.protection(),
+                init_on_flush_skip: config.init_on_flush_skip,
+                direct_io: config.direct_io,
+            },
+            log.clone(),
+        )?);
+        let dw = writer.recover_doublewrite()?;
+        let pool = Arc::new(BufferPool::new(
+            PoolConfig {
+                page_size: config.page_size(),
+                pool_bytes: config.pool_size,
+                ..PoolConfig::default()
+            },
+            writer.clone() as Arc<dyn PoolPageStore>,
+        )?);
+        let groups = groups_for_pool(&recovered.groups);
+        let redo = pool.apply_redo(recovered.checkpoint_lsn, &groups)?;
+        let mut pages_flushed = 0;
+        if !groups.is_empty() {
+            pages_flushed = pool.flush_all()? as u64;
+            let sink = LogSink(&log);
+            let c = pool.checkpoint_lsn(&sink);
+            log.checkpoint(c)?;
+        }
+        let resolved = writer.resolved();
+        let effective = Effective {
+            config: config.clone(),
+            torn_page: format!("{:?}", resolved.mode),
+            torn_page_reason: resolved.reason.clone(),
+            io_backend: fs
+                .capabilities(&dir)
+                .map(|c| if c.io_uring { "io_uring" } else { "pwrite" }.to_string())
+                .unwrap_or_else(|_| "unknown".into()),
+        };
+        tracing::info!(dir = %dir.display(), torn_page = %effective.torn_page, reason = %effective.torn_page_reason, "opening store");
+
+        // Bootstrap or read the meta page.
+        let bootstrap = {
+            let found = match pool.read(META_PAGE) {
+                Ok(g) => Some(meta::read_meta(&g, writer.data_path())?),
+                Err(keel_buffer_pool::PoolError::Unwritten { .. }) => None,
+                Err(e) => return Err(e.into()),
+            };
+            found
+        };
+        let catalog_root = match bootstrap {
+            Some(MetaInfo { catalog_root, .. }) => catalog_root,
+            None => {
+                let txn = pool.begin();
+                meta::init_meta(&txn, config.page_size)?;
+                let root = {
+                    let mut pages = crate::table::TxnPages::new(&txn, writer.data_path(), config.page_size);
+                    BTree::create(&mut pages)?.root()
+                };
+                meta::set_catalog_root(&txn, root)?;
+                let lsn = txn.commit(&LogSink(&log))?;
+                log.wait_durable(lsn)?;
+                root
+            }
+        };
+        let recovery = RecoveryReport {
+            created,
+            checkpoint_lsn: recovered.checkpoint_lsn,
+            end_lsn: recovered.end_lsn,
+            groups_replayed: recovered.groups.len() as u64,
+            redo,
+            doublewrite_restored: dw.restored_pages,
+            doublewrite_images_valid: dw.images_valid,
+            log_bytes_discarded: recovered.discarded_bytes,
+            discard_reason: recovered.discard_reason.clone(),
+            log_end_reason: recovered.end_reason.clone(),
+            pages_flushed,
+            duration_ms: t0.elapsed().as_secs_f64() * 1000.0,
+        };
+        if !created {
+            tracing::info!(?recovery, "recovered");
+        }
+        let cleaner = pool.start_cleaner().map_err(|e| {
+            Error::Io(keel_io::IoError::os("spawn page cleaner", &dir, e))
+        })?;
+        let inner = Arc::new(Inner {
+            dir,
+            fs,
+            config,
+            effective,
+            log,
+            writer,
+            pool,
+            cleaner: Mutex::new(Some(cleaner)),
+            lock: RwLock::new(()),
+            catalog: RwLock::new(HashMap::new()),
+            catalog_root,
+            poison: Arc::new(Mutex::new(None)),
+            commits: AtomicU64::new(0),
+            aborts: AtomicU64::new(0),
+            checkpoints: Arc::new(AtomicU64::new(0)),
+            checkpoint_lock: Arc::new(Mutex::new(())),
+            stop: Arc::new((Mutex::new(false), Condvar::new())),
+            checkpointer: Mutex::new(None),
+            recovery,
+        });
+        let handle = spawn_checkpointer(&inner)?;
+        *inner.checkpointer.lock() = Some(handle);
+        Ok(Store { inner })
+    }
+
+    /// Starts the write transaction (waits while another writer or readers hold the store).
+    pub fn write(&self) -> Result<WriteTxn<'_>> {
+        self.check_poison()?;
+        let lock = self.inner.lock.write();
+        self.check_poison()?;
+        Ok(WriteTxn {
+            txn: self.inner.pool.begin(),
+            created: RefCell::new(HashMap::new()),
+            inner: &self.inner,
+            lock,
+        })
+    }
+
+    /// A read transaction: a consistent view of committed data (waits while a writer holds
+    /// the store).
+    pub fn read(&self) -> Result<ReadTxn<'_>> {
+        Ok(ReadTxn {
+            inner: &self.inner,
+            _lock: self.inner.lock.read(),
+        })
+    }
+
+    /// Takes a checkpoint now: writes dirty pages up to the log's end and records the
+    /// checkpoint in the log header. Returns the checkpoint LSN.
+    pub fn checkpoint(&self) -> Result<Lsn> {
+        self.check_poison()?;
+        checkpoint(
+            &self.inner.log,
+            &self.inner.writer,
+            &self.inner.pool,
+            &self.inner.checkpoint_lock,
+            &self.inner.poison,
+            &self.inner.checkpoints,
+        )
+    }
+
+    /// Counters of every layer.
+    pub fn stats(&self) -> StoreStats {
+        let i = &self.inner;
+        StoreStats {
+            commits: i.commits.load(Ordering::Relaxed),
+            aborts: i.aborts.load(Ordering::Relaxed),
+            checkpoints: i.checkpoints.load(Ordering::Relaxed),
+            log: i.log.stats(),
+            flush: i.writer.stats(),
+            pool: i.pool.stats(),
+            io: i.fs.counters().snapshot(),
+        }
+    }
+
+    /// What recovery did when this store was opened.
+    pub fn recovery(&self) -> &RecoveryReport {
+        &self.inner.recovery
+    }
+
+    /// The settings in force (what `auto` chose and why).
+    pub fn effective(&self) -> &Effective {
+        &self.inner.effective
+    }
+
+    /// The store directory.
+    pub fn dir(&self) -> &Path {
+        &self.inner.dir
+    }
+
+    /// Whether a failed sync has poisoned the store.
+    pub fn is_poisoned(&self) -> bool {
+        self.inner.poison.lock().is_some()
+    }
+
+    /// Takes a final checkpoint and stops the background threads. Dropping the store without
+    /// closing is safe too (the next open recovers from the log).
+    pub fn close(self) -> Result<()> {
+        if !self.is_poisoned() {
+            self.checkpoint()?;
+        }
+        self.inner.shutdown();
+        Ok(())
+    }
+
+    fn check_poison(&self) -> Result<()> {
+        match &*self.inner.poison.lock() {
+            Some(reason) => Err(Error::Poisoned(reason.clone())),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Inner {
+    fn shutdown(&self) {
+        {
+            let (m, cv) = &*self.stop;
+            *m.lock() = true;
+            cv.notify_all();
+        }
+        if let Some(h) = self.checkpointer.lock().take() {
+            let _ = h.join();
+        }
+        if let Some(c) = self.cleaner.lock().take() {
+            c.stop();
+        }
+    }
+
+    pub(crate) fn note_error(&self, e: &Error) {
+        if let Some(reason) = poison_reason(&self.log, &self.writer, e) {
+            let mut p = self.poison.lock();
+            if p.is_none() {
+                tracing::error!(%reason, "store poisoned");
+                *p = Some(reason);
+            }
+        }
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+fn checkpoint(
+    log: &RedoLog,
+    writer: &PageWriter,
+    pool: &BufferPool,
+    lock: &Mutex<()>,
+    poison: &Mutex<Option<String>>,
+    count: &AtomicU64,
+) -> Result<Lsn> {
+    let _one_at_a_time = lock.lock();
+    let sink = LogSink(log);
+    let run = || -> Result<Lsn> {
+        let target = pool.begin_checkpoint(&sink);
+        pool.flush_up_to(target)?;
+        let c = pool.checkpoint_lsn(&sink);
+        if c > log.checkpoint_lsn() {
+            log.checkpoint(c)?;
+        }
+        Ok(c)
+    };
+    match run() {
+        Ok(c) => {
+            count.fetch_add(1, Ordering::Relaxed);
+            Ok(c)
+        }
+        Err(e) => {
+            if let Some(reason) = poison_reason(log, writer, &e) {
+                poison.lock().get_or_insert(reason);
+            }
+            Err(e)
+        }
+    }
+}
+
+fn spawn_checkpointer(inner: &Arc<Inner>) -> Result<JoinHandle<()>> {
+    let log = inner.log.clone();
+    let writer = inner.writer.clone();
+    let pool = inner.pool.clone();
+    let lock = inner.checkpoint_lock.clone();
+    let poison = inner.poison.clone();
+    let count = inner.checkpoints.clone();
+    let stop = inner.stop.clone();
+    let interval = Duration::from_millis(inner.config.checkpoint_interval_ms);
+    let fraction = inner.config.checkpoint_log_fraction;
+    std::thread::Builder::new()
+        .name("keel-checkpointer".into())
+        .spawn(move || {
+            let mut last = Instant::now();
+            loop {
+                {
+                    let (m, cv) = &*stop;
+                    let mut stopped = m.lock();
+                    if *stopped {
+                        return;
+                    }
+                    cv.wait_for(&mut stopped, Duration::from_millis(20));
+                    if *stopped {
+                        return;
+                    }
+                }
+                if poison.lock().is_some() {
+                    continue;
+                }
+                let pressure = log
+                    .capacity()
+                    .is_some_and(|cap| log.space_used() as f64 > fraction * cap as f64);
+                if pressure || last.elapsed() >= interval {
+                    if let Err(e) = checkpoint(&log, &writer, &pool, &lock, &poison, &count) {
+                        tracing::warn!(error = %e, "checkpoint failed");
+                    }
+                    last = Instant::now();
+                }
+            }
+        })
+        .map_err(|e| Error::Io(keel_io::IoError::os("spawn checkpointer", &inner.dir, e)))
+}
+
+/// The one write transaction. Changes are visible to it at once and to others after commit;
+/// dropping it (or [`abort`](Self::abort)) rolls everything back.
+pub struct WriteTxn<'s> {
+    // Field order matters: the page transaction is rolled back (on drop) before the writer
+    // lock is released.
+    pub(crate) txn: PageTxn<'s>,
+    pub(crate) created: RefCell<HashMap<String, PageId>>,
+    pub(crate) inner: &'s Inner,
+    lock: RwLockWriteGuard<'s, ()>,
+}
+
+impl<'s> WriteTxn<'s> {
+    /// The table `name`, created on first use (the creation commits with this transaction).
+    pub fn table(&self, name: &str) -> Result<Table<'_, 's>> {
+        Table::open(self, name)
+    }
+
+    /// Commits: appends the redo with its commit marker (this fixes the commit LSN), releases
+    /// the writer lock so the next writer can start (early lock release), then waits as the
+    /// durability level says (`Sync`: until the log is durable up to the commit LSN).
+    pub fn commit(self) -> Result<()> {
+        let (inner, lsn) = self.append()?;
+        inner.log.wait_committed(lsn).map_err(|e| {
+            let e = Error::Log(e);
+            inner.note_error(&e);
+            e
+        })
+    }
+
+    /// [`commit`](Self::commit) as a future: the append happens now, the wait for durability
+    /// in the returned future (which never blocks a runtime thread).
+    pub fn commit_async(self) -> impl Future<Output = Result<()>> + Send + 'static {
+        let appended = self.append();
+        let waiting = appended.map(|(inner, lsn)| (inner.log.committed(lsn), inner.poison.clone()));
+        async move {
+            let (durable, poison) = waiting?;
+            durable.await.map_err(|e| {
+                let e = Error::Log(e);
+                poison.lock().get_or_insert_with(|| e.to_string());
+                e
+            })
+        }
+    }
+
+    /// Rolls back (same as dropping).
+    pub fn abort(self) {
+        self.inner.aborts.fetch_add(1, Ordering::Relaxed);
+        self.txn.abort();
+    }
+
+    fn append(self) -> Result<(&'s Inner, Lsn)> {
+        let WriteTxn {
+            txn,
+            created,
+            inner,
+            lock,
+        } = self;
+        let lsn = match txn.commit(&LogSink(&inner.log)) {
+            Ok(lsn) => lsn,
+            Err(e) => {
+                let e = Error::from(e);
+                inner.note_error(&e);
+                return Err(e);
+            }
+        };
+        let created = created.into_inner();
+        if !created.is_empty() {
+            inner.catalog.write().extend(created);
+        }
+        inner.commits.fetch_add(1, Ordering::Relaxed);
+        drop(lock);
+        Ok((inner, lsn))
+    }
+
+    /// The durability level commits wait for.
+    pub fn durability(&self) -> Durability {
+        self.inner.config.durability
+    }
+}
+
+/// A read transaction.
+pub struct ReadTxn<'s> {
+    pub(crate) inner: &'s Inner,
+    _lock: RwLockReadGuard<'s, ()>,
+}
+
+impl<'s> ReadTxn<'s> {
+    /// The table `name` ([`Error::TableNotFound`] if it was never created).
+    pub fn table(&self, name: &str) -> Result<ReadTable<'_>> {
+        ReadTable::open(self.inner, name)
+    }
+}
