@@ -46,7 +46,7 @@ impl EngineKind {
 /// keel-tpcc: a TPC-C-like workload for Keel — load, run with live interval lines, check
 /// consistency conditions 1–12, and compare configurations side by side.
 #[derive(Debug, Parser)]
-#[command(name = "keel-tpcc", version, about, long_about = None)]
+#[command(name = "keel-tpcc", version)]
 pub struct Cli {
     /// Storage engine.
     #[arg(long, value_enum, default_value = "memory", global = true)]
