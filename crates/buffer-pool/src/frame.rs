@@ -99,9 +99,13 @@ impl Frame {
 
     /// Takes the latch shared if no one holds it exclusive.
     pub fn try_shared(&self) -> Option<SharedLatch<'_>> {
-        self.latch
-            .try_lock_shared()
-            .then_some(SharedLatch { frame: self })
+        // Not `then_some(SharedLatch { .. })`: that builds (and drops, unlocking) a guard even
+        // when the lock was not taken.
+        if self.latch.try_lock_shared() {
+            Some(SharedLatch { frame: self })
+        } else {
+            None
+        }
     }
 
     /// Takes the latch exclusive (blocks).
@@ -162,5 +166,53 @@ impl Drop for ExclusiveLatch<'_> {
     fn drop(&mut self) {
         // SAFETY: this guard was created by lock_exclusive on this latch and is dropped once.
         unsafe { self.frame.latch.unlock_exclusive() }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use keel_io::AlignedBuf;
+    use std::sync::atomic::Ordering;
+    use std::time::{Duration, Instant};
+
+    /// A guard exists only for a latch actually taken: a failed `try_shared` must leave the
+    /// latch exactly as it was. A try fails when a writer has announced itself while readers
+    /// still hold the latch; building the guard anyway (the bug this test was written for)
+    /// unlocks one of *their* reader counts, so the writer gets in while a reader still reads
+    /// (or, in other interleavings, waits forever).
+    #[test]
+    fn a_failed_try_shared_leaves_the_latch_intact() {
+        let mut buf = AlignedBuf::page(4096);
+        let f = Frame::new(NonNull::new(buf.as_mut_ptr()).unwrap(), 4096);
+        let writer_in = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            let reader = f.shared();
+            let w = s.spawn(|| {
+                let mut x = f.exclusive();
+                writer_in.store(true, Ordering::SeqCst);
+                x.bytes_mut()[0] = 7;
+            });
+            // Wait until the writer has announced itself (and waits for the reader).
+            let t0 = Instant::now();
+            while !f.latch.is_locked_exclusive() {
+                assert!(t0.elapsed() < Duration::from_secs(10), "writer never came");
+                std::thread::yield_now();
+            }
+            for _ in 0..3 {
+                assert!(f.try_shared().is_none());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+            assert!(
+                !writer_in.load(Ordering::SeqCst),
+                "the writer got the latch while a reader holds it"
+            );
+            assert_eq!(reader.bytes()[0], 0);
+            drop(reader);
+            w.join().unwrap();
+        });
+        assert!(writer_in.load(Ordering::SeqCst));
+        assert!(!f.latch.is_locked());
+        assert_eq!(f.shared().bytes()[0], 7);
     }
 }

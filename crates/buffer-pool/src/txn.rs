@@ -393,6 +393,13 @@ impl<'p> PageTxn<'p> {
     /// commit LSN); the caller waits for the log to be durable up to it.
     ///
     /// If the append fails, the transaction is rolled back and the error returned.
+    ///
+    /// The append happens under the pool's checkpoint-decision lock (shared). If it blocks
+    /// because the log is full, checkpoints can still advance up to the last published horizon
+    /// (`checkpoint_lsn` stops waiting for the lock after 50 ms), but in full-page-writes mode no
+    /// new horizon can be published meanwhile, and pages this transaction holds cannot be
+    /// written (no-steal). So the checkpointer should act on log-space use well before the log
+    /// is full (issue 5's checkpointer does).
     pub fn commit(self, log: &dyn RedoSink) -> Result<Lsn> {
         self.finished.set(true);
         let pool = self.pool;

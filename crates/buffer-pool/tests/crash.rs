@@ -414,16 +414,25 @@ fn soak_many_crash_cases() {
                 _ => Some(LogBlockSize::B4096),
             };
             let cleaner = rng.below(4) == 0;
-            if let Err(e) = run_case_with(
-                mode,
-                sim_for(mode, seed, sector),
-                seed,
-                steps,
-                crash_at,
-                cleaner,
-                log,
-            ) {
-                panic!("{name}, seed {seed}, sector {sector}, log {log:?}, cleaner {cleaner}, {steps} steps, crash at I/O {crash_at}: {e}");
+            let what = format!("{name}, seed {seed}, sector {sector}, log {log:?}, cleaner {cleaner}, {steps} steps, crash at I/O {crash_at}");
+            // Each case in its own thread with a deadline: a hang is reported with its seed.
+            let (tx, rx) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                let r = run_case_with(
+                    mode,
+                    sim_for(mode, seed, sector),
+                    seed,
+                    steps,
+                    crash_at,
+                    cleaner,
+                    log,
+                );
+                let _ = tx.send(r.map(|_| ()));
+            });
+            match rx.recv_timeout(std::time::Duration::from_secs(60)) {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => panic!("{what}: {e}"),
+                Err(_) => panic!("{what}: no result in 60 s (deadlock?)"),
             }
         }
     }
