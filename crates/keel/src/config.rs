@@ -174,7 +174,9 @@ impl Config {
         if self.checkpoint_interval_ms == 0 || self.flush_interval_ms == 0 {
             return bad("checkpoint_interval_ms and flush_interval_ms must be > 0".into());
         }
-        self.log_config().validate().map_err(|e| Error::Config(e.to_string()))?;
+        self.log_config()
+            .validate()
+            .map_err(|e| Error::Config(e.to_string()))?;
         Ok(())
     }
 
@@ -237,7 +239,8 @@ mod tests {
         };
         let back = Config::from_toml_str(&c.to_toml()).unwrap();
         assert_eq!(back, c);
-        let partial = Config::from_toml_str("torn_page = \"atomic\"\nlog_sync = \"o_dsync\"\n").unwrap();
+        let partial =
+            Config::from_toml_str("torn_page = \"atomic\"\nlog_sync = \"o_dsync\"\n").unwrap();
         assert_eq!(partial.torn_page, TornPage::Atomic);
         assert_eq!(partial.log_sync, SyncMethod::ODsync);
         assert_eq!(partial.page_size, 16384);
@@ -248,11 +251,41 @@ mod tests {
     #[test]
     fn validation_names_the_bad_setting() {
         for (c, word) in [
-            (Config { page_size: 5000, ..Config::default() }, "page_size"),
-            (Config { log_block_size: 1024, ..Config::default() }, "log_block_size"),
-            (Config { write_ahead_size: 512, ..Config::default() }, "write_ahead_size"),
-            (Config { doublewrite_batch: 0, ..Config::default() }, "doublewrite_batch"),
-            (Config { pool_size: 4096, ..Config::default() }, "pool_size"),
+            (
+                Config {
+                    page_size: 5000,
+                    ..Config::default()
+                },
+                "page_size",
+            ),
+            (
+                Config {
+                    log_block_size: 1024,
+                    ..Config::default()
+                },
+                "log_block_size",
+            ),
+            (
+                Config {
+                    write_ahead_size: 512,
+                    ..Config::default()
+                },
+                "write_ahead_size",
+            ),
+            (
+                Config {
+                    doublewrite_batch: 0,
+                    ..Config::default()
+                },
+                "doublewrite_batch",
+            ),
+            (
+                Config {
+                    pool_size: 4096,
+                    ..Config::default()
+                },
+                "pool_size",
+            ),
         ] {
             let e = c.validate().unwrap_err().to_string();
             assert!(e.contains(word), "{e}");

@@ -48,6 +48,15 @@ pub enum Error {
         /// What is wrong.
         detail: String,
     },
+    /// A transaction's redo (with full page images) is larger than the log can take between
+    /// checkpoints; it was rolled back. Use larger or more log files.
+    #[error("transaction too large for the redo log: up to {redo_bytes} bytes of redo, room for {room}; it was rolled back (raise log_file_size or log_file_count)")]
+    TxnTooLargeForLog {
+        /// Worst-case redo bytes of the transaction.
+        redo_bytes: usize,
+        /// What the log leaves one transaction.
+        room: usize,
+    },
     /// A read transaction asked for a table that does not exist.
     #[error("no table named {0:?}")]
     TableNotFound(String),

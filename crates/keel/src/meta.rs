@@ -191,7 +191,10 @@ pub fn allocate(txn: &PageTxn<'_>, file: &Path) -> Result<PageId> {
         if id == 0 || id >= info.page_count {
             return Err(Error::Format {
                 path: file.to_path_buf(),
-                detail: format!("meta page: free list holds page {id} of {}", info.page_count),
+                detail: format!(
+                    "meta page: free list holds page {id} of {}",
+                    info.page_count
+                ),
             });
         }
         return Ok(PageId(id));
@@ -240,10 +243,16 @@ mod tests {
         fs.create_dir_all(dir).unwrap();
         check_or_create_identity(&fs, dir, 16384, Checksum::Crc32c).unwrap();
         let f = fs
-            .open(&dir.join(IDENTITY_FILE), &OpenOptions::new(FileClass::Other))
+            .open(
+                &dir.join(IDENTITY_FILE),
+                &OpenOptions::new(FileClass::Other),
+            )
             .unwrap();
         f.write_all_at(&[0xFF], 13).unwrap();
         let e = check_or_create_identity(&fs, dir, 16384, Checksum::Crc32c).unwrap_err();
-        assert!(e.to_string().contains("store.keel") && e.to_string().contains("checksum"), "{e}");
+        assert!(
+            e.to_string().contains("store.keel") && e.to_string().contains("checksum"),
+            "{e}"
+        );
     }
 }

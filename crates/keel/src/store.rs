@@ -98,15 +98,14 @@ pub(crate) struct Inner {
     cleaner: Mutex<Option<PageCleaner>>,
     /// Writers take it exclusively, readers shared (one writer at a time, readers when no
     /// writer holds it).
-    pub(crate) lock: RwLock<()>,
+    pub(crate) lock: Arc<RwLock<()>>,
     /// Committed tables: name → root page.
     pub(crate) catalog: RwLock<HashMap<String, PageId>>,
     pub(crate) catalog_root: PageId,
     pub(crate) poison: Arc<Mutex<Option<String>>>,
     commits: AtomicU64,
     aborts: AtomicU64,
-    checkpoints: Arc<AtomicU64>,
-    checkpoint_lock: Arc<Mutex<()>>,
+    ckpt: Arc<CheckpointShared>,
     stop: Arc<(Mutex<bool>, Condvar)>,
     checkpointer: Mutex<Option<JoinHandle<()>>>,
     recovery: RecoveryReport,
@@ -125,7 +124,11 @@ impl std::fmt::Debug for Store {
     }
 }
 
-fn poison_reason(log: &RedoLog, writer: &PageWriter, err: &dyn std::fmt::Display) -> Option<String> {
+fn poison_reason(
+    log: &RedoLog,
+    writer: &PageWriter,
+    err: &dyn std::fmt::Display,
+) -> Option<String> {
     if log.is_poisoned() || writer.is_poisoned() {
         Some(err.to_string())
     } else {
@@ -150,7 +153,8 @@ impl Store {
         config.validate()?;
         let dir = dir.as_ref().to_path_buf();
         fs.create_dir_all(&dir)?;
-        let created = meta::check_or_create_identity(fs.as_ref(), &dir, config.page_size, config.checksum)?;
+        let created =
+            meta::check_or_create_identity(fs.as_ref(), &dir, config.page_size, config.checksum)?;
         let (log, recovered) = RedoLog::open(fs.clone(), &dir.join(LOG_DIR), config.log_config())?;
         let writer = Arc::new(PageWriter::open(
             fs.clone(),
@@ -209,7 +213,8 @@ impl Store {
                 let txn = pool.begin();
                 meta::init_meta(&txn, config.page_size)?;
                 let root = {
-                    let mut pages = crate::table::TxnPages::new(&txn, writer.data_path(), config.page_size);
+                    let mut pages =
+                        crate::table::TxnPages::new(&txn, writer.data_path(), config.page_size);
                     BTree::create(&mut pages)?.root()
                 };
                 meta::set_catalog_root(&txn, root)?;
@@ -235,9 +240,20 @@ impl Store {
         if !created {
             tracing::info!(?recovery, "recovered");
         }
-        let cleaner = pool.start_cleaner().map_err(|e| {
-            Error::Io(keel_io::IoError::os("spawn page cleaner", &dir, e))
-        })?;
+        let cleaner = pool
+            .start_cleaner()
+            .map_err(|e| Error::Io(keel_io::IoError::os("spawn page cleaner", &dir, e)))?;
+        let store_lock = Arc::new(RwLock::new(()));
+        let poison = Arc::new(Mutex::new(None));
+        let ckpt = Arc::new(CheckpointShared {
+            log: log.clone(),
+            writer: writer.clone(),
+            pool: pool.clone(),
+            store_lock: store_lock.clone(),
+            one_at_a_time: Mutex::new(()),
+            poison: poison.clone(),
+            count: AtomicU64::new(0),
+        });
         let inner = Arc::new(Inner {
             dir,
             fs,
@@ -247,19 +263,18 @@ impl Store {
             writer,
             pool,
             cleaner: Mutex::new(Some(cleaner)),
-            lock: RwLock::new(()),
+            lock: store_lock,
             catalog: RwLock::new(HashMap::new()),
             catalog_root,
-            poison: Arc::new(Mutex::new(None)),
+            poison,
             commits: AtomicU64::new(0),
             aborts: AtomicU64::new(0),
-            checkpoints: Arc::new(AtomicU64::new(0)),
-            checkpoint_lock: Arc::new(Mutex::new(())),
+            ckpt,
             stop: Arc::new((Mutex::new(false), Condvar::new())),
             checkpointer: Mutex::new(None),
             recovery,
         });
-        let handle = spawn_checkpointer(&inner)?;
+        let handle = spawn_checkpointer(&inner.ckpt, &inner.stop, &inner.config, &inner.dir)?;
         *inner.checkpointer.lock() = Some(handle);
         Ok(Store { inner })
     }
@@ -269,6 +284,15 @@ impl Store {
         self.check_poison()?;
         let lock = self.inner.lock.write();
         self.check_poison()?;
+        // Synchronous checkpoint point (InnoDB's "sync flush" of the checkpoint age): with the
+        // writer lock held no page is owned by a transaction, so every dirty page can be
+        // written and the checkpoint can free log space before this transaction appends.
+        let i = &self.inner;
+        if i.log.capacity().is_some_and(|cap| {
+            i.log.space_used() as f64 > sync_point(i.config.checkpoint_log_fraction) * cap as f64
+        }) {
+            checkpoint(&i.ckpt, Exclusive::Held)?;
+        }
         Ok(WriteTxn {
             txn: self.inner.pool.begin(),
             created: RefCell::new(HashMap::new()),
@@ -290,14 +314,7 @@ impl Store {
     /// checkpoint in the log header. Returns the checkpoint LSN.
     pub fn checkpoint(&self) -> Result<Lsn> {
         self.check_poison()?;
-        checkpoint(
-            &self.inner.log,
-            &self.inner.writer,
-            &self.inner.pool,
-            &self.inner.checkpoint_lock,
-            &self.inner.poison,
-            &self.inner.checkpoints,
-        )
+        checkpoint(&self.inner.ckpt, Exclusive::Wait)
     }
 
     /// Counters of every layer.
@@ -306,7 +323,7 @@ impl Store {
         StoreStats {
             commits: i.commits.load(Ordering::Relaxed),
             aborts: i.aborts.load(Ordering::Relaxed),
-            checkpoints: i.checkpoints.load(Ordering::Relaxed),
+            checkpoints: i.ckpt.count.load(Ordering::Relaxed),
             log: i.log.stats(),
             flush: i.writer.stats(),
             pool: i.pool.stats(),
@@ -384,49 +401,83 @@ impl Drop for Inner {
     }
 }
 
-fn checkpoint(
-    log: &RedoLog,
-    writer: &PageWriter,
-    pool: &BufferPool,
-    lock: &Mutex<()>,
-    poison: &Mutex<Option<String>>,
-    count: &AtomicU64,
-) -> Result<Lsn> {
-    let _one_at_a_time = lock.lock();
-    let sink = LogSink(log);
+/// Where the synchronous checkpoint point lies, given the asynchronous one.
+fn sync_point(fraction: f64) -> f64 {
+    (fraction + 1.0) / 2.0
+}
+
+/// What a checkpoint needs, shared with the checkpointer thread.
+pub(crate) struct CheckpointShared {
+    log: RedoLog,
+    writer: Arc<PageWriter>,
+    pool: Arc<BufferPool>,
+    store_lock: Arc<RwLock<()>>,
+    one_at_a_time: Mutex<()>,
+    poison: Arc<Mutex<Option<String>>>,
+    count: AtomicU64,
+}
+
+/// How a checkpoint may take the writer lock for its exclusive phase.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Exclusive {
+    /// The caller holds it already.
+    Held,
+    /// Wait for it.
+    Wait,
+    /// Try for a while; give up this round if a writer keeps it (background thread).
+    Try(Duration),
+}
+
+/// A fuzzy checkpoint: write the dirty pages older than the log's end while writers go on,
+/// then — only if pages owned by the running transaction (no-steal) held it back — take the
+/// writer lock briefly, write those few hot pages too, and record the checkpoint.
+fn checkpoint(c: &CheckpointShared, exclusive: Exclusive) -> Result<Lsn> {
+    let _one = c.one_at_a_time.lock();
+    let sink = LogSink(&c.log);
     let run = || -> Result<Lsn> {
-        let target = pool.begin_checkpoint(&sink);
-        pool.flush_up_to(target)?;
-        let c = pool.checkpoint_lsn(&sink);
-        if c > log.checkpoint_lsn() {
-            log.checkpoint(c)?;
+        let target = c.pool.begin_checkpoint(&sink);
+        c.pool.flush_up_to(target)?;
+        let mut lsn = c.pool.checkpoint_lsn(&sink);
+        if lsn < target {
+            let guard = match exclusive {
+                Exclusive::Held => None,
+                Exclusive::Wait => Some(c.store_lock.write()),
+                Exclusive::Try(t) => c.store_lock.try_write_for(t),
+            };
+            if guard.is_some() || exclusive == Exclusive::Held {
+                c.pool.flush_up_to(target)?;
+                lsn = c.pool.checkpoint_lsn(&sink);
+            }
         }
-        Ok(c)
+        if lsn > c.log.checkpoint_lsn() {
+            c.log.checkpoint(lsn)?;
+        }
+        Ok(lsn)
     };
     match run() {
-        Ok(c) => {
-            count.fetch_add(1, Ordering::Relaxed);
-            Ok(c)
+        Ok(lsn) => {
+            c.count.fetch_add(1, Ordering::Relaxed);
+            Ok(lsn)
         }
         Err(e) => {
-            if let Some(reason) = poison_reason(log, writer, &e) {
-                poison.lock().get_or_insert(reason);
+            if let Some(reason) = poison_reason(&c.log, &c.writer, &e) {
+                c.poison.lock().get_or_insert(reason);
             }
             Err(e)
         }
     }
 }
 
-fn spawn_checkpointer(inner: &Arc<Inner>) -> Result<JoinHandle<()>> {
-    let log = inner.log.clone();
-    let writer = inner.writer.clone();
-    let pool = inner.pool.clone();
-    let lock = inner.checkpoint_lock.clone();
-    let poison = inner.poison.clone();
-    let count = inner.checkpoints.clone();
-    let stop = inner.stop.clone();
-    let interval = Duration::from_millis(inner.config.checkpoint_interval_ms);
-    let fraction = inner.config.checkpoint_log_fraction;
+fn spawn_checkpointer(
+    ckpt: &Arc<CheckpointShared>,
+    stop: &Arc<(Mutex<bool>, Condvar)>,
+    config: &Config,
+    dir: &Path,
+) -> Result<JoinHandle<()>> {
+    let c = ckpt.clone();
+    let stop = stop.clone();
+    let interval = Duration::from_millis(config.checkpoint_interval_ms);
+    let fraction = config.checkpoint_log_fraction;
     std::thread::Builder::new()
         .name("keel-checkpointer".into())
         .spawn(move || {
@@ -443,21 +494,22 @@ fn spawn_checkpointer(inner: &Arc<Inner>) -> Result<JoinHandle<()>> {
                         return;
                     }
                 }
-                if poison.lock().is_some() {
+                if c.poison.lock().is_some() {
                     continue;
                 }
-                let pressure = log
+                let pressure = c
+                    .log
                     .capacity()
-                    .is_some_and(|cap| log.space_used() as f64 > fraction * cap as f64);
+                    .is_some_and(|cap| c.log.space_used() as f64 > fraction * cap as f64);
                 if pressure || last.elapsed() >= interval {
-                    if let Err(e) = checkpoint(&log, &writer, &pool, &lock, &poison, &count) {
+                    if let Err(e) = checkpoint(&c, Exclusive::Try(Duration::from_millis(100))) {
                         tracing::warn!(error = %e, "checkpoint failed");
                     }
                     last = Instant::now();
                 }
             }
         })
-        .map_err(|e| Error::Io(keel_io::IoError::os("spawn checkpointer", &inner.dir, e)))
+        .map_err(|e| Error::Io(keel_io::IoError::os("spawn checkpointer", dir, e)))
 }
 
 /// The one write transaction. Changes are visible to it at once and to others after commit;
@@ -517,6 +569,21 @@ impl<'s> WriteTxn<'s> {
             inner,
             lock,
         } = self;
+        // The log's synchronous checkpoint point leaves this much room for one transaction's
+        // redo (full page images included); a larger one could wait for log space forever.
+        if let Some(cap) = inner.log.capacity() {
+            let room =
+                ((1.0 - sync_point(inner.config.checkpoint_log_fraction)) * cap as f64) as usize;
+            let worst = txn.redo_bytes() + txn.pages() * (inner.config.page_size + 64);
+            if worst > room {
+                inner.aborts.fetch_add(1, Ordering::Relaxed);
+                txn.abort();
+                return Err(Error::TxnTooLargeForLog {
+                    redo_bytes: worst,
+                    room,
+                });
+            }
+        }
         let lsn = match txn.commit(&LogSink(&inner.log)) {
             Ok(lsn) => lsn,
             Err(e) => {

@@ -161,7 +161,10 @@ fn lookup_catalog<S: PageRead>(inner: &Inner, pages: S, name: &str) -> Result<Op
         Some(v) => {
             let bytes: [u8; 8] = v.as_slice().try_into().map_err(|_| Error::Format {
                 path: inner.writer.data_path().to_path_buf(),
-                detail: format!("catalog entry for table {name:?} is {} bytes, not 8", v.len()),
+                detail: format!(
+                    "catalog entry for table {name:?} is {} bytes, not 8",
+                    v.len()
+                ),
             })?;
             Ok(Some(PageId(u64::from_le_bytes(bytes))))
         }
@@ -186,7 +189,14 @@ impl<'t, 's> Table<'t, 's> {
             .or_else(|| inner.catalog.read().get(name).copied());
         let root = match known {
             Some(r) => r,
-            None => match lookup_catalog(inner, TxnReader { txn: &tx.txn, page_size: ps }, name)? {
+            None => match lookup_catalog(
+                inner,
+                TxnReader {
+                    txn: &tx.txn,
+                    page_size: ps,
+                },
+                name,
+            )? {
                 Some(r) => {
                     inner.catalog.write().insert(name.to_string(), r);
                     r
@@ -212,12 +222,22 @@ impl<'t, 's> Table<'t, 's> {
     }
 
     fn pages(&self) -> TxnPages<'t, 's> {
-        TxnPages::new(&self.tx.txn, self.tx.inner.writer.data_path(), self.tx.inner.config.page_size)
+        TxnPages::new(
+            &self.tx.txn,
+            self.tx.inner.writer.data_path(),
+            self.tx.inner.config.page_size,
+        )
     }
 
     /// The value under `key` (this transaction's changes included).
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        Ok(self.tree.get(&TxnReader { txn: &self.tx.txn, page_size: self.tree.limits().page_size }, key)?)
+        Ok(self.tree.get(
+            &TxnReader {
+                txn: &self.tx.txn,
+                page_size: self.tree.limits().page_size,
+            },
+            key,
+        )?)
     }
 
     /// Inserts or replaces; returns the previous value.
@@ -232,7 +252,13 @@ impl<'t, 's> Table<'t, 's> {
 
     /// Ordered iteration over a key range (`.rev()` for descending).
     pub fn range<'k, R: RangeBounds<&'k [u8]>>(&self, range: R) -> Result<Rows<TxnReader<'t, 's>>> {
-        Ok(Rows(self.tree.range(TxnReader { txn: &self.tx.txn, page_size: self.tree.limits().page_size }, range)))
+        Ok(Rows(self.tree.range(
+            TxnReader {
+                txn: &self.tx.txn,
+                page_size: self.tree.limits().page_size,
+            },
+            range,
+        )))
     }
 }
 
@@ -269,7 +295,10 @@ impl<'r> ReadTable<'r> {
 
     /// Ordered iteration over a key range (`.rev()` for descending).
     pub fn range<'k, R: RangeBounds<&'k [u8]>>(&self, range: R) -> Result<Rows<PoolReader<'r>>> {
-        Ok(Rows(self.tree.range(PoolReader(PoolPages { pool: self.pool }), range)))
+        Ok(Rows(
+            self.tree
+                .range(PoolReader(PoolPages { pool: self.pool }), range),
+        ))
     }
 }
 

@@ -38,7 +38,10 @@ fn commit_read_reopen() {
     let store = Store::open(dir.path(), small()).unwrap();
     assert!(!store.recovery().created);
     let r = store.read().unwrap();
-    assert_eq!(r.table("orders").unwrap().get(b"k1").unwrap(), Some(b"v1b".to_vec()));
+    assert_eq!(
+        r.table("orders").unwrap().get(b"k1").unwrap(),
+        Some(b"v1b".to_vec())
+    );
 }
 
 #[test]
@@ -53,13 +56,19 @@ fn abort_and_drop_roll_back_everything() {
     let mut t = tx.table("t").unwrap();
     t.insert(b"a", b"changed").unwrap();
     t.insert(b"b", b"new").unwrap();
-    tx.table("created_then_aborted").unwrap().insert(b"x", b"y").unwrap();
+    tx.table("created_then_aborted")
+        .unwrap()
+        .insert(b"x", b"y")
+        .unwrap();
     tx.abort();
 
     {
         let tx = store.write().unwrap();
         for i in 0..500u32 {
-            tx.table("t").unwrap().insert(&i.to_be_bytes(), &[7u8; 300]).unwrap();
+            tx.table("t")
+                .unwrap()
+                .insert(&i.to_be_bytes(), &[7u8; 300])
+                .unwrap();
         }
         // dropped: rolled back
     }
@@ -68,14 +77,24 @@ fn abort_and_drop_roll_back_everything() {
     assert_eq!(t.get(b"a").unwrap(), Some(b"1".to_vec()));
     assert_eq!(t.get(b"b").unwrap(), None);
     assert_eq!(t.range(..).unwrap().count(), 1);
-    assert!(matches!(r.table("created_then_aborted"), Err(Error::TableNotFound(_))));
+    assert!(matches!(
+        r.table("created_then_aborted"),
+        Err(Error::TableNotFound(_))
+    ));
     assert_eq!(store.stats().aborts, 1);
 }
 
 #[test]
 fn a_transaction_larger_than_the_pool_fails_and_changes_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path(), Config { pool_size: 64 * 4096, ..small() }).unwrap();
+    let store = Store::open(
+        dir.path(),
+        Config {
+            pool_size: 64 * 4096,
+            ..small()
+        },
+    )
+    .unwrap();
     let tx = store.write().unwrap();
     let mut t = tx.table("t").unwrap();
     let mut failed = None;
@@ -86,7 +105,10 @@ fn a_transaction_larger_than_the_pool_fails_and_changes_nothing() {
         }
     }
     let e = failed.expect("a transaction of ~10 MB cannot fit a 256 KiB pool");
-    assert!(e.to_string().contains("pool") || e.to_string().contains("transaction"), "{e}");
+    assert!(
+        e.to_string().contains("pool") || e.to_string().contains("transaction"),
+        "{e}"
+    );
     drop(t);
     drop(tx);
     let tx = store.write().unwrap();
@@ -99,7 +121,10 @@ fn a_transaction_larger_than_the_pool_fails_and_changes_nothing() {
 #[test]
 fn large_values_deep_trees_and_a_pool_smaller_than_the_data() {
     let dir = tempfile::tempdir().unwrap();
-    let cfg = Config { pool_size: 256 * 4096, ..small() };
+    let cfg = Config {
+        pool_size: 256 * 4096,
+        ..small()
+    };
     let mut model = BTreeMap::new();
     {
         let store = Store::open(dir.path(), cfg.clone()).unwrap();
@@ -110,7 +135,11 @@ fn large_values_deep_trees_and_a_pool_smaller_than_the_data() {
                 let k = (batch * 40 + i).wrapping_mul(2654435761).to_be_bytes();
                 let mut key = k.to_vec();
                 key.resize(200, b'.');
-                let v = if i % 17 == 0 { vec![batch as u8; 20_000] } else { vec![i as u8; 120] };
+                let v = if i % 17 == 0 {
+                    vec![batch as u8; 20_000]
+                } else {
+                    vec![i as u8; 120]
+                };
                 t.insert(&key, &v).unwrap();
                 model.insert(key, v);
             }
@@ -118,7 +147,11 @@ fn large_values_deep_trees_and_a_pool_smaller_than_the_data() {
             tx.commit().unwrap();
         }
         let s = store.stats();
-        assert!(s.pool.evictions > 0, "the data must not fit the pool: {:?}", s.pool);
+        assert!(
+            s.pool.evictions > 0,
+            "the data must not fit the pool: {:?}",
+            s.pool
+        );
         store.close().unwrap();
     }
     let store = Store::open(dir.path(), cfg).unwrap();
@@ -133,15 +166,42 @@ fn large_values_deep_trees_and_a_pool_smaller_than_the_data() {
 fn every_durability_level_commits() {
     for d in [Durability::Sync, Durability::Buffered, Durability::Lazy] {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path(), Config { durability: d, ..small() }).unwrap();
+        let store = Store::open(
+            dir.path(),
+            Config {
+                durability: d,
+                ..small()
+            },
+        )
+        .unwrap();
         for i in 0..50u32 {
             let tx = store.write().unwrap();
-            tx.table("t").unwrap().insert(&i.to_be_bytes(), b"v").unwrap();
+            tx.table("t")
+                .unwrap()
+                .insert(&i.to_be_bytes(), b"v")
+                .unwrap();
             tx.commit().unwrap();
         }
         store.close().unwrap();
-        let store = Store::open(dir.path(), Config { durability: d, ..small() }).unwrap();
-        assert_eq!(store.read().unwrap().table("t").unwrap().range(..).unwrap().count(), 50);
+        let store = Store::open(
+            dir.path(),
+            Config {
+                durability: d,
+                ..small()
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            store
+                .read()
+                .unwrap()
+                .table("t")
+                .unwrap()
+                .range(..)
+                .unwrap()
+                .count(),
+            50
+        );
     }
 }
 
@@ -149,7 +209,10 @@ fn every_durability_level_commits() {
 fn commit_async_under_tokio() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path(), small()).unwrap();
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).build().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .build()
+        .unwrap();
     rt.block_on(async {
         let mut handles = Vec::new();
         for w in 0..8u32 {
@@ -158,7 +221,10 @@ fn commit_async_under_tokio() {
                 for i in 0..20u32 {
                     let fut = {
                         let tx = store.write().unwrap();
-                        tx.table("t").unwrap().insert(&(w * 100 + i).to_be_bytes(), b"v").unwrap();
+                        tx.table("t")
+                            .unwrap()
+                            .insert(&(w * 100 + i).to_be_bytes(), b"v")
+                            .unwrap();
                         tx.commit_async()
                     };
                     fut.await.unwrap();
@@ -169,13 +235,30 @@ fn commit_async_under_tokio() {
             h.await.unwrap();
         }
     });
-    assert_eq!(store.read().unwrap().table("t").unwrap().range(..).unwrap().count(), 160);
+    assert_eq!(
+        store
+            .read()
+            .unwrap()
+            .table("t")
+            .unwrap()
+            .range(..)
+            .unwrap()
+            .count(),
+        160
+    );
 }
 
 #[test]
 fn reopening_with_another_page_size_is_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();
     Store::open(dir.path(), small()).unwrap().close().unwrap();
-    let e = Store::open(dir.path(), Config { page_size: 8192, ..small() }).unwrap_err();
+    let e = Store::open(
+        dir.path(),
+        Config {
+            page_size: 8192,
+            ..small()
+        },
+    )
+    .unwrap_err();
     assert!(e.to_string().contains("page_size 4096"), "{e}");
 }
