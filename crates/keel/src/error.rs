@@ -82,6 +82,15 @@ impl From<keel_buffer_pool::PoolError> for Error {
                 page_id,
                 detail: detail.to_string(),
             },
+            keel_buffer_pool::PoolError::Unrecoverable {
+                file,
+                page_id,
+                reason,
+            } => Error::Corruption {
+                file,
+                page_id,
+                detail: format!("cannot be recovered: {reason}"),
+            },
             other => Error::Pool(other),
         }
     }
