@@ -59,6 +59,25 @@ fn config(case: &Case) -> Config {
     }
 }
 
+/// What recovery did, summed over cases (printed so a run shows the faults were real).
+#[derive(Debug, Default)]
+struct Totals {
+    acked: u64,
+    crashed_mid_run: u64,
+    groups_replayed: u64,
+    doublewrite_restored: u64,
+    rebuilt_from_redo: u64,
+    log_bytes_discarded: u64,
+}
+
+static TOTALS: std::sync::Mutex<Option<Totals>> = std::sync::Mutex::new(None);
+
+fn add_totals(f: impl FnOnce(&mut Totals)) {
+    if let Ok(mut t) = TOTALS.lock() {
+        f(t.get_or_insert_with(Totals::default));
+    }
+}
+
 #[derive(Debug, PartialEq, Eq)]
 enum Outcome {
     /// Recovered to the model at this commit index.
@@ -149,10 +168,22 @@ fn run_case(case: Case) -> Result<Outcome, String> {
             Err(_) => break,
         }
     }
+    let mid_run = fs.is_crashed();
     let post = crash_now(&fs);
     drop(store);
     let store = match Store::open_with_fs(Arc::new(post), dir, cfg) {
-        Ok(s) => s,
+        Ok(s) => {
+            let r = s.recovery().clone();
+            add_totals(|t| {
+                t.acked += acked as u64;
+                t.crashed_mid_run += u64::from(mid_run);
+                t.groups_replayed += r.groups_replayed;
+                t.doublewrite_restored += r.doublewrite_restored;
+                t.rebuilt_from_redo += r.redo.unusable_pages_rebuilt.len() as u64;
+                t.log_bytes_discarded += r.log_bytes_discarded;
+            });
+            s
+        }
         Err(e) if case.mode == TornPage::None && e.is_corruption() => {
             return Ok(Outcome::ReportedCorruption)
         }
@@ -209,6 +240,9 @@ fn matrix(cases_per_combo: u64, seed_base: u64) {
         }
     }
     println!("crash matrix: {total} cases, {corruption_reports} torn pages reported in none mode, {} failures", failures.len());
+    if let Ok(t) = TOTALS.lock() {
+        println!("crash matrix totals: {:?}", *t);
+    }
     assert!(
         failures.is_empty(),
         "{} of {total} crash cases failed:\n{}",

@@ -1,0 +1,182 @@
+//! Model test: the store against `BTreeMap`s (proptest): random inserts, removes, gets and
+//! ranges over several tables, commits, aborts and clean or unclean reopens, on SimFs.
+
+use keel::{Config, Error, Store};
+use keel_io::{SimConfig, SimFs};
+use proptest::prelude::*;
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use std::path::Path;
+use std::sync::Arc;
+
+#[derive(Debug, Clone)]
+enum Op {
+    Insert(u8, Vec<u8>, Vec<u8>),
+    Remove(u8, Vec<u8>),
+    Get(u8, Vec<u8>),
+    Range(u8, Bound<Vec<u8>>, Bound<Vec<u8>>, bool),
+}
+
+#[derive(Debug, Clone)]
+enum Step {
+    Txn(Vec<Op>, bool), // ops, commit?
+    ReopenClean,
+    ReopenAfterCrash,
+    Checkpoint,
+}
+
+fn key() -> impl Strategy<Value = Vec<u8>> {
+    prop_oneof![
+        proptest::collection::vec(b'a'..b'e', 1..4),
+        (0u16..400).prop_map(|n| n.to_be_bytes().to_vec()),
+    ]
+}
+
+fn value() -> impl Strategy<Value = Vec<u8>> {
+    prop_oneof![
+        6 => proptest::collection::vec(any::<u8>(), 0..64),
+        1 => proptest::collection::vec(any::<u8>(), 1000..6000),
+    ]
+}
+
+fn bound() -> impl Strategy<Value = Bound<Vec<u8>>> {
+    prop_oneof![
+        Just(Bound::Unbounded),
+        key().prop_map(Bound::Included),
+        key().prop_map(Bound::Excluded),
+    ]
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        5 => (0u8..3, key(), value()).prop_map(|(t, k, v)| Op::Insert(t, k, v)),
+        2 => (0u8..3, key()).prop_map(|(t, k)| Op::Remove(t, k)),
+        2 => (0u8..3, key()).prop_map(|(t, k)| Op::Get(t, k)),
+        1 => (0u8..3, bound(), bound(), any::<bool>()).prop_map(|(t, a, b, r)| Op::Range(t, a, b, r)),
+    ]
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        12 => (proptest::collection::vec(op(), 1..12), prop::bool::weighted(0.8)).prop_map(|(o, c)| Step::Txn(o, c)),
+        1 => Just(Step::ReopenClean),
+        1 => Just(Step::ReopenAfterCrash),
+        1 => Just(Step::Checkpoint),
+    ]
+}
+
+type Tables = BTreeMap<u8, BTreeMap<Vec<u8>, Vec<u8>>>;
+
+fn valid(lo: &Bound<Vec<u8>>, hi: &Bound<Vec<u8>>) -> bool {
+    match (lo, hi) {
+        (Bound::Included(a), Bound::Included(b)) => a <= b,
+        (Bound::Included(a) | Bound::Excluded(a), Bound::Excluded(b))
+        | (Bound::Excluded(a), Bound::Included(b)) => a < b,
+        _ => true,
+    }
+}
+
+fn cfg() -> Config {
+    Config {
+        page_size: 4096,
+        pool_size: 48 * 4096,
+        log_file_size: 256 * 1024,
+        checkpoint_interval_ms: 5,
+        doublewrite_batch: 8,
+        ..Config::default()
+    }
+}
+
+fn check_all(store: &Store, model: &Tables) -> Result<(), TestCaseError> {
+    let r = store.read().unwrap();
+    for t in 0u8..3 {
+        let name = format!("t{t}");
+        let want = model.get(&t).cloned().unwrap_or_default();
+        let got: BTreeMap<Vec<u8>, Vec<u8>> = match r.table(&name) {
+            Ok(tab) => tab.range(..).unwrap().map(|x| x.unwrap()).collect(),
+            Err(Error::TableNotFound(_)) => BTreeMap::new(),
+            Err(e) => panic!("{e}"),
+        };
+        prop_assert_eq!(got, want, "table {}", name);
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+
+    #[test]
+    fn store_matches_btreemaps(steps in proptest::collection::vec(step(), 1..40), seed in any::<u64>()) {
+        let dir = Path::new("/db");
+        let mut fs = SimFs::new(SimConfig::seeded(seed));
+        let mut store = Store::open_with_fs(Arc::new(fs.clone()), dir, cfg()).unwrap();
+        let mut model: Tables = BTreeMap::new();
+        for s in steps {
+            match s {
+                Step::Txn(ops, commit) => {
+                    let tx = store.write().unwrap();
+                    let mut work = model.clone();
+                    for o in ops {
+                        match o {
+                            Op::Insert(t, k, v) => {
+                                let mut tab = tx.table(&format!("t{t}")).unwrap();
+                                let m = work.entry(t).or_default();
+                                prop_assert_eq!(tab.insert(&k, &v).unwrap(), m.insert(k, v));
+                            }
+                            Op::Remove(t, k) => {
+                                let mut tab = tx.table(&format!("t{t}")).unwrap();
+                                let m = work.entry(t).or_default();
+                                prop_assert_eq!(tab.remove(&k).unwrap(), m.remove(&k));
+                            }
+                            Op::Get(t, k) => {
+                                let tab = tx.table(&format!("t{t}")).unwrap();
+                                let m = work.entry(t).or_default();
+                                prop_assert_eq!(tab.get(&k).unwrap(), m.get(&k).cloned());
+                            }
+                            Op::Range(t, lo, hi, rev) => {
+                                let tab = tx.table(&format!("t{t}")).unwrap();
+                                let m = work.entry(t).or_default();
+                                let r = (lo.as_ref().map(|k| k.as_slice()), hi.as_ref().map(|k| k.as_slice()));
+                                let rows = tab.range(r).unwrap();
+                                let got: Vec<(Vec<u8>, Vec<u8>)> = if rev {
+                                    rows.rev().map(|x| x.unwrap()).collect()
+                                } else {
+                                    rows.map(|x| x.unwrap()).collect()
+                                };
+                                let want: Vec<(Vec<u8>, Vec<u8>)> = if valid(&lo, &hi) {
+                                    let it = m.range::<Vec<u8>, _>((lo.clone(), hi.clone())).map(|(k, v)| (k.clone(), v.clone()));
+                                    if rev { it.rev().collect() } else { it.collect() }
+                                } else {
+                                    Vec::new()
+                                };
+                                prop_assert_eq!(got, want);
+                            }
+                        }
+                    }
+                    if commit {
+                        tx.commit().unwrap();
+                        // Tables created by the transaction exist from now on, even if empty.
+                        model = work;
+                    } else {
+                        tx.abort();
+                    }
+                }
+                Step::Checkpoint => {
+                    store.checkpoint().unwrap();
+                }
+                Step::ReopenClean => {
+                    store.close().unwrap();
+                    store = Store::open_with_fs(Arc::new(fs.clone()), dir, cfg()).unwrap();
+                }
+                Step::ReopenAfterCrash => {
+                    // Every commit was acknowledged under Durability::Sync: all must survive.
+                    let post = fs.crash();
+                    drop(store);
+                    fs = post;
+                    store = Store::open_with_fs(Arc::new(fs.clone()), dir, cfg()).unwrap();
+                }
+            }
+            check_all(&store, &model)?;
+        }
+    }
+}
