@@ -50,7 +50,6 @@ impl PageRead for MemPages {
 }
 
 impl PageStore for MemPages {
-
     fn write<R>(&mut self, id: PageId, f: impl FnOnce(&mut [u8]) -> R) -> Result<R> {
         let p = self.pages.get_mut(&id).ok_or_else(|| BTreeError::Corrupt {
             page_id: id,
