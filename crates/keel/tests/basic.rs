@@ -109,7 +109,7 @@ fn a_transaction_larger_than_the_pool_fails_and_changes_nothing() {
         e.to_string().contains("pool") || e.to_string().contains("transaction"),
         "{e}"
     );
-    drop(t);
+
     drop(tx);
     let tx = store.write().unwrap();
     tx.table("t").unwrap().insert(b"after", b"ok").unwrap();
@@ -143,7 +143,7 @@ fn large_values_deep_trees_and_a_pool_smaller_than_the_data() {
                 t.insert(&key, &v).unwrap();
                 model.insert(key, v);
             }
-            drop(t);
+
             tx.commit().unwrap();
         }
         let s = store.stats();
