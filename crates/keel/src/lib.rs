@@ -37,7 +37,6 @@
 mod config;
 mod error;
 pub mod meta;
-mod redo_bridge;
 mod store;
 mod table;
 

@@ -2,7 +2,6 @@
 
 use crate::config::Config;
 use crate::meta::{self, MetaInfo, META_PAGE};
-use crate::redo_bridge::{groups_for_pool, LogSink};
 use crate::table::{ReadTable, Table};
 use crate::{Error, Result};
 use keel_btree::BTree;
@@ -177,13 +176,11 @@ impl Store {
             },
             writer.clone() as Arc<dyn PoolPageStore>,
         )?);
-        let groups = groups_for_pool(&recovered.groups);
-        let redo = pool.apply_redo(recovered.checkpoint_lsn, &groups)?;
+        let redo = pool.apply_redo(recovered.checkpoint_lsn, &recovered.groups)?;
         let mut pages_flushed = 0;
-        if !groups.is_empty() {
+        if !recovered.groups.is_empty() {
             pages_flushed = pool.flush_all()? as u64;
-            let sink = LogSink(&log);
-            let c = pool.checkpoint_lsn(&sink);
+            let c = pool.checkpoint_lsn(&log);
             log.checkpoint(c)?;
         }
         let resolved = writer.resolved();
@@ -218,7 +215,7 @@ impl Store {
                     BTree::create(&mut pages)?.root()
                 };
                 meta::set_catalog_root(&txn, root)?;
-                let lsn = txn.commit(&LogSink(&log))?;
+                let lsn = txn.commit(&log)?;
                 log.wait_durable(lsn)?;
                 root
             }
@@ -433,11 +430,11 @@ enum Exclusive {
 /// writer lock briefly, write those few hot pages too, and record the checkpoint.
 fn checkpoint(c: &CheckpointShared, exclusive: Exclusive) -> Result<Lsn> {
     let _one = c.one_at_a_time.lock();
-    let sink = LogSink(&c.log);
+    let sink = &c.log;
     let run = || -> Result<Lsn> {
-        let target = c.pool.begin_checkpoint(&sink);
+        let target = c.pool.begin_checkpoint(sink);
         c.pool.flush_up_to(target)?;
-        let mut lsn = c.pool.checkpoint_lsn(&sink);
+        let mut lsn = c.pool.checkpoint_lsn(sink);
         if lsn < target {
             let guard = match exclusive {
                 Exclusive::Held => None,
@@ -446,7 +443,7 @@ fn checkpoint(c: &CheckpointShared, exclusive: Exclusive) -> Result<Lsn> {
             };
             if guard.is_some() || exclusive == Exclusive::Held {
                 c.pool.flush_up_to(target)?;
-                lsn = c.pool.checkpoint_lsn(&sink);
+                lsn = c.pool.checkpoint_lsn(sink);
             }
         }
         if lsn > c.log.checkpoint_lsn() {
@@ -584,7 +581,7 @@ impl<'s> WriteTxn<'s> {
                 });
             }
         }
-        let lsn = match txn.commit(&LogSink(&inner.log)) {
+        let lsn = match txn.commit(&inner.log) {
             Ok(lsn) => lsn,
             Err(e) => {
                 let e = Error::from(e);
