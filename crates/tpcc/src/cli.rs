@@ -1,8 +1,7 @@
 //! The `keel-tpcc` command line: `load`, `run`, `check`, `matrix`, `quick`.
 //!
-//! Every command is generic over the engine; `--engine` picks it (today only `memory`, the
-//! in-memory reference engine; the durable keel store is added as one more [`EngineKind`] variant
-//! and one adapter module). Exit status: 0 success, 1 a consistency check failed, 2 an error.
+//! Every command is generic over the engine; `--engine` picks it: `keel` (the durable store, the
+//! default) or `memory` (the in-memory reference engine). Exit status: 0 success, 1 a consistency check failed, 2 an error.
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::{Path, PathBuf};
@@ -16,6 +15,7 @@ use crate::driver::{
 use crate::engine::Engine;
 use crate::error::{TpccError, TpccResult};
 use crate::fsmount::{copy_dir, FsKind, Mounted};
+use crate::keel_engine::KeelEngine;
 use crate::load::{load, read_marker, LoadOptions};
 use crate::matrix::{run_matrix, MatrixOptions, MatrixSpec};
 use crate::memory::MemoryEngine;
@@ -23,6 +23,8 @@ use crate::memory::MemoryEngine;
 /// Which storage engine to run on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum EngineKind {
+    /// The durable keel store.
+    Keel,
     /// The in-memory reference engine ("memory (no durability)").
     Memory,
 }
@@ -31,6 +33,7 @@ impl EngineKind {
     /// The `--engine` value.
     pub fn name(self) -> &'static str {
         match self {
+            EngineKind::Keel => "keel",
             EngineKind::Memory => "memory",
         }
     }
@@ -38,6 +41,7 @@ impl EngineKind {
     /// Whether acknowledged commits survive a crash on this engine.
     pub fn durable(self) -> bool {
         match self {
+            EngineKind::Keel => KeelEngine::DURABLE,
             EngineKind::Memory => MemoryEngine::DURABLE,
         }
     }
@@ -49,7 +53,7 @@ impl EngineKind {
 #[command(name = "keel-tpcc", version)]
 pub struct Cli {
     /// Storage engine.
-    #[arg(long, value_enum, default_value = "memory", global = true)]
+    #[arg(long, value_enum, default_value = "keel", global = true)]
     pub engine: EngineKind,
     /// The command.
     #[command(subcommand)]
@@ -300,6 +304,7 @@ pub fn main() -> i32 {
 /// Runs a parsed command line with the chosen engine.
 pub fn dispatch(cli: &Cli) -> TpccResult<i32> {
     match cli.engine {
+        EngineKind::Keel => run_command::<KeelEngine>(&cli.command),
         EngineKind::Memory => run_command::<MemoryEngine>(&cli.command),
     }
 }

@@ -2,14 +2,15 @@
 //! `keel-tpcc` CLI around it.
 //!
 //! Everything is generic over the storage trait [`engine::Engine`], which mirrors the `keel`
-//! facade contract; [`memory::MemoryEngine`] is the in-memory reference engine ("memory (no
-//! durability)") used by the tests and as a baseline row in reports.
+//! facade contract; [`keel_engine::KeelEngine`] is the durable keel store (the CLI's default
+//! engine) and [`memory::MemoryEngine`] the in-memory reference engine ("memory (no
+//! durability)"), a correctness baseline and a "no I/O" row in reports.
 //!
 //! Modules: [`schema`] (tables, keys, rows), [`load`] (deterministic loader), [`txn`] (the five
 //! transactions and the terminal input generator), [`driver`] (terminals, interval lines,
 //! summary, run files), [`check`] (consistency conditions 1–12), [`matrix`] (interleaved
 //! configuration matrices), [`report`] (report.md and SVG charts), [`fsmount`] (loop-mounted file
-//! systems), [`cli`] (the commands).
+//! systems), [`keel_engine`] (the keel adapter), [`cli`] (the commands).
 
 pub mod check;
 pub mod cli;
@@ -18,6 +19,7 @@ pub mod driver;
 pub mod engine;
 pub mod error;
 pub mod fsmount;
+pub mod keel_engine;
 pub mod load;
 pub mod matrix;
 pub mod memory;
@@ -28,4 +30,5 @@ pub mod txn;
 
 pub use engine::{Engine, EngineError, EngineStats, ReadTx, WriteTx};
 pub use error::{TpccError, TpccResult};
+pub use keel_engine::KeelEngine;
 pub use memory::MemoryEngine;

@@ -1,0 +1,319 @@
+//! The real engine: the durable `keel` store behind the workload's [`Engine`] trait.
+//!
+//! [`KeelEngine`] wraps a [`keel::Store`]. Write transactions are [`keel::WriteTxn`]s (one writer
+//! at a time, early lock release, group commit); read transactions are [`keel::ReadTxn`]s. Tables
+//! are opened per call through `tx.table(name)` (cheap: the store caches its catalog). The
+//! workload's [`StoreConfig`] is mapped knob by knob onto [`keel::Config`]
+//! ([`keel_config`]); an unset knob keeps the store's default.
+//!
+//! Invariants this adapter keeps (tests in `tests/keel_engine.rs` break each on purpose):
+//! - a table that was never created reads as empty in a read transaction
+//!   ([`keel::Error::TableNotFound`] becomes "no rows"), like the trait's contract says;
+//! - scans visit exactly `[start, end)` in the asked direction (an empty or inverted range visits
+//!   nothing);
+//! - a configuration the store cannot run here (atomic writes on a file system without them)
+//!   becomes [`EngineError::Unsupported`] with the store's reason, so a matrix lists it as
+//!   skipped rather than failing;
+//! - a dropped or aborted write transaction leaves no trace (the store rolls it back).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use crate::config::{ChecksumKind, DurabilityKind, LogFiles, LogSync, StoreConfig, TornPage};
+use crate::engine::{
+    Direction, Engine, EngineError, EngineResult, EngineStats, Flow, ReadTx, Visitor, WriteTx,
+};
+
+/// The durable keel store as a workload engine.
+pub struct KeelEngine(pub keel::Store);
+
+impl std::fmt::Debug for KeelEngine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "KeelEngine({})", self.0.dir().display())
+    }
+}
+
+/// A write transaction of [`KeelEngine`].
+pub struct KeelWrite<'a> {
+    tx: keel::WriteTxn<'a>,
+}
+
+/// A read transaction of [`KeelEngine`].
+pub struct KeelRead<'a> {
+    tx: keel::ReadTxn<'a>,
+}
+
+/// The store's [`keel::Config`] for the workload's knobs: every knob that is set replaces the
+/// store default of the same name. `write_ahead_size = 0` (padding off) becomes the log block
+/// size (the store's spelling of "no padding"); `checkpoint_interval` is in milliseconds.
+pub fn keel_config(c: &StoreConfig) -> keel::Config {
+    let mut k = keel::Config::default();
+    if let Some(v) = c.page_size {
+        k.page_size = v as usize;
+    }
+    if let Some(v) = c.pool_size {
+        k.pool_size = usize::try_from(v).unwrap_or(usize::MAX);
+    }
+    if let Some(v) = c.torn_page {
+        k.torn_page = match v {
+            TornPage::Doublewrite => keel::TornPage::Doublewrite,
+            TornPage::Atomic => keel::TornPage::Atomic,
+            TornPage::FullPageWrites => keel::TornPage::FullPageWrites,
+            TornPage::Auto => keel::TornPage::Auto,
+            TornPage::None => keel::TornPage::None,
+        };
+    }
+    if let Some(v) = c.doublewrite_batch {
+        k.doublewrite_batch = v as usize;
+    }
+    if let Some(v) = c.init_on_flush_skip {
+        k.init_on_flush_skip = v;
+    }
+    if let Some(v) = c.log_block_size {
+        k.log_block_size = v;
+    }
+    if let Some(v) = c.write_ahead_size {
+        k.write_ahead_size = if v == 0 {
+            k.log_block_size as usize
+        } else {
+            v as usize
+        };
+    }
+    if let Some(v) = c.log_sync {
+        k.log_sync = match v {
+            LogSync::Fsync => keel::SyncMethod::Fsync,
+            LogSync::Fdatasync => keel::SyncMethod::Fdatasync,
+            LogSync::ODsync => keel::SyncMethod::ODsync,
+            LogSync::ODirect => keel::SyncMethod::ODirect,
+        };
+    }
+    if let Some(v) = c.log_files {
+        k.log_files = match v {
+            LogFiles::Preallocated => keel::LogFileMode::Preallocated,
+            LogFiles::Growing => keel::LogFileMode::Growing,
+        };
+    }
+    if let Some(v) = c.log_file_size {
+        k.log_file_size = v;
+    }
+    if let Some(v) = c.checksum {
+        k.checksum = match v {
+            ChecksumKind::Crc32c => keel::Checksum::Crc32c,
+            ChecksumKind::Legacy => keel::Checksum::Legacy,
+            ChecksumKind::None => keel::Checksum::None,
+        };
+    }
+    if let Some(v) = c.durability {
+        k.durability = match v {
+            DurabilityKind::Sync => keel::Durability::Sync,
+            DurabilityKind::Buffered => keel::Durability::Buffered,
+            DurabilityKind::Lazy => keel::Durability::Lazy,
+        };
+    }
+    if let Some(v) = c.group_commit_delay_us {
+        k.group_commit_delay_us = v;
+    }
+    if let Some(v) = c.checkpoint_interval {
+        k.checkpoint_interval_ms = v;
+    }
+    k
+}
+
+/// Maps a store error onto the workload's error type (atomic writes that the file system cannot
+/// do become [`EngineError::Unsupported`]; corruption keeps its file and detail).
+pub fn engine_error(e: keel::Error) -> EngineError {
+    match e {
+        keel::Error::Flush(f @ keel_flush::FlushError::AtomicUnavailable { .. }) => {
+            EngineError::Unsupported(f.to_string())
+        }
+        keel::Error::Corruption {
+            file,
+            page_id,
+            detail,
+        } => EngineError::Corrupt {
+            path: file,
+            detail: format!("{page_id}: {detail}"),
+        },
+        other => EngineError::Store(Box::new(other)),
+    }
+}
+
+fn visit_rows<I>(rows: I, visit: &mut Visitor<'_>) -> EngineResult<()>
+where
+    I: Iterator<Item = keel::Result<(Vec<u8>, Vec<u8>)>>,
+{
+    for kv in rows {
+        let (k, v) = kv.map_err(engine_error)?;
+        if visit(&k, &v)? == Flow::Stop {
+            break;
+        }
+    }
+    Ok(())
+}
+
+impl ReadTx for KeelRead<'_> {
+    fn get(&mut self, table: &str, key: &[u8]) -> EngineResult<Option<Vec<u8>>> {
+        match self.tx.table(table) {
+            Ok(t) => t.get(key).map_err(engine_error),
+            Err(keel::Error::TableNotFound(_)) => Ok(None),
+            Err(e) => Err(engine_error(e)),
+        }
+    }
+
+    fn scan(
+        &mut self,
+        table: &str,
+        start: &[u8],
+        end: &[u8],
+        dir: Direction,
+        visit: &mut Visitor<'_>,
+    ) -> EngineResult<()> {
+        if start >= end {
+            return Ok(());
+        }
+        let t = match self.tx.table(table) {
+            Ok(t) => t,
+            Err(keel::Error::TableNotFound(_)) => return Ok(()),
+            Err(e) => return Err(engine_error(e)),
+        };
+        let rows = t.range(start..end).map_err(engine_error)?;
+        match dir {
+            Direction::Forward => visit_rows(rows, visit),
+            Direction::Reverse => visit_rows(rows.rev(), visit),
+        }
+    }
+}
+
+impl ReadTx for KeelWrite<'_> {
+    fn get(&mut self, table: &str, key: &[u8]) -> EngineResult<Option<Vec<u8>>> {
+        self.tx
+            .table(table)
+            .and_then(|t| t.get(key))
+            .map_err(engine_error)
+    }
+
+    fn scan(
+        &mut self,
+        table: &str,
+        start: &[u8],
+        end: &[u8],
+        dir: Direction,
+        visit: &mut Visitor<'_>,
+    ) -> EngineResult<()> {
+        if start >= end {
+            return Ok(());
+        }
+        let t = self.tx.table(table).map_err(engine_error)?;
+        let rows = t.range(start..end).map_err(engine_error)?;
+        match dir {
+            Direction::Forward => visit_rows(rows, visit),
+            Direction::Reverse => visit_rows(rows.rev(), visit),
+        }
+    }
+}
+
+impl WriteTx for KeelWrite<'_> {
+    fn insert(&mut self, table: &str, key: &[u8], value: &[u8]) -> EngineResult<Option<Vec<u8>>> {
+        self.tx
+            .table(table)
+            .and_then(|mut t| t.insert(key, value))
+            .map_err(engine_error)
+    }
+
+    fn remove(&mut self, table: &str, key: &[u8]) -> EngineResult<Option<Vec<u8>>> {
+        self.tx
+            .table(table)
+            .and_then(|mut t| t.remove(key))
+            .map_err(engine_error)
+    }
+
+    fn commit(self) -> EngineResult<()> {
+        self.tx.commit().map_err(engine_error)
+    }
+
+    fn abort(self) {
+        self.tx.abort();
+    }
+}
+
+impl KeelEngine {
+    /// The store.
+    pub fn store(&self) -> &keel::Store {
+        &self.0
+    }
+}
+
+impl Engine for KeelEngine {
+    type Write<'a> = KeelWrite<'a>;
+    type Read<'a> = KeelRead<'a>;
+
+    const LABEL: &'static str = "keel";
+    const DURABLE: bool = true;
+    const HONOURS_CONFIG: bool = true;
+
+    fn open(dir: &Path, config: &StoreConfig) -> EngineResult<Self> {
+        keel::Store::open(dir, keel_config(config))
+            .map(KeelEngine)
+            .map_err(engine_error)
+    }
+
+    fn write(&self) -> EngineResult<Self::Write<'_>> {
+        Ok(KeelWrite {
+            tx: self.0.write().map_err(engine_error)?,
+        })
+    }
+
+    fn read(&self) -> EngineResult<Self::Read<'_>> {
+        Ok(KeelRead {
+            tx: self.0.read().map_err(engine_error)?,
+        })
+    }
+
+    fn checkpoint(&self) -> EngineResult<()> {
+        self.0.checkpoint().map(|_| ()).map_err(engine_error)
+    }
+
+    fn stats(&self) -> EngineStats {
+        let s = self.0.stats();
+        // O_DSYNC writes are synchronous: the log issues no sync call, so count the durable
+        // flushes (one per group commit) as its syncs.
+        let odsync = self.0.effective().config.log_sync == keel::SyncMethod::ODsync;
+        let log_syncs = if odsync {
+            s.log.durable_flushes
+        } else {
+            s.log.syncs
+        };
+        let mut other = BTreeMap::new();
+        for (k, v) in [
+            ("checkpoints", s.checkpoints),
+            ("log_durable_flushes", s.log.durable_flushes),
+            ("log_write_calls", s.log.writes),
+            ("log_padding_bytes", s.log.padding_bytes),
+            ("log_tail_rewrites", s.log.tail_rewrites),
+            ("log_space_waits", s.log.space_waits),
+            ("flush_batches", s.flush.batches),
+            ("data_bytes_written", s.flush.data_bytes_written),
+            ("doublewrite_syncs", s.flush.doublewrite_syncs),
+            ("full_page_image_bytes", s.flush.full_page_image_bytes),
+            ("forced_log_flushes", s.flush.forced_log_flushes),
+            ("pages_read", s.flush.pages_read),
+        ] {
+            other.insert(k.to_string(), v);
+        }
+        EngineStats {
+            commits: s.commits,
+            aborts: s.aborts,
+            data_writes: s.flush.data_writes,
+            data_pages_written: s.flush.data_pages_written,
+            doublewrite_writes: s.flush.doublewrite_writes,
+            doublewrite_pages: s.flush.doublewrite_pages,
+            pages_skipped_protection: s.flush.pages_skipped_protection,
+            atomic_writes: s.flush.atomic_writes,
+            full_page_images: s.flush.full_page_images,
+            log_bytes: s.log.bytes_written,
+            log_syncs,
+            data_syncs: s.flush.syncs,
+            other,
+        }
+    }
+}
