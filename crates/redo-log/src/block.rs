@@ -259,10 +259,7 @@ mod tests {
         let mut v = vec![0u8; b];
         h.write(&mut v);
         let n = (h.used as usize).min(payload_size(b));
-        for (i, x) in v[BLOCK_HEADER..BLOCK_HEADER + n]
-            .iter_mut()
-            .enumerate()
-        {
+        for (i, x) in v[BLOCK_HEADER..BLOCK_HEADER + n].iter_mut().enumerate() {
             *x = i as u8;
         }
         seal_block(&mut v, salt);

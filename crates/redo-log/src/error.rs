@@ -16,7 +16,9 @@ pub enum LogError {
     /// An earlier write or sync of the log failed, so the log refuses everything from then on:
     /// data written since the last successful sync may be lost, and a failed sync is never
     /// retried as if it had worked. Reopen the log to recover what is durable.
-    #[error("the redo log is poisoned: {op} of {path} failed earlier ({cause}); no further writes")]
+    #[error(
+        "the redo log is poisoned: {op} of {path} failed earlier ({cause}); no further writes"
+    )]
     Poisoned {
         /// The log file whose write or sync failed.
         path: PathBuf,
@@ -98,7 +100,9 @@ pub enum LogError {
     },
 
     /// A group is larger than the log can ever hold.
-    #[error("a record group of {bytes} bytes cannot be logged: the limit is {limit} bytes ({why})")]
+    #[error(
+        "a record group of {bytes} bytes cannot be logged: the limit is {limit} bytes ({why})"
+    )]
     GroupTooLarge {
         /// The encoded size of the group.
         bytes: u64,

@@ -121,7 +121,9 @@ impl StaticHeader {
         }
         let version = u32_at(b, 8);
         if version != VERSION {
-            return Err(format!("format version {version}, this build reads {VERSION}"));
+            return Err(format!(
+                "format version {version}, this build reads {VERSION}"
+            ));
         }
         let block_size = u32_at(b, 12);
         if block_size != 512 && block_size != 4096 {

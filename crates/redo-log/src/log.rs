@@ -196,7 +196,12 @@ fn salt_now(dir: &Path) -> u32 {
 }
 
 /// Creates a new, empty log in `dir`.
-fn create_log(fs: &Arc<dyn FileSystem>, dir: &Path, cfg: &LogConfig, opts: OpenOptions) -> Result<()> {
+fn create_log(
+    fs: &Arc<dyn FileSystem>,
+    dir: &Path,
+    cfg: &LogConfig,
+    opts: OpenOptions,
+) -> Result<()> {
     // Leftovers of an earlier log or an interrupted creation.
     for path in fs.list_dir(dir)? {
         let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
@@ -327,7 +332,12 @@ impl RedoLog {
         };
         let mode = |p: bool| if p { "preallocated" } else { "growing" }.to_string();
         if st.preallocated != pre {
-            return Err(mismatch(&hpath, "log files", mode(st.preallocated), mode(pre)));
+            return Err(mismatch(
+                &hpath,
+                "log files",
+                mode(st.preallocated),
+                mode(pre),
+            ));
         }
         if st.file_size != cfg.files.file_size() {
             return Err(mismatch(
@@ -379,12 +389,13 @@ impl RedoLog {
         };
 
         // A new incarnation, recorded before anything of it is written.
-        let incarnation = slot.incarnation.checked_add(1).ok_or_else(|| {
-            LogError::CorruptHeader {
-                path: hpath.clone(),
-                reason: "incarnation counter exhausted".into(),
-            }
-        })?;
+        let incarnation =
+            slot.incarnation
+                .checked_add(1)
+                .ok_or_else(|| LogError::CorruptHeader {
+                    path: hpath.clone(),
+                    reason: "incarnation counter exhausted".into(),
+                })?;
         let seq = slot.seq + 1;
         let new_slot = Slot {
             seq,
@@ -446,7 +457,8 @@ impl RedoLog {
         let stats = Counters::default();
         let ring = Ring::new(cfg.buffer_size);
         // Write the (empty) restart block and sync it.
-        w.emit(&ring, m * p, &stats).map_err(|f| LogError::Io(f.err))?;
+        w.emit(&ring, m * p, &stats)
+            .map_err(|f| LogError::Io(f.err))?;
         w.sync(&stats).map_err(|f| LogError::Io(f.err))?;
 
         let start = m * p;
@@ -769,7 +781,10 @@ impl Shared {
 
     fn capacity(&self) -> Option<u64> {
         if self.geo.preallocated {
-            Some((self.geo.lap_blocks().saturating_sub(self.reserve_blocks)) * self.geo.payload as u64)
+            Some(
+                (self.geo.lap_blocks().saturating_sub(self.reserve_blocks))
+                    * self.geo.payload as u64,
+            )
         } else {
             None
         }
@@ -859,7 +874,8 @@ impl Shared {
             }
             d.completed
         };
-        self.completed.store(c, SeqCst);
+        // Two appenders may get here out of order after releasing `done`: never move back.
+        self.completed.fetch_max(c, SeqCst);
         let g = self.sig.lock();
         if g.sleepers > 0 {
             self.progress_cv.notify_all();
@@ -1136,7 +1152,10 @@ impl Shared {
                 let hdr = hdr.map_err(|why| LogError::Corrupt {
                     path: src.path_of(b),
                     lsn: Lsn(lsn),
-                    reason: format!("durable block {b} ({}) fails verification: {why}", src.describe(b)),
+                    reason: format!(
+                        "durable block {b} ({}) fails verification: {why}",
+                        src.describe(b)
+                    ),
                 })?;
                 if hdr.restart && b * p <= lsn {
                     break b * p;

@@ -223,7 +223,9 @@ pub fn decode_group(bytes: &[u8]) -> Result<Vec<Record>, String> {
     let mut r = Reader { bytes, pos: 0 };
     let tag = r.u8()?;
     if tag != GROUP_TAG {
-        return Err(format!("group starts with tag {tag:#04x}, not {GROUP_TAG:#04x}"));
+        return Err(format!(
+            "group starts with tag {tag:#04x}, not {GROUP_TAG:#04x}"
+        ));
     }
     let len = r.u32()? as usize;
     if len != bytes.len() {

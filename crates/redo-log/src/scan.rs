@@ -72,7 +72,9 @@ pub(crate) struct ScanParams {
 pub(crate) struct ScanEnd {
     /// LSN after the last complete group (or boundary) accepted.
     pub end: u64,
-    /// The first block that is not part of the accepted stream: a restart goes here.
+    /// Where a restart block goes: the first block that is not part of the accepted stream, or
+    /// the last accepted block if it is empty (an earlier opening's restart block that received
+    /// no data: reusing it keeps repeated recoveries from eating log space).
     pub next_block: u64,
     /// Bytes of incomplete or abandoned groups skipped.
     pub discarded_bytes: u64,
@@ -121,7 +123,8 @@ fn load<S: BlockSource>(
         check_block(raw, geo.salt, n, geo.epoch_of(n), verify).map(|hdr| Blk {
             n,
             hdr,
-            payload: raw[crate::block::BLOCK_HEADER..crate::block::BLOCK_HEADER + hdr.used as usize]
+            payload: raw
+                [crate::block::BLOCK_HEADER..crate::block::BLOCK_HEADER + hdr.used as usize]
                 .to_vec(),
         }),
     )
@@ -303,7 +306,11 @@ pub(crate) fn scan<S: BlockSource>(
     let mut discards = Vec::new();
     let finish = |st: &Stream<'_, S>, end: u64, discarded, discards, stop| ScanEnd {
         end,
-        next_block: st.cur.n + 1,
+        next_block: if st.cur.hdr.used == 0 {
+            st.cur.n
+        } else {
+            st.cur.n + 1
+        },
         discarded_bytes: discarded,
         discards,
         stop,
@@ -339,7 +346,13 @@ pub(crate) fn scan<S: BlockSource>(
                 st.cur.n,
                 st.src.describe(st.cur.n)
             ));
-            return Ok(finish(&st, pos, discarded, discards, "malformed data".into()));
+            return Ok(finish(
+                &st,
+                pos,
+                discarded,
+                discards,
+                "malformed data".into(),
+            ));
         }
         if !st.seen_group {
             st.seen_group = true;
@@ -352,7 +365,13 @@ pub(crate) fn scan<S: BlockSource>(
                     st.src.describe(st.cur.n),
                     st.cur.hdr.first_group
                 ));
-                return Ok(finish(&st, pos, discarded, discards, "inconsistent block".into()));
+                return Ok(finish(
+                    &st,
+                    pos,
+                    discarded,
+                    discards,
+                    "inconsistent block".into(),
+                ));
             }
         }
         let start = pos;
@@ -368,7 +387,13 @@ pub(crate) fn scan<S: BlockSource>(
                     discards.push(format!(
                         "group at LSN {start} declares {len} bytes (at least {GROUP_OVERHEAD} needed)"
                     ));
-                    return Ok(finish(&st, start, discarded, discards, "malformed group".into()));
+                    return Ok(finish(
+                        &st,
+                        start,
+                        discarded,
+                        discards,
+                        "malformed group".into(),
+                    ));
                 }
                 st.read(&mut cursor, len - GROUP_HEADER, &mut bytes)?
             }
@@ -409,7 +434,13 @@ pub(crate) fn scan<S: BlockSource>(
             Err(why) => {
                 discarded += bytes.len() as u64;
                 discards.push(format!("malformed group at LSN {start}: {why}"));
-                return Ok(finish(&st, start, discarded, discards, "malformed group".into()));
+                return Ok(finish(
+                    &st,
+                    start,
+                    discarded,
+                    discards,
+                    "malformed group".into(),
+                ));
             }
         }
     }

@@ -9,7 +9,9 @@
 //! `wait_durable` returned Ok (and every group recovered before). Runs for both block sizes, both
 //! file modes, each sync method, both sector sizes.
 //!
-//! `KEEL_CRASH_CASES` sets the number of cases per configuration (default 40).
+//! `KEEL_CRASH_CASES` sets the number of cases per configuration (default 40), `KEEL_CRASH_SEED`
+//! selects another set of cases (soaks), `KEEL_HANG_PAUSE` gives a debugger time to attach when
+//! the watchdog finds a hung case.
 
 mod common;
 
@@ -425,8 +427,41 @@ fn workload(log: &RedoLog, c: &Case, round: usize) -> Outcome {
     }
 }
 
+/// The case running now and when it started: a watchdog aborts the process (naming the case)
+/// if one case runs for more than a minute, so a hang fails loudly instead of timing out.
+static CURRENT: Mutex<Option<(String, std::time::Instant)>> = Mutex::new(None);
+
+fn watchdog() {
+    static STARTED: std::sync::Once = std::sync::Once::new();
+    STARTED.call_once(|| {
+        std::thread::spawn(|| loop {
+            std::thread::sleep(Duration::from_secs(5));
+            if let Some((case, t0)) = CURRENT.lock().clone() {
+                if t0.elapsed() > Duration::from_secs(60) {
+                    eprintln!("HANG: a crash case has run for over 60 s: {case}");
+                    // KEEL_HANG_PAUSE=<seconds>: time to attach a debugger before aborting.
+                    let pause = std::env::var("KEEL_HANG_PAUSE")
+                        .ok()
+                        .and_then(|v| v.parse().ok())
+                        .unwrap_or(0);
+                    std::thread::sleep(Duration::from_secs(pause));
+                    std::process::abort();
+                }
+            }
+        });
+    });
+}
+
 /// Runs one case; `Err` describes a violated property.
 fn run_case(c: &Case) -> Result<(), String> {
+    watchdog();
+    *CURRENT.lock() = Some((format!("{c:?}"), std::time::Instant::now()));
+    let r = run_case_inner(c);
+    *CURRENT.lock() = None;
+    r
+}
+
+fn run_case_inner(c: &Case) -> Result<(), String> {
     let cov = coverage(&key(c));
     cov.cases.fetch_add(1, SeqCst);
     let cfg = config(c);
@@ -488,6 +523,13 @@ fn run_case(c: &Case) -> Result<(), String> {
     Ok(())
 }
 
+fn extra_seed() -> u64 {
+    std::env::var("KEEL_CRASH_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
 fn cases() -> u32 {
     std::env::var("KEEL_CRASH_CASES")
         .ok()
@@ -512,8 +554,9 @@ fn case_strategy(
     )
         .prop_map(
             move |(seed, threads, per_thread, policy, crash_frac, rounds, crash_in_open)| Case {
-                // Each configuration gets its own cases.
+                // Each configuration gets its own cases; KEEL_CRASH_SEED picks another set.
                 seed: seed
+                    ^ extra_seed()
                     ^ (block.bytes() as u64) << 20
                     ^ (growing as u64) << 33
                     ^ (sync as u64) << 40
@@ -673,7 +716,10 @@ fn in_place_tail_rewrite_with_small_sectors_loses_commits() {
     };
     let (bad, first) = failures(broken, 20);
     eprintln!("in-place tail rewrites: {bad} of 20 cases lose commits; first: {first:?}");
-    assert!(bad > 0, "in-place rewrites of 4 KiB blocks on 512-byte sectors must lose commits");
+    assert!(
+        bad > 0,
+        "in-place rewrites of 4 KiB blocks on 512-byte sectors must lose commits"
+    );
     assert!(first.unwrap_or_default().contains("was lost"));
 }
 

@@ -52,7 +52,10 @@ fn fill(log: &RedoLog, first_tag: u64, n: u64) -> Vec<(std::ops::Range<Lsn>, Vec
     out
 }
 
-fn same(recovered: &[keel_redo_log::RecoveredGroup], expect: &[(std::ops::Range<Lsn>, Vec<Record>)]) {
+fn same(
+    recovered: &[keel_redo_log::RecoveredGroup],
+    expect: &[(std::ops::Range<Lsn>, Vec<Record>)],
+) {
     assert_eq!(recovered.len(), expect.len(), "number of groups");
     for (g, (r, recs)) in recovered.iter().zip(expect) {
         assert_eq!((g.start_lsn, g.end_lsn), (r.start, r.end));
@@ -63,7 +66,12 @@ fn same(recovered: &[keel_redo_log::RecoveredGroup], expect: &[(std::ops::Range<
 #[test]
 fn append_close_reopen_recovers_every_group() {
     for block in LogBlockSize::ALL {
-        for files in [prealloc(256 << 10, 2), LogFiles::Growing { file_size: 64 << 10 }] {
+        for files in [
+            prealloc(256 << 10, 2),
+            LogFiles::Growing {
+                file_size: 64 << 10,
+            },
+        ] {
             for sync in SyncMethod::ALL {
                 let dir = tempfile::tempdir().unwrap();
                 let c = cfg(block, files, sync);
@@ -94,7 +102,11 @@ fn append_close_reopen_recovers_every_group() {
 #[test]
 fn reopening_many_times_keeps_every_group_in_order() {
     let dir = tempfile::tempdir().unwrap();
-    let c = cfg(LogBlockSize::B512, prealloc(128 << 10, 2), SyncMethod::Fdatasync);
+    let c = cfg(
+        LogBlockSize::B512,
+        prealloc(128 << 10, 2),
+        SyncMethod::Fdatasync,
+    );
     let mut all = Vec::new();
     for round in 0..8u64 {
         let (log, rec) = RedoLog::open(os(), dir.path(), c.clone()).unwrap();
@@ -107,7 +119,11 @@ fn reopening_many_times_keeps_every_group_in_order() {
 #[test]
 fn opening_with_another_layout_is_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();
-    let c = cfg(LogBlockSize::B512, prealloc(64 << 10, 2), SyncMethod::Fdatasync);
+    let c = cfg(
+        LogBlockSize::B512,
+        prealloc(64 << 10, 2),
+        SyncMethod::Fdatasync,
+    );
     drop(RedoLog::open(os(), dir.path(), c.clone()).unwrap());
     let other = LogConfig {
         block_size: LogBlockSize::B4096,
@@ -116,15 +132,23 @@ fn opening_with_another_layout_is_a_clear_error() {
     let e = RedoLog::open(os(), dir.path(), other).unwrap_err();
     let msg = e.to_string();
     assert!(matches!(e, LogError::ConfigMismatch { .. }), "{msg}");
-    assert!(msg.contains("log block size") && msg.contains("512") && msg.contains("4096"), "{msg}");
+    assert!(
+        msg.contains("log block size") && msg.contains("512") && msg.contains("4096"),
+        "{msg}"
+    );
     assert!(msg.contains("log.header"), "{msg}");
     let other = LogConfig {
-        files: LogFiles::Growing { file_size: 64 << 10 },
+        files: LogFiles::Growing {
+            file_size: 64 << 10,
+        },
         ..c.clone()
     };
     assert!(matches!(
         RedoLog::open(os(), dir.path(), other),
-        Err(LogError::ConfigMismatch { field: "log files", .. })
+        Err(LogError::ConfigMismatch {
+            field: "log files",
+            ..
+        })
     ));
     let other = LogConfig {
         files: prealloc(128 << 10, 2),
@@ -139,7 +163,11 @@ fn opening_with_another_layout_is_a_clear_error() {
 #[test]
 fn invalid_configurations_are_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let base = cfg(LogBlockSize::B4096, prealloc(64 << 10, 2), SyncMethod::Fdatasync);
+    let base = cfg(
+        LogBlockSize::B4096,
+        prealloc(64 << 10, 2),
+        SyncMethod::Fdatasync,
+    );
     for bad in [
         LogConfig {
             write_ahead_size: 512,
@@ -176,13 +204,24 @@ fn invalid_configurations_are_refused() {
 #[test]
 fn odirect_refuses_blocks_below_the_device_block() {
     // A device with 4 KiB logical blocks (SimFs models the alignment direct I/O needs).
-    let fs = SimFs::new(SimConfig::seeded(1).direct_alignment(4096).sector_size(4096));
+    let fs = SimFs::new(
+        SimConfig::seeded(1)
+            .direct_alignment(4096)
+            .sector_size(4096),
+    );
     let fs: Arc<dyn FileSystem> = Arc::new(fs);
-    let c = cfg(LogBlockSize::B512, prealloc(64 << 10, 2), SyncMethod::ODirect);
+    let c = cfg(
+        LogBlockSize::B512,
+        prealloc(64 << 10, 2),
+        SyncMethod::ODirect,
+    );
     let e = RedoLog::open(fs.clone(), Path::new("/log"), c.clone()).unwrap_err();
     let msg = e.to_string();
     assert!(matches!(e, LogError::BlockBelowDeviceBlock { .. }), "{msg}");
-    assert!(msg.contains("4096") && msg.contains("512") && msg.contains("/log"), "{msg}");
+    assert!(
+        msg.contains("4096") && msg.contains("512") && msg.contains("/log"),
+        "{msg}"
+    );
     // 4 KiB blocks are fine, and every direct write is aligned (SimFs refuses misaligned ones).
     let c = LogConfig {
         block_size: LogBlockSize::B4096,
@@ -247,7 +286,11 @@ fn seal_on_sync_never_rewrites_a_synced_block() {
     let dir = tempfile::tempdir().unwrap();
     let c = LogConfig {
         tail_policy: TailPolicy::SealOnSync,
-        ..cfg(LogBlockSize::B4096, prealloc(1 << 20, 2), SyncMethod::Fdatasync)
+        ..cfg(
+            LogBlockSize::B4096,
+            prealloc(1 << 20, 2),
+            SyncMethod::Fdatasync,
+        )
     };
     let (log, _) = RedoLog::open(os(), dir.path(), c.clone()).unwrap();
     assert!(log.seals_tail());
@@ -269,7 +312,11 @@ fn seal_on_sync_never_rewrites_a_synced_block() {
 fn failed_sync_poisons_every_waiter_and_append() {
     let sim = SimFs::with_seed(3);
     let fs: Arc<dyn FileSystem> = Arc::new(sim.clone());
-    let c = cfg(LogBlockSize::B512, prealloc(64 << 10, 2), SyncMethod::Fdatasync);
+    let c = cfg(
+        LogBlockSize::B512,
+        prealloc(64 << 10, 2),
+        SyncMethod::Fdatasync,
+    );
     let (log, _) = RedoLog::open(fs.clone(), Path::new("/log"), c).unwrap();
     let ok = log.append(&group(1, 10)).unwrap();
     log.wait_durable(ok).unwrap();
@@ -281,7 +328,10 @@ fn failed_sync_poisons_every_waiter_and_append() {
     let e = log.wait_durable(lsn).unwrap_err();
     let msg = e.to_string();
     assert!(e.is_poisoned(), "{msg}");
-    assert!(msg.contains("/log/log.0000000000") && msg.contains("sync"), "{msg}");
+    assert!(
+        msg.contains("/log/log.0000000000") && msg.contains("sync"),
+        "{msg}"
+    );
     assert!(other.join().unwrap().unwrap_err().is_poisoned());
     assert!(log.is_poisoned());
     let syncs = fs.counters();
@@ -296,14 +346,22 @@ fn failed_sync_poisons_every_waiter_and_append() {
         .unwrap();
     assert!(rt.block_on(log.durable(lsn)).unwrap_err().is_poisoned());
     std::thread::sleep(Duration::from_millis(20));
-    assert_eq!(before, format!("{:?}", fs.counters()), "no I/O after poisoning");
+    assert_eq!(
+        before,
+        format!("{:?}", fs.counters()),
+        "no I/O after poisoning"
+    );
     assert!(sim.fault_stats().sync_failed == 1);
 }
 
 #[test]
 fn full_log_waits_for_checkpoint() {
     let dir = tempfile::tempdir().unwrap();
-    let c = cfg(LogBlockSize::B512, prealloc(16 << 10, 2), SyncMethod::Fdatasync);
+    let c = cfg(
+        LogBlockSize::B512,
+        prealloc(16 << 10, 2),
+        SyncMethod::Fdatasync,
+    );
     let (log, _) = RedoLog::open(os(), dir.path(), c.clone()).unwrap();
     let cap = log.capacity().unwrap();
     assert_eq!(cap, (64 - 9) * payload(LogBlockSize::B512));
@@ -356,7 +414,10 @@ fn full_log_waits_for_checkpoint() {
 
 #[test]
 fn checkpoint_at_a_group_end_drops_that_group_and_survives_reopen() {
-    for files in [prealloc(64 << 10, 2), LogFiles::Growing { file_size: 8 << 10 }] {
+    for files in [
+        prealloc(64 << 10, 2),
+        LogFiles::Growing { file_size: 8 << 10 },
+    ] {
         let dir = tempfile::tempdir().unwrap();
         let c = cfg(LogBlockSize::B512, files, SyncMethod::Fdatasync);
         let (log, _) = RedoLog::open(os(), dir.path(), c.clone()).unwrap();
@@ -398,7 +459,9 @@ fn growing_log_starts_new_files() {
     let dir = tempfile::tempdir().unwrap();
     let c = cfg(
         LogBlockSize::B4096,
-        LogFiles::Growing { file_size: 16 << 10 },
+        LogFiles::Growing {
+            file_size: 16 << 10,
+        },
         SyncMethod::Fdatasync,
     );
     let (log, _) = RedoLog::open(os(), dir.path(), c.clone()).unwrap();
@@ -453,7 +516,10 @@ fn torn_tail_group_is_discarded_with_a_reason() {
     assert_eq!(rec2.groups.len(), 14);
     assert_eq!(&rec2.groups[..10], &rec.groups[..]);
     same(&rec2.groups[10..], &more);
-    assert!(rec2.discarded_bytes > 0, "the abandoned group is skipped again");
+    assert!(
+        rec2.discarded_bytes > 0,
+        "the abandoned group is skipped again"
+    );
 }
 
 #[test]
@@ -462,7 +528,11 @@ fn concurrent_appenders_share_syncs() {
         let dir = tempfile::tempdir().unwrap();
         let c = LogConfig {
             waiter_flush,
-            ..cfg(LogBlockSize::B4096, prealloc(4 << 20, 2), SyncMethod::Fdatasync)
+            ..cfg(
+                LogBlockSize::B4096,
+                prealloc(4 << 20, 2),
+                SyncMethod::Fdatasync,
+            )
         };
         let (log, _) = RedoLog::open(os(), dir.path(), c.clone()).unwrap();
         let mut hs = Vec::new();
@@ -484,7 +554,14 @@ fn concurrent_appenders_share_syncs() {
         all.sort_by_key(|(r, _)| r.start);
         let s = log.stats();
         assert_eq!(s.groups_appended, 480);
-        assert_eq!(s.commits_per_sync.buckets.iter().map(|(v, c)| v * c).sum::<u64>(), 480);
+        assert_eq!(
+            s.commits_per_sync
+                .buckets
+                .iter()
+                .map(|(v, c)| v * c)
+                .sum::<u64>(),
+            480
+        );
         eprintln!(
             "waiter_flush={waiter_flush}: {} syncs for 480 commits, commits/sync p50 {} max {}",
             s.syncs, s.commits_per_sync.p50, s.commits_per_sync.max
@@ -500,7 +577,11 @@ fn appender_waits_for_ring_space() {
     let dir = tempfile::tempdir().unwrap();
     let c = LogConfig {
         buffer_size: 64 << 10,
-        ..cfg(LogBlockSize::B4096, prealloc(4 << 20, 1), SyncMethod::Fdatasync)
+        ..cfg(
+            LogBlockSize::B4096,
+            prealloc(4 << 20, 1),
+            SyncMethod::Fdatasync,
+        )
     };
     let (log, _) = RedoLog::open(os(), dir.path(), c.clone()).unwrap();
     let mut hs = Vec::new();
@@ -532,7 +613,11 @@ fn appender_waits_for_ring_space() {
 #[test]
 fn group_larger_than_the_log_is_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let c = cfg(LogBlockSize::B512, prealloc(16 << 10, 2), SyncMethod::Fdatasync);
+    let c = cfg(
+        LogBlockSize::B512,
+        prealloc(16 << 10, 2),
+        SyncMethod::Fdatasync,
+    );
     let (log, _) = RedoLog::open(os(), dir.path(), c).unwrap();
     let e = log.append(&group(1, 40_000)).unwrap_err();
     assert!(matches!(e, LogError::GroupTooLarge { .. }), "{e}");
@@ -541,7 +626,11 @@ fn group_larger_than_the_log_is_refused() {
 #[test]
 fn durable_future_resolves_without_blocking_tokio() {
     let dir = tempfile::tempdir().unwrap();
-    let c = cfg(LogBlockSize::B4096, prealloc(1 << 20, 2), SyncMethod::Fdatasync);
+    let c = cfg(
+        LogBlockSize::B4096,
+        prealloc(1 << 20, 2),
+        SyncMethod::Fdatasync,
+    );
     let (log, _) = RedoLog::open(os(), dir.path(), c.clone()).unwrap();
     // One runtime thread: if a future blocked it, the ticker could not run meanwhile.
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -622,7 +711,11 @@ fn buffered_and_lazy_durability() {
         let c = LogConfig {
             durability,
             flush_interval: Duration::from_millis(30),
-            ..cfg(LogBlockSize::B512, prealloc(1 << 20, 2), SyncMethod::Fdatasync)
+            ..cfg(
+                LogBlockSize::B512,
+                prealloc(1 << 20, 2),
+                SyncMethod::Fdatasync,
+            )
         };
         let (log, _) = RedoLog::open(os(), dir.path(), c.clone()).unwrap();
         let start = log.durable_lsn();
@@ -652,7 +745,11 @@ fn group_commit_delay_still_commits() {
     let dir = tempfile::tempdir().unwrap();
     let c = LogConfig {
         group_commit_delay: Duration::from_micros(200),
-        ..cfg(LogBlockSize::B4096, prealloc(1 << 20, 2), SyncMethod::Fdatasync)
+        ..cfg(
+            LogBlockSize::B4096,
+            prealloc(1 << 20, 2),
+            SyncMethod::Fdatasync,
+        )
     };
     let (log, _) = RedoLog::open(os(), dir.path(), c.clone()).unwrap();
     let w = fill(&log, 1, 5);
@@ -664,12 +761,19 @@ fn group_commit_delay_still_commits() {
 #[test]
 fn stats_serialize_to_json() {
     let dir = tempfile::tempdir().unwrap();
-    let c = cfg(LogBlockSize::B4096, prealloc(1 << 20, 2), SyncMethod::Fdatasync);
+    let c = cfg(
+        LogBlockSize::B4096,
+        prealloc(1 << 20, 2),
+        SyncMethod::Fdatasync,
+    );
     let (log, _) = RedoLog::open(os(), dir.path(), c).unwrap();
     fill(&log, 1, 3);
     let s = log.stats();
     let j = serde_json::to_string(&s).unwrap();
-    assert!(j.contains("\"bytes_appended\"") && j.contains("\"commits_per_sync\""), "{j}");
+    assert!(
+        j.contains("\"bytes_appended\"") && j.contains("\"commits_per_sync\""),
+        "{j}"
+    );
     let back: keel_redo_log::LogStats = serde_json::from_str(&j).unwrap();
     assert_eq!(back, s);
 }
@@ -734,5 +838,84 @@ fn random_bytes_never_panic() {
         let noise_files = [rng.bytes(4096), rng.bytes(1000)];
         let refs: Vec<&[u8]> = noise_files.iter().map(|f| &f[..]).collect();
         let _ = inspect::scan_images(geo, &refs, rng.below(20_000), rng.next(), rng.next() as u32);
+    }
+}
+
+/// Like the `log_scan` fuzz target's re-seal mode: blocks with valid numbers, epochs and
+/// checksums but random structure-aware payloads (group tags, fillers, lengths, restart flags,
+/// incarnations). Never a panic; groups come out in order without overlaps.
+#[test]
+fn resealed_random_blocks_never_panic() {
+    let mut rng = Rng(7);
+    for _ in 0..3000 {
+        let b = if rng.below(2) == 0 { 512usize } else { 4096 };
+        let p = inspect::payload_size(b);
+        let bpf = 1 + rng.below(8);
+        let files = 1 + rng.below(2) as u32;
+        let geo = Geometry {
+            block: b,
+            payload: p,
+            preallocated: true,
+            blocks_per_file: bpf,
+            files,
+            salt: rng.next() as u32,
+        };
+        let lap = bpf * files as u64;
+        let mut images = vec![vec![0u8; bpf as usize * b]; files as usize];
+        for (fi, img) in images.iter_mut().enumerate() {
+            for (bi, blk) in img.chunks_exact_mut(b).enumerate() {
+                let n = fi as u64 * bpf + bi as u64;
+                blk[0..8].copy_from_slice(&n.to_le_bytes());
+                blk[8..12].copy_from_slice(&((n / lap + 1) as u32).to_le_bytes());
+                blk[12..16].copy_from_slice(&(rng.below(3) as u32).to_le_bytes());
+                let used = if rng.below(3) == 0 {
+                    rng.below(p as u64 + 1)
+                } else {
+                    p as u64
+                };
+                blk[16..18].copy_from_slice(&(used as u16).to_le_bytes());
+                let fg = if rng.below(3) == 0 {
+                    0xFFFF
+                } else {
+                    rng.below(used.max(1)) as u16
+                };
+                blk[18..20].copy_from_slice(&fg.to_le_bytes());
+                blk[20] = (rng.below(4) == 0) as u8;
+                // Payload: a mix of plausible group headers, fillers and noise.
+                let mut o = 24;
+                while o < 24 + used as usize {
+                    match rng.below(4) {
+                        0 => {
+                            blk[o] = 0x47;
+                            let len = rng.below(2 * p as u64) as u32;
+                            let end = (o + 5).min(24 + used as usize);
+                            let lb = len.to_le_bytes();
+                            blk[o + 1..end].copy_from_slice(&lb[..end - o - 1]);
+                            o = end;
+                        }
+                        1 => {
+                            blk[o] = 0;
+                            o += 1;
+                        }
+                        _ => {
+                            blk[o] = rng.next() as u8;
+                            o += 1;
+                        }
+                    }
+                }
+                let crc = inspect::block_crc(geo.salt, &blk[..b - 4]);
+                blk[b - 4..].copy_from_slice(&crc.to_le_bytes());
+            }
+        }
+        let refs: Vec<&[u8]> = images.iter().map(|f| &f[..]).collect();
+        let start = rng.below(lap) * p as u64 + rng.below(p as u64);
+        if let Ok(s) = inspect::scan_images(geo, &refs, start, start, 3) {
+            let mut prev = start;
+            for g in &s.groups {
+                assert!(g.start_lsn.0 >= prev && g.end_lsn.0 > g.start_lsn.0);
+                prev = g.end_lsn.0;
+            }
+            assert!(s.end >= prev);
+        }
     }
 }
