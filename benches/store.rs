@@ -96,6 +96,47 @@ fn estimate_ns(group: &str, case: &str) -> Option<f64> {
     v["mean"]["point_estimate"].as_f64()
 }
 
+/// On-CPU time of the calling thread in ns (`/proc/thread-self/schedstat`; 0 if unreadable).
+/// The machine is shared, so wall time includes time this thread waited for a core; the
+/// on-CPU time per operation is what one core can do.
+fn thread_cpu_ns() -> u64 {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().and_then(|f| f.parse().ok()))
+        .unwrap_or(0)
+}
+
+/// Operations and on-CPU time accumulated over a criterion case's timed loops.
+#[derive(Default)]
+struct Cpu {
+    ops: u64,
+    ns: u64,
+}
+
+impl Cpu {
+    /// Runs `f` `iters` times, returns the wall time and adds the on-CPU time.
+    fn run(&mut self, iters: u64, ops_per_iter: u64, mut f: impl FnMut()) -> Duration {
+        let c0 = thread_cpu_ns();
+        let t0 = Instant::now();
+        for _ in 0..iters {
+            f();
+        }
+        let wall = t0.elapsed();
+        self.ns += thread_cpu_ns().saturating_sub(c0);
+        self.ops += iters * ops_per_iter;
+        wall
+    }
+
+    fn note(&self, case: &str, unit: &str) {
+        let per = self.ns as f64 / self.ops.max(1) as f64;
+        println!(
+            "NOTE: {case}: {per:.0} ns on-CPU per {unit} = {:.0} {unit}s/s per busy core ({} {unit}s timed)",
+            1e9 / per.max(1e-9),
+            self.ops
+        );
+    }
+}
+
 fn load(store: &Store) {
     let t0 = Instant::now();
     let per_txn = 10_000;
@@ -131,13 +172,16 @@ fn gets_and_ranges(c: &mut Criterion) {
         let mut g = c.benchmark_group("get");
         g.throughput(Throughput::Elements(1));
         let mut rng = SplitMix64(1);
+        let mut cpu = Cpu::default();
         g.bench_function("resident_1m", |b| {
-            b.iter(|| {
-                let v = t.get(&key(rng.next() % KEYS)).expect("get");
-                black_box(v)
+            b.iter_custom(|iters| {
+                cpu.run(iters, 1, || {
+                    black_box(t.get(&key(rng.next() % KEYS)).expect("get"));
+                })
             })
         });
         g.finish();
+        cpu.note("get/resident_1m", "get");
     }
     let after = store.stats().pool;
     println!(
@@ -154,18 +198,22 @@ fn gets_and_ranges(c: &mut Criterion) {
         const ROWS: usize = 10_000;
         g.throughput(Throughput::Elements(ROWS as u64));
         let mut rng = SplitMix64(2);
+        let mut cpu = Cpu::default();
         g.bench_function("10k_rows", |b| {
-            b.iter(|| {
-                let start = key(rng.next() % (KEYS - ROWS as u64));
-                let mut n = 0usize;
-                for kv in t.range(start.as_slice()..).expect("range").take(ROWS) {
-                    black_box(kv.expect("row"));
-                    n += 1;
-                }
-                assert_eq!(n, ROWS);
+            b.iter_custom(|iters| {
+                cpu.run(iters, ROWS as u64, || {
+                    let start = key(rng.next() % (KEYS - ROWS as u64));
+                    let mut n = 0usize;
+                    for kv in t.range(start.as_slice()..).expect("range").take(ROWS) {
+                        black_box(kv.expect("row"));
+                        n += 1;
+                    }
+                    assert_eq!(n, ROWS);
+                })
             })
         });
         g.finish();
+        cpu.note("range/10k_rows", "row");
     }
     store.close().expect("close");
 
@@ -179,13 +227,16 @@ fn gets_and_ranges(c: &mut Criterion) {
         let mut g = c.benchmark_group("get");
         g.throughput(Throughput::Elements(1));
         let mut rng = SplitMix64(3);
+        let mut cpu = Cpu::default();
         g.bench_function("not_resident", |b| {
-            b.iter(|| {
-                let v = t.get(&key(rng.next() % KEYS)).expect("get");
-                black_box(v)
+            b.iter_custom(|iters| {
+                cpu.run(iters, 1, || {
+                    black_box(t.get(&key(rng.next() % KEYS)).expect("get"));
+                })
             })
         });
         g.finish();
+        cpu.note("get/not_resident", "get");
     }
     let after = store.stats().pool;
     let (h, m) = (after.hits - before.hits, after.misses - before.misses);
@@ -204,26 +255,26 @@ fn inserts(c: &mut Criterion) {
         let dir = bench_dir(&format!("store/insert-{per_txn}"));
         let store = Store::open(&dir, config(Durability::Lazy, 768 << 20)).expect("open");
         let mut rng = SplitMix64(10 + per_txn);
+        let mut cpu = Cpu::default();
         g.bench_function(format!("lazy_{per_txn}_per_txn"), |b| {
             b.iter_custom(|iters| {
-                let t0 = Instant::now();
-                let mut left = iters;
-                while left > 0 {
-                    let n = left.min(per_txn);
+                // Whole transactions of `per_txn` inserts; the time is divided per insert.
+                let txns = iters.div_ceil(per_txn);
+                let wall = cpu.run(txns, per_txn, || {
                     let tx = store.write().expect("write txn");
                     {
                         let mut t = tx.table(TABLE).expect("table");
-                        for _ in 0..n {
+                        for _ in 0..per_txn {
                             let k = rng.next();
                             t.insert(&key(k), &value(k)).expect("insert");
                         }
                     }
                     tx.commit().expect("commit");
-                    left -= n;
-                }
-                t0.elapsed()
+                });
+                wall.mul_f64(iters as f64 / (txns * per_txn) as f64)
             })
         });
+        cpu.note(&format!("insert/lazy_{per_txn}_per_txn"), "insert");
         let s = store.stats();
         println!(
             "NOTE: insert/lazy_{per_txn}_per_txn: {} commits, {:.0} log bytes per insert, pool evictions {}",
