@@ -570,10 +570,20 @@ impl BufferPool {
 
     /// Removes frame `f`'s mapping of `id` (if it is still there) and marks it as holding no
     /// page; its last unpin returns it to the free list. Drops its dirty state.
+    ///
+    /// If a flusher is writing the frame, waits until that write has completed: the page id
+    /// may later be written again from another frame (a freed page re-created), and two writes
+    /// of one page must never be in flight together — the older could land last. (The flusher
+    /// does not need the frame's latch to finish, so callers may hold it.)
     pub(crate) fn unmap(&self, f: u32, id: PageId) {
         let fr = &self.frames[f as usize];
         {
             let mut m = fr.meta.lock();
+            while m.flushing {
+                drop(m);
+                std::thread::sleep(Duration::from_micros(50));
+                m = fr.meta.lock();
+            }
             if m.dirty {
                 self.flush_list.lock().remove(&(m.oldest, id, f));
             }

@@ -251,6 +251,43 @@ impl World {
         self.cleaner = Some(self.pool.start_cleaner().expect("cleaner thread"));
     }
 
+    /// Diagnostics for a page: its commits in the model and the recovered groups touching it.
+    pub fn history(&self, id: u64, groups: &[keel_buffer_pool::RecoveredGroup]) -> String {
+        let commits: Vec<String> = self
+            .commits
+            .iter()
+            .filter_map(|c| {
+                c.changes.iter().find(|(p, _)| *p == id).map(|(_, pm)| {
+                    format!("{}{}", c.end.0, if pm.is_none() { "(free)" } else { "" })
+                })
+            })
+            .collect();
+        let recs: Vec<String> = groups
+            .iter()
+            .filter(|g| g.records.iter().any(|r| r.page_id() == Some(PageId(id))))
+            .map(|g| {
+                let kinds: Vec<&str> = g
+                    .records
+                    .iter()
+                    .filter(|r| r.page_id() == Some(PageId(id)))
+                    .map(|r| match r {
+                        Record::PageInit { .. } => "init",
+                        Record::PageWrite { .. } => "write",
+                        Record::PageImage { .. } => "image",
+                        Record::PageFree { .. } => "free",
+                        Record::Logical { .. } => "logical",
+                    })
+                    .collect();
+                format!("{}..{} {:?}", g.start_lsn.0, g.end_lsn.0, kinds)
+            })
+            .collect();
+        format!(
+            "model commits of page {id} (end LSNs): {commits:?}; recovered groups touching it: {recs:?}; all recovered groups: {}..{}",
+            groups.first().map_or(0, |g| g.start_lsn.0),
+            groups.last().map_or(0, |g| g.end_lsn.0)
+        )
+    }
+
     /// The model of the pages after every commit ending at or below `lsn`.
     pub fn model_at(&self, lsn: Lsn) -> HashMap<u64, Option<PageModel>> {
         let mut m = HashMap::new();
@@ -489,10 +526,11 @@ impl World {
                         || g[PAGE_HEADER_SIZE..PS.bytes() - PAGE_TRAILER_SIZE] != pm.payload[..]
                     {
                         return Err(format!(
-                            "page {id} differs from the model at {} (page LSN {}, checkpoint {})",
+                            "page {id} differs from the model at {} (page LSN {}, checkpoint {}); {}",
                             rec.durable,
                             g.lsn(),
-                            rec.checkpoint
+                            rec.checkpoint,
+                            self.history(id, &rec.groups)
                         ));
                     }
                     if g.lsn() > rec.durable {
