@@ -17,6 +17,8 @@
 //! repeats = 3
 //! seed = 1
 //! load_per_config = false  # true: each configuration loads its own copy (load-time knobs)
+//!                          # (without it, one shared load per set of creation-time knobs:
+//!                          # page_size, checksum, log_block_size, log_files, log_file_size)
 //! check = true             # consistency check after every run
 //! memory_baseline = false  # add a "memory (no durability)" row (ignored when the engine is it)
 //! [base]                   # store knobs for every configuration
@@ -32,7 +34,9 @@
 //! Invariants: runs are interleaved (repeat r of every configuration runs before repeat r+1 of
 //! any); every run starts from a fresh copy of the same loaded directory; a configuration the
 //! engine reports as unsupported is listed as skipped with the engine's reason, never dropped
-//! silently.
+//! silently; a configuration whose creation-time knobs ([`creation_knobs`]) differ from the base
+//! runs on its own load made with those knobs (a store refuses to open files created with other
+//! ones).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -373,6 +377,19 @@ struct Row {
     result: ConfigResult,
 }
 
+/// The knobs fixed when a store is created (a store refuses to open with other values): page
+/// size, page checksum, log block size, log file mode and log file size. The rest of `s` is unset.
+pub fn creation_knobs(s: &StoreConfig) -> StoreConfig {
+    StoreConfig {
+        page_size: s.page_size,
+        checksum: s.checksum,
+        log_block_size: s.log_block_size,
+        log_files: s.log_files,
+        log_file_size: s.log_file_size,
+        ..StoreConfig::default()
+    }
+}
+
 fn load_into<F: Engine>(
     dir: &Path,
     store: &StoreConfig,
@@ -518,11 +535,27 @@ pub fn run_matrix<E: Engine>(
     if let Some(items) = opts.items {
         lo.items = items;
     }
-    let mut shared: std::collections::HashMap<(Option<&'static str>, u8), PathBuf> =
+    let mut shared: std::collections::HashMap<(Option<&'static str>, u8, String), PathBuf> =
         std::collections::HashMap::new();
+    let base_store = spec.base.overlay(&opts.cli_store);
+    let base_creation = creation_knobs(&base_store);
     for (i, row) in rows.iter_mut().enumerate() {
         let per_config = spec.load_per_config && row.which == Which::Main;
-        let key = (row.fs.map(FsKind::name), row.which as u8);
+        let creation = if row.which == Which::Main {
+            creation_knobs(&row.entry.store)
+        } else {
+            StoreConfig::default()
+        };
+        let creation_key = if creation == base_creation || row.which == Which::Memory {
+            String::new()
+        } else {
+            creation.describe()
+        };
+        let key = (
+            row.fs.map(FsKind::name),
+            row.which as u8,
+            creation_key.clone(),
+        );
         if !per_config {
             if let Some(p) = shared.get(&key) {
                 row.loaded = Some(p.clone());
@@ -531,28 +564,29 @@ pub fn run_matrix<E: Engine>(
         }
         let dir = if per_config {
             row.data_root.join(format!("loaded-{i}"))
+        } else if row.which == Which::Memory {
+            row.data_root.join("loaded-memory")
+        } else if creation_key.is_empty() {
+            row.data_root.join("loaded-main")
         } else {
-            row.data_root.join(format!(
-                "loaded-{}",
-                if row.which == Which::Main {
-                    "main"
-                } else {
-                    "memory"
-                }
-            ))
+            row.data_root.join(format!("loaded-main-{i}"))
         };
         let store = if per_config {
             row.entry.store.clone()
+        } else if row.which == Which::Main {
+            base_store.overlay(&creation)
         } else {
-            spec.base.overlay(&opts.cli_store)
+            base_store.clone()
         };
         println!(
             "loading {warehouses} warehouse(s) into {} ({}{})",
             dir.display(),
             if per_config {
                 &row.result.name
-            } else {
+            } else if creation_key.is_empty() {
                 "shared by all configurations"
+            } else {
+                "shared by the configurations with these creation-time knobs"
             },
             if per_config {
                 format!(": {}", store.describe())

@@ -1,10 +1,12 @@
 //! Matrix specs expand as documented, and `run_matrix` is generic over the engine: a wrapper
 //! engine that refuses atomic writes (as the keel store will on file systems without them) shows
-//! the refused configuration as skipped with its reason, and the memory baseline row is added.
+//! the refused configuration as skipped with its reason, and the memory baseline row is added;
+//! another, refusing to open with other creation-time knobs (as the store does), shows that such
+//! configurations run on loads of their own.
 
 use keel_tpcc::config::{StoreConfig, TornPage};
 use keel_tpcc::engine::{Engine, EngineError, EngineResult, EngineStats};
-use keel_tpcc::matrix::{run_matrix, MatrixOptions, MatrixSpec};
+use keel_tpcc::matrix::{creation_knobs, run_matrix, MatrixOptions, MatrixSpec};
 use keel_tpcc::memory::{MemRead, MemWrite};
 use keel_tpcc::MemoryEngine;
 use std::path::Path;
@@ -192,5 +194,108 @@ torn_page = "atomic"
     assert!(
         !md.contains("recorded here but have no effect"),
         "the wrapper honours its config: {md}"
+    );
+}
+
+/// The memory engine, refusing to open a directory with other creation-time knobs than it was
+/// created with (as the keel store refuses another log block size, checksum or page size).
+struct Fixed(MemoryEngine);
+
+const FIXED_FILE: &str = "creation-knobs.toml";
+
+impl Engine for Fixed {
+    type Write<'a> = MemWrite<'a>;
+    type Read<'a> = MemRead<'a>;
+    const LABEL: &'static str = "fixed-knobs test engine";
+    const DURABLE: bool = false;
+    const HONOURS_CONFIG: bool = true;
+    fn open(dir: &Path, config: &StoreConfig) -> EngineResult<Self> {
+        let want = creation_knobs(config).to_toml();
+        let file = dir.join(FIXED_FILE);
+        match std::fs::read_to_string(&file) {
+            Ok(have) if have != want => {
+                return Err(EngineError::Store(
+                    format!("created with {have:?}, opened with {want:?}").into(),
+                ))
+            }
+            Ok(_) => {}
+            Err(_) => {
+                std::fs::create_dir_all(dir).unwrap();
+                std::fs::write(&file, &want).unwrap();
+            }
+        }
+        Ok(Fixed(MemoryEngine::open(dir, config)?))
+    }
+    fn write(&self) -> EngineResult<MemWrite<'_>> {
+        self.0.write()
+    }
+    fn read(&self) -> EngineResult<MemRead<'_>> {
+        self.0.read()
+    }
+    fn checkpoint(&self) -> EngineResult<()> {
+        self.0.checkpoint()
+    }
+    fn stats(&self) -> EngineStats {
+        self.0.stats()
+    }
+}
+
+#[test]
+fn configurations_with_other_creation_knobs_get_their_own_load() {
+    let spec = MatrixSpec::parse(
+        r#"
+name = "creation"
+terminals = 1
+duration = 0.3
+warmup = 0
+interval = 0.3
+repeats = 1
+[base]
+log_block_size = 4096
+[[config]]
+name = "block 4096"
+[[config]]
+name = "block 512"
+log_block_size = 512
+[[config]]
+name = "block 4096 again, other run knob"
+torn_page = "none"
+[axes]
+checksum = ["crc32c", "none"]
+"#,
+        "creation.toml",
+    )
+    .unwrap();
+    let t = tempfile::tempdir().unwrap();
+    let opts = MatrixOptions {
+        out: t.path().to_path_buf(),
+        items: Some(1000),
+        keep_data: true,
+        ..MatrixOptions::default()
+    };
+    let (rows, ok) = run_matrix::<Fixed>(&spec, &opts).unwrap();
+    assert!(ok);
+    assert_eq!(rows.len(), 6);
+    for r in &rows {
+        assert!(r.skipped.is_none() && r.runs.len() == 1, "{}", r.name);
+    }
+    // One shared load per distinct set of creation-time knobs (block size × checksum: four
+    // sets for six rows). Loading once with the base's knobs, as before, fails to open.
+    let loads = std::fs::read_dir(t.path().join("data"))
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with("loaded-"))
+        .count();
+    assert_eq!(loads, 4);
+    assert_eq!(
+        creation_knobs(&StoreConfig {
+            torn_page: Some(TornPage::None),
+            page_size: Some(8192),
+            ..StoreConfig::default()
+        }),
+        StoreConfig {
+            page_size: Some(8192),
+            ..StoreConfig::default()
+        }
     );
 }
