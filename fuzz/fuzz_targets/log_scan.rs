@@ -33,12 +33,20 @@ fuzz_target!(|data: &[u8]| {
         salt,
     };
     let body = &data[16..];
-    let nfiles = if preallocated { files as usize } else { 1 + (data[12] % 4) as usize };
+    let nfiles = if preallocated {
+        files as usize
+    } else {
+        1 + (data[12] % 4) as usize
+    };
     let file_len = (blocks_per_file as usize) * b;
     let mut images: Vec<Vec<u8>> = Vec::new();
     let mut off = 0;
     for f in 0..nfiles {
-        let want = if data[13] & (1 << f) != 0 { file_len / 2 } else { file_len };
+        let want = if data[13] & (1 << f) != 0 {
+            file_len / 2
+        } else {
+            file_len
+        };
         let mut img = vec![0u8; want];
         let n = body.len().saturating_sub(off).min(want);
         img[..n].copy_from_slice(&body[off..off + n]);
@@ -47,7 +55,11 @@ fuzz_target!(|data: &[u8]| {
     }
     if reseal {
         // Give each block the number, epoch and CRC of the lap `data[14]` says.
-        let lap = if preallocated { blocks_per_file * files as u64 } else { blocks_per_file };
+        let lap = if preallocated {
+            blocks_per_file * files as u64
+        } else {
+            blocks_per_file
+        };
         for (fi, img) in images.iter_mut().enumerate() {
             for (bi, blk) in img.chunks_exact_mut(b).enumerate() {
                 let slot = fi as u64 * blocks_per_file + bi as u64;

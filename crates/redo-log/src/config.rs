@@ -198,7 +198,7 @@ impl LogConfig {
             ));
         }
         let fs = self.files.file_size();
-        if fs == 0 || fs % b as u64 != 0 {
+        if fs == 0 || !fs.is_multiple_of(b as u64) {
             return bad(format!(
                 "file_size {fs} must be a non-zero multiple of the block size {b}"
             ));

@@ -142,7 +142,7 @@ impl StaticHeader {
             salt: u32_at(b, 32),
         };
         if h.file_size == 0
-            || h.file_size % block_size as u64 != 0
+            || !h.file_size.is_multiple_of(block_size as u64)
             || (h.preallocated && h.files == 0)
         {
             return Err(format!(

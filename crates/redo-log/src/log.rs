@@ -950,7 +950,7 @@ impl Shared {
         let p = self.geo.payload as u64;
         let mut r = self.resv.lock();
         let end = r.end;
-        if end % p == 0 {
+        if end.is_multiple_of(p) {
             return end;
         }
         let f = p - end % p;

@@ -260,7 +260,7 @@ pub(crate) fn scan<S: BlockSource>(
     let first = match first {
         Ok(b) => b,
         Err(why) => {
-            if params.start % p == 0 {
+            if params.start.is_multiple_of(p) {
                 return Ok(ScanEnd {
                     end: params.start,
                     next_block: b0,
