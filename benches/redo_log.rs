@@ -22,6 +22,7 @@
 //! read-before-write that padding avoids.
 //!
 //! `KEEL_LOG_BENCH_QUICK=1`: committers 1 and 16 only (for a fast look).
+//! `KEEL_LOG_BENCH=matrix` or `=targets`: run only that part.
 #![allow(missing_docs)] // criterion_group! generates an undocumented pub fn
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
@@ -360,7 +361,14 @@ fn per_commit(s: &LogStats, base: &LogStats, commits: u64) -> String {
     )
 }
 
+fn part_enabled(part: &str) -> bool {
+    std::env::var("KEEL_LOG_BENCH").map_or(true, |p| p == part || p == "all")
+}
+
 fn matrix(c: &mut Criterion) {
+    if !part_enabled("matrix") {
+        return;
+    }
     let root = bench_dir("redo_log");
     let caps = OsFs::new(Backend::Pwrite)
         .capabilities(&root)
@@ -553,6 +561,9 @@ fn ab(title: &str, sides: &mut [(&str, Side)], cold: bool) -> Vec<f64> {
 }
 
 fn targets(_c: &mut Criterion) {
+    if !part_enabled("targets") {
+        return;
+    }
     let root = bench_dir("redo_log_targets");
     let log = |name: &str, v: Variant| Side::Log(Bench::new(&root.join(name), &v));
     let v = |preallocated, block, padding, sync, committers| Variant {

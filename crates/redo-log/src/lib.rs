@@ -64,12 +64,14 @@
 //!    torn (`tests/crash.rs: in_place_tail_rewrite_with_small_sectors_loses_commits`).
 //! 5. No write touches un-checkpointed log: appenders wait for a checkpoint and padding is
 //!    clamped (`tests/log.rs: full_log_waits_for_checkpoint`,
-//!    `tests/crash.rs: unclamped_padding_overwrites_needed_log`).
+//!    `tests/crash.rs: no_space_reserve_overwrites_needed_log`).
 //! 6. The two checkpoint slots are checksummed and alternate; the newest valid one wins
 //!    (`header::tests::torn_newest_slot_falls_back_to_the_older_one`).
 //! 7. A failed sync poisons (`tests/log.rs: failed_sync_poisons_every_waiter_and_append`).
 //! 8. Decoding never panics on any bytes (fuzz targets `log_block`, `log_scan`;
-//!    `tests/log.rs: random_bytes_never_panic`).
+//!    `tests/log.rs: random_bytes_never_panic`, `resealed_random_blocks_never_panic`).
+//! 9. A log buffer byte is overwritten only after it was written to the file
+//!    (`tests/log.rs: ring_overwrite_corrupts_the_log`).
 
 mod block;
 mod config;

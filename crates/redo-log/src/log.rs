@@ -68,6 +68,9 @@ pub struct TestSwitches {
     /// No blocks are kept free for write-ahead padding and the restart block, and padding is
     /// not clamped: writes may overwrite log the checkpoint still needs.
     pub no_space_reserve: bool,
+    /// Appenders copy into the log buffer without waiting for room: bytes not yet written to
+    /// the file may be overwritten.
+    pub no_ring_wait: bool,
 }
 
 #[derive(Debug)]
@@ -138,6 +141,7 @@ pub(crate) struct Shared {
     poison: Mutex<Option<PoisonInfo>>,
     closed: AtomicBool,
     stats: Counters,
+    no_ring_wait: bool,
 }
 
 /// The redo log: a shared handle (`Clone`, `Send`, `Sync`) that owns the flusher thread, which
@@ -498,6 +502,7 @@ impl RedoLog {
             closed: AtomicBool::new(false),
             stats,
             cfg,
+            no_ring_wait: switches.no_ring_wait,
         });
         let sh2 = sh.clone();
         let t = std::thread::Builder::new()
@@ -823,7 +828,11 @@ impl Shared {
         let mut off = 0u64;
         while off < len {
             let pos = start + off;
-            let room = (self.written.load(SeqCst) + size).saturating_sub(pos);
+            let room = if self.no_ring_wait {
+                u64::MAX
+            } else {
+                (self.written.load(SeqCst) + size).saturating_sub(pos)
+            };
             let need = (len - off).min(MIN_PIECE).max(if off == 0 {
                 (GROUP_HEADER as u64).min(len)
             } else {

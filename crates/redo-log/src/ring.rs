@@ -2,7 +2,8 @@
 //! lock, so appenders copying into different places never wait for each other and no global
 //! lock is held during a copy.
 //!
-//! Invariant (kept by the callers in `log.rs`, tested by `appender_waits_for_ring_space`): the
+//! Invariant (kept by the callers in `log.rs`; `tests/log.rs: appender_waits_for_ring_space`
+//! shows appenders waiting, `ring_overwrite_corrupts_the_log` breaks it on purpose): the
 //! byte for LSN `x` is written only while `x < written + size`, i.e. after the byte that used the
 //! same slot one lap earlier (`x - size`) has been written to the file; and the flusher reads
 //! only LSNs in `[written, completed)`, which no appender writes any more.

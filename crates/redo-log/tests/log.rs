@@ -610,6 +610,49 @@ fn appender_waits_for_ring_space() {
     same(&rec.groups, &all);
 }
 
+/// The ring invariant broken on purpose: appenders that do not wait for room overwrite bytes
+/// the flusher has not written yet, and what is recovered is no longer what was appended.
+#[test]
+fn ring_overwrite_corrupts_the_log() {
+    let run = |switches: keel_redo_log::TestSwitches| {
+        let dir = tempfile::tempdir().unwrap();
+        let c = LogConfig {
+            buffer_size: 64 << 10,
+            waiter_flush: false,
+            durability: Durability::Lazy,
+            flush_interval: Duration::from_millis(200),
+            ..cfg(
+                LogBlockSize::B4096,
+                prealloc(4 << 20, 1),
+                SyncMethod::Fdatasync,
+            )
+        };
+        let (log, _) = RedoLog::open_with(os(), dir.path(), c.clone(), switches).unwrap();
+        // Appended faster than the (lazy) flusher writes: 300 KiB through a 64 KiB buffer.
+        let all: Vec<_> = (0..30u64)
+            .map(|t| {
+                let recs = group(t, 10_000);
+                (log.append_range(&recs).unwrap(), recs)
+            })
+            .collect();
+        log.close().unwrap();
+        drop(log);
+        let (_l, rec) = RedoLog::open(os(), dir.path(), c).unwrap();
+        let intact = rec.groups.len() == all.len()
+            && rec
+                .groups
+                .iter()
+                .zip(&all)
+                .all(|(g, (r, recs))| g.start_lsn == r.start && &g.records == recs);
+        intact
+    };
+    assert!(run(keel_redo_log::TestSwitches::default()));
+    assert!(!run(keel_redo_log::TestSwitches {
+        no_ring_wait: true,
+        ..Default::default()
+    }));
+}
+
 #[test]
 fn group_larger_than_the_log_is_refused() {
     let dir = tempfile::tempdir().unwrap();
