@@ -113,10 +113,20 @@ fn scans_visit_exactly_the_half_open_range_in_order() {
     assert_eq!(last.0, 299u16.to_be_bytes());
     // Stop is honoured.
     let mut seen = 0;
-    r.scan("s", b"", b"\xff\xff\xff", Direction::Forward, &mut |_, _| {
-        seen += 1;
-        Ok(if seen == 7 { Flow::Stop } else { Flow::Continue })
-    })
+    r.scan(
+        "s",
+        b"",
+        b"\xff\xff\xff",
+        Direction::Forward,
+        &mut |_, _| {
+            seen += 1;
+            Ok(if seen == 7 {
+                Flow::Stop
+            } else {
+                Flow::Continue
+            })
+        },
+    )
     .unwrap();
     assert_eq!(seen, 7);
     // Empty and inverted ranges visit nothing.
@@ -190,7 +200,10 @@ fn every_knob_maps_onto_the_store_config() {
     assert_eq!(k.checkpoint_interval_ms, 1234);
     k.validate().unwrap();
     // Unset knobs keep the store's defaults.
-    assert_eq!(keel_config(&StoreConfig::default()), keel::Config::default());
+    assert_eq!(
+        keel_config(&StoreConfig::default()),
+        keel::Config::default()
+    );
     // Padding on with a 512-byte block.
     let k = keel_config(&StoreConfig {
         log_block_size: Some(512),
@@ -270,7 +283,10 @@ fn load_and_a_short_run_pass_conditions_1_to_12() {
     // Break condition 9 on purpose through the adapter: the check must catch it.
     let k = keel_tpcc::schema::district_key(1, 3);
     let mut tx = e.write().unwrap();
-    let v = tx.get(keel_tpcc::schema::table::DISTRICT, &k).unwrap().unwrap();
+    let v = tx
+        .get(keel_tpcc::schema::table::DISTRICT, &k)
+        .unwrap()
+        .unwrap();
     use keel_tpcc::schema::Row as _;
     let mut dist = keel_tpcc::schema::District::decode(&k, &v).unwrap();
     dist.ytd += 1;
