@@ -6,7 +6,8 @@
 //! workload's [`StoreConfig`] is mapped knob by knob onto [`keel::Config`]
 //! ([`keel_config`]); an unset knob keeps the store's default.
 //!
-//! Invariants this adapter keeps (tests in `tests/keel_engine.rs` break each on purpose):
+//! Invariants this adapter keeps (each has a test in `tests/keel_engine.rs`; the TPC-C test there
+//! also alters a row through the adapter and shows the check catching it):
 //! - a table that was never created reads as empty in a read transaction
 //!   ([`keel::Error::TableNotFound`] becomes "no rows"), like the trait's contract says;
 //! - scans visit exactly `[start, end)` in the asked direction (an empty or inverted range visits
@@ -15,6 +16,10 @@
 //!   becomes [`EngineError::Unsupported`] with the store's reason, so a matrix lists it as
 //!   skipped rather than failing;
 //! - a dropped or aborted write transaction leaves no trace (the store rolls it back).
+//!
+//! In a write transaction `tx.table(name)` creates a missing table, so a read there of a table
+//! never written creates it (empty, committed with the transaction, gone if it rolls back); the
+//! workload only reads tables its load created.
 
 use std::collections::BTreeMap;
 use std::path::Path;
