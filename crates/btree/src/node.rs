@@ -96,6 +96,12 @@ pub(crate) struct Node<'a> {
     id: PageId,
     kind: u8,
     nslots: usize,
+    /// Offset of the lowest cell (read once: the page cannot change while borrowed).
+    cell_start: usize,
+    /// End of the cell area (the trailer's offset).
+    end: usize,
+    /// Cell header size for this node's kind.
+    hdr: usize,
 }
 
 impl<'a> Node<'a> {
@@ -125,6 +131,13 @@ impl<'a> Node<'a> {
             id,
             kind,
             nslots,
+            cell_start,
+            end,
+            hdr: if kind == KIND_LEAF {
+                LEAF_CELL_HEADER
+            } else {
+                INNER_CELL_HEADER
+            },
         })
     }
 
@@ -152,19 +165,14 @@ impl<'a> Node<'a> {
     }
 
     /// The bytes of cell `i`, bounds-checked.
+    #[inline]
     pub(crate) fn cell(&self, i: usize) -> Result<&'a [u8]> {
         if i >= self.nslots {
             return Err(self.corrupt(format!("slot {i} of {}", self.nslots)));
         }
         let off = rd_u32(self.page, SLOTS + i * SLOT_SIZE) as usize;
-        let cell_start = rd_u32(self.page, NH_CELL_START) as usize;
-        let end = self.page.len() - PAGE_TRAILER_SIZE;
-        let hdr = if self.is_leaf() {
-            LEAF_CELL_HEADER
-        } else {
-            INNER_CELL_HEADER
-        };
-        if off < cell_start || off + hdr > end {
+        let (hdr, end) = (self.hdr, self.end);
+        if off < self.cell_start || off + hdr > end {
             return Err(self.corrupt(format!("slot {i} points at {off}")));
         }
         let klen = rd_u16(self.page, off) as usize;
@@ -181,15 +189,11 @@ impl<'a> Node<'a> {
         Ok(&self.page[off..off + len])
     }
 
+    #[inline]
     pub(crate) fn key(&self, i: usize) -> Result<&'a [u8]> {
         let c = self.cell(i)?;
         let klen = rd_u16(c, 0) as usize;
-        let hdr = if self.is_leaf() {
-            LEAF_CELL_HEADER
-        } else {
-            INNER_CELL_HEADER
-        };
-        Ok(&c[hdr..hdr + klen])
+        Ok(&c[self.hdr..self.hdr + klen])
     }
 
     pub(crate) fn value(&self, i: usize) -> Result<ValueRef<'a>> {

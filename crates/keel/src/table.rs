@@ -34,22 +34,35 @@ pub(crate) fn diff_runs(old: &[u8], new: &[u8], from: usize, to: usize) -> Vec<(
         let Some(start) = first_difference(old, new, i, to) else {
             break;
         };
+        // The run goes on while the next differing byte follows fewer than MERGE_GAP equal
+        // bytes after it: jump to the last differing byte in the next MERGE_GAP bytes.
         let mut end = start + 1;
-        let mut gap = 0;
-        let mut j = start + 1;
-        while j < to && gap < MERGE_GAP {
-            if old[j] != new[j] {
-                end = j + 1;
-                gap = 0;
-            } else {
-                gap += 1;
-            }
-            j += 1;
+        while let Some(d) = last_difference(old, new, end, (end + MERGE_GAP).min(to)) {
+            end = d + 1;
         }
         runs.push((start, end - start));
         i = end;
     }
     runs
+}
+
+/// The last offset in `from..to` where `old` and `new` differ (a word at a time).
+fn last_difference(old: &[u8], new: &[u8], from: usize, to: usize) -> Option<usize> {
+    let mut k = to;
+    while k > from && (k - from) % 8 != 0 {
+        k -= 1;
+        if old[k] != new[k] {
+            return Some(k);
+        }
+    }
+    while k >= from + 8 {
+        k -= 8;
+        let x = word(old, k) ^ word(new, k);
+        if x != 0 {
+            return Some(k + 7 - (x.leading_zeros() / 8) as usize);
+        }
+    }
+    None
 }
 
 /// The little-endian word at `at`.
@@ -426,6 +439,23 @@ mod tests {
                 diff_runs(&old, &new, from, to),
                 diff_runs_reference(&old, &new, from, to),
                 "case {case}"
+            );
+        }
+        // Long changed stretches (a shifted slot array) and gaps of exactly MERGE_GAP - 1,
+        // MERGE_GAP and MERGE_GAP + 1 equal bytes between changed bytes.
+        let old: Vec<u8> = (0..16384u32).map(|i| (i % 251) as u8).collect();
+        for shift_at in [40usize, 41, 1000, 1020, 5003] {
+            let mut new = old.clone();
+            new.copy_within(shift_at..shift_at + 700, shift_at + 4);
+            for (n, gap) in [(1usize, MERGE_GAP - 1), (2, MERGE_GAP), (3, MERGE_GAP + 1)] {
+                let at = 9000 + n * 300;
+                new[at] ^= 0xFF;
+                new[at + gap + 1] ^= 0xFF;
+            }
+            assert_eq!(
+                diff_runs(&old, &new, 32, 16376),
+                diff_runs_reference(&old, &new, 32, 16376),
+                "shift at {shift_at}"
             );
         }
         // A single changed byte at each position of a block boundary and at the range's ends.
