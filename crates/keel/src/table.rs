@@ -49,7 +49,7 @@ pub(crate) fn diff_runs(old: &[u8], new: &[u8], from: usize, to: usize) -> Vec<(
 /// The last offset in `from..to` where `old` and `new` differ (a word at a time).
 fn last_difference(old: &[u8], new: &[u8], from: usize, to: usize) -> Option<usize> {
     let mut k = to;
-    while k > from && (k - from) % 8 != 0 {
+    while k > from && !(k - from).is_multiple_of(8) {
         k -= 1;
         if old[k] != new[k] {
             return Some(k);
