@@ -3,6 +3,8 @@
 //! Criterion reports throughput in bytes/s; the question is how much a slow checksum costs per page
 //! (E3: atomic + fast checksum vs atomic + slow checksum).
 
+#![allow(missing_docs)] // criterion_group! generates an undocumented pub fn
+
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use keel_page::{seal, verify, Checksum, Lsn, PageHeader, PageId, PageSize, PageType};
 use std::hint::black_box;
