@@ -568,6 +568,14 @@ impl BufferPool {
         None
     }
 
+    /// Waits until no flusher is writing frame `f`.
+    pub(crate) fn wait_not_flushing(&self, f: u32) {
+        let fr = &self.frames[f as usize];
+        while fr.meta.lock().flushing {
+            std::thread::sleep(Duration::from_micros(50));
+        }
+    }
+
     /// Removes frame `f`'s mapping of `id` (if it is still there) and marks it as holding no
     /// page; its last unpin returns it to the free list. Drops its dirty state.
     ///

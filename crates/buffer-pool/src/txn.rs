@@ -466,6 +466,11 @@ impl<'p> PageTxn<'p> {
         for e in st.entries.drain(..) {
             let Some(f) = e.frame else { continue };
             let fr = &pool.frames[f as usize];
+            if e.freed {
+                // A write of the page that started before this transaction took it must finish
+                // before the frame is dropped (see `unmap`); owned, no new one can start.
+                pool.wait_not_flushing(f);
+            }
             let mut x = fr.exclusive();
             if e.freed {
                 pool.unmap(f, e.page_id);
