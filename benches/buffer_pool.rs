@@ -8,6 +8,8 @@
 //!
 //! The hit ratio and eviction count of each miss run are printed beside it.
 
+#![allow(missing_docs)] // criterion_group! generates an undocumented pub fn
+
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
 use keel_buffer_pool::{BufferPool, MemStore, PageOut, PageStore, PoolConfig};
 use keel_flush::{PageWriter, PageWriterConfig, TornPageProtection, WalError, WalFlush};
