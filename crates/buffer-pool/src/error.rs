@@ -121,4 +121,20 @@ impl PoolError {
     pub fn is_corruption(&self) -> bool {
         matches!(self, PoolError::Corruption(_))
     }
+
+    /// The page writer's error, if this is one (e.g. to tell `FlushError::Poisoned`).
+    pub fn flush_error(&self) -> Option<&keel_flush::FlushError> {
+        match self {
+            PoolError::Store(e) => e.downcast_ref(),
+            _ => None,
+        }
+    }
+
+    /// The redo log's error, if this is one.
+    pub fn log_error(&self) -> Option<&keel_redo_log::LogError> {
+        match self {
+            PoolError::Log(e) => e.downcast_ref(),
+            _ => None,
+        }
+    }
 }

@@ -356,3 +356,46 @@ fn fresh_pages_skip_the_doublewrite_e2() {
         assert_eq!(s.data_pages_written, 128);
     }
 }
+
+/// Errors of the page writer below keep their type: a poisoned writer is recognisable.
+#[test]
+fn a_page_writer_error_keeps_its_type() {
+    use keel_flush::{FlushError, PageWriter, PageWriterConfig, TornPageProtection};
+    use keel_io::sim::{Fault, SimFs};
+    let fs = SimFs::with_seed(3);
+    let log = common::modellog::ModelLog::new();
+    let writer = Arc::new(
+        PageWriter::open(
+            Arc::new(fs.clone()),
+            std::path::Path::new("/db"),
+            PageWriterConfig::new(PageSize::K4, TornPageProtection::None),
+            log.clone(),
+        )
+        .unwrap(),
+    );
+    let pool = BufferPool::new(
+        PoolConfig {
+            page_size: PageSize::K4,
+            pool_bytes: 16 * 4096,
+            ..Default::default()
+        },
+        writer,
+    )
+    .unwrap();
+    let t = pool.begin();
+    t.new_page(PageId(1), PageType::RAW).unwrap();
+    t.commit(&log).unwrap();
+    fs.inject(Fault::SyncFailsNth(1));
+    let e = pool.flush_all().unwrap_err();
+    assert!(e.flush_error().is_some(), "{e}");
+    assert_eq!(
+        pool.dirty_pages(),
+        1,
+        "a failed write leaves the page dirty"
+    );
+    let e = pool.flush_all().unwrap_err();
+    assert!(
+        matches!(e.flush_error(), Some(FlushError::Poisoned { .. })),
+        "{e}"
+    );
+}
