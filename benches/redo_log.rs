@@ -22,7 +22,9 @@
 //! read-before-write that padding avoids.
 //!
 //! `KEEL_LOG_BENCH_QUICK=1`: committers 1 and 16 only (for a fast look).
-//! `KEEL_LOG_BENCH=matrix` or `=targets`: run only that part.
+//! `KEEL_LOG_BENCH=matrix` or `=targets`: run only that part. `KEEL_LOG_TARGET=<text>`: only the
+//! targets whose title contains it. `KEEL_LOG_SPIN_US=<µs>`: override
+//! `LogConfig::spin_before_sleep`.
 #![allow(missing_docs)] // criterion_group! generates an undocumented pub fn
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
@@ -130,6 +132,11 @@ impl Variant {
                 }
             },
             buffer_size: 4 << 20,
+            spin_before_sleep: std::env::var("KEEL_LOG_SPIN_US")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .map(Duration::from_micros)
+                .unwrap_or(LogConfig::default().spin_before_sleep),
             ..LogConfig::default()
         }
     }
@@ -521,6 +528,11 @@ fn read_bytes() -> u64 {
 /// Interleaves rounds of `sides`; prints each side's median commits/s and p50/p99, returns the
 /// medians.
 fn ab(title: &str, sides: &mut [(&str, Side)], cold: bool) -> Vec<f64> {
+    if let Ok(only) = std::env::var("KEEL_LOG_TARGET") {
+        if !title.contains(&only) {
+            return vec![f64::NAN; sides.len()];
+        }
+    }
     let mut rates = vec![Vec::new(); sides.len()];
     let mut lats: Vec<Histogram<u64>> = sides.iter().map(|_| hist()).collect();
     let mut reads = vec![0u64; sides.len()];

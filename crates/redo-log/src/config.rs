@@ -54,8 +54,10 @@ pub enum LogFiles {
         files: u32,
     },
     /// Files that grow by appending; a new file is started when one reaches `file_size`, and files
-    /// wholly before the checkpoint are deleted. Every sync of an append also commits the file
-    /// size (for comparison with `Preallocated`, as in E4). Never full.
+    /// wholly before the checkpoint are deleted. Append-only: a partly filled tail block is sealed
+    /// before each sync (whatever the [`TailPolicy`]), so every durable write extends the file and
+    /// every sync also commits the file size (for comparison with `Preallocated`, as in E4).
+    /// Never full.
     Growing {
         /// Bytes per file before the next one is started (a multiple of the block size).
         file_size: u64,
@@ -102,7 +104,8 @@ pub enum Durability {
     Lazy,
 }
 
-/// What to do with a partly filled tail block that is about to be synced.
+/// What to do with a partly filled tail block that is about to be synced (preallocated files;
+/// growing files always seal).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum TailPolicy {
@@ -152,6 +155,10 @@ pub struct LogConfig {
     /// sync, and every waiter it covers is woken). `false`: only the flusher thread does I/O and
     /// blocked threads just wait for it (one more thread hand-off per commit).
     pub waiter_flush: bool,
+    /// A thread waiting for another thread's write and sync first spins (yielding the CPU) for
+    /// up to this long before it sleeps (InnoDB's spin-then-wait): a sync of a few tens of µs
+    /// is cheaper to wait out than a sleep and wakeup. Zero: sleep at once.
+    pub spin_before_sleep: Duration,
 }
 
 impl Default for LogConfig {
@@ -167,6 +174,7 @@ impl Default for LogConfig {
             group_commit_delay: Duration::ZERO,
             tail_policy: TailPolicy::Auto,
             waiter_flush: true,
+            spin_before_sleep: Duration::from_micros(50),
         }
     }
 }

@@ -166,11 +166,15 @@ impl Drop for Handle {
 impl Handle {
     fn close_inner(&self) -> Result<()> {
         let sh = &self.sh;
-        let r = if sh.closed.swap(true, SeqCst) || sh.poisoned.load(SeqCst) {
+        let was_closed = sh.closed.swap(true, SeqCst);
+        // Appenders waiting for log space get `Closed`.
+        drop(sh.resv.lock());
+        sh.space_cv.notify_all();
+        let r = if was_closed {
             Ok(())
         } else {
             let end = sh.reserved.load(SeqCst);
-            sh.wait_flushed(end, true)
+            sh.check_poison().and_then(|_| sh.wait_flushed(end, true))
         };
         sh.sig.lock().shutdown = true;
         sh.work_cv.notify_all();
@@ -310,11 +314,14 @@ impl RedoLog {
         } else {
             caps.logical_block_size
         };
-        let seal = match cfg.tail_policy {
-            TailPolicy::Auto => b as u32 > atomic_unit,
-            TailPolicy::RewriteInPlace => false,
-            TailPolicy::SealOnSync => true,
-        };
+        // Growing logs are append-only: sealing the tail before each sync makes every durable
+        // write extend the file (E4), instead of rewriting the tail block in place.
+        let seal = !cfg.files.is_preallocated()
+            || match cfg.tail_policy {
+                TailPolicy::Auto => b as u32 > atomic_unit,
+                TailPolicy::RewriteInPlace => false,
+                TailPolicy::SealOnSync => true,
+            };
         let opts = OpenOptions::new(FileClass::Log).for_sync_method(cfg.sync_method);
         let hpath = dir.join(HEADER_FILE);
         if !fs.exists(&hpath)? {
@@ -1045,6 +1052,22 @@ impl Shared {
                 if let Some(r) = led {
                     r?;
                     continue;
+                }
+                // Another thread is writing: its sync usually ends within tens of µs, so spin
+                // (yielding) for a while before sleeping; a wakeup costs more than that.
+                let spin = self.cfg.spin_before_sleep;
+                if !spin.is_zero() {
+                    let t0 = Instant::now();
+                    while !reached(self)
+                        && self.io_gen.load(SeqCst) == gen
+                        && !self.poisoned.load(SeqCst)
+                        && t0.elapsed() < spin
+                    {
+                        std::thread::yield_now();
+                    }
+                    if reached(self) || self.io_gen.load(SeqCst) != gen {
+                        continue;
+                    }
                 }
                 let mut g = self.sig.lock();
                 g.sleepers += 1;

@@ -351,6 +351,7 @@ fn records_for(rng: &mut Rng, tag: u64) -> Vec<Record> {
 struct Outcome {
     appended: Vec<(G, bool)>,
     ck_ok: u64,
+    ck_err: Option<String>,
 }
 
 fn workload(log: &RedoLog, c: &Case, round: usize) -> Outcome {
@@ -390,10 +391,12 @@ fn workload(log: &RedoLog, c: &Case, round: usize) -> Outcome {
             out
         }));
     }
+    let ck_err: Arc<Mutex<Option<String>>> = Arc::new(Mutex::new(None));
     let cp = {
         let log = log.clone();
         let done = done.clone();
         let ck_ok = ck_ok.clone();
+        let ck_err = ck_err.clone();
         let mut rng = Rng(c.seed ^ 0xC4EC_4901 ^ round as u64);
         std::thread::spawn(move || {
             let cap = log.capacity().unwrap_or(40_000);
@@ -410,7 +413,16 @@ fn workload(log: &RedoLog, c: &Case, round: usize) -> Outcome {
                     Ok(()) => {
                         ck_ok.fetch_max(lsn.max(ck), SeqCst);
                     }
-                    Err(_) => break,
+                    Err(e) => {
+                        // After the crash every call fails (poisoned); anything else is a
+                        // failure of the log. Either way, close it so no appender waits for
+                        // space forever.
+                        if !e.is_poisoned() {
+                            *ck_err.lock() = Some(format!("checkpoint at {lsn} failed: {e}"));
+                        }
+                        let _ = log.close();
+                        break;
+                    }
                 }
             }
         })
@@ -421,22 +433,30 @@ fn workload(log: &RedoLog, c: &Case, round: usize) -> Outcome {
     }
     done.store(true, SeqCst);
     cp.join().unwrap();
+    let err = ck_err.lock().take();
     Outcome {
         appended,
         ck_ok: ck_ok.load(SeqCst),
+        ck_err: err,
     }
 }
 
 /// The case running now and when it started: a watchdog aborts the process (naming the case)
 /// if one case runs for more than a minute, so a hang fails loudly instead of timing out.
-static CURRENT: Mutex<Option<(String, std::time::Instant)>> = Mutex::new(None);
+type Running = std::collections::HashMap<std::thread::ThreadId, (String, std::time::Instant)>;
+static CURRENT: std::sync::OnceLock<Mutex<Running>> = std::sync::OnceLock::new();
+
+fn current() -> &'static Mutex<Running> {
+    CURRENT.get_or_init(Default::default)
+}
 
 fn watchdog() {
     static STARTED: std::sync::Once = std::sync::Once::new();
     STARTED.call_once(|| {
         std::thread::spawn(|| loop {
             std::thread::sleep(Duration::from_secs(5));
-            if let Some((case, t0)) = CURRENT.lock().clone() {
+            let running: Vec<_> = current().lock().values().cloned().collect();
+            for (case, t0) in running {
                 if t0.elapsed() > Duration::from_secs(60) {
                     eprintln!("HANG: a crash case has run for over 60 s: {case}");
                     // KEEL_HANG_PAUSE=<seconds>: time to attach a debugger before aborting.
@@ -455,9 +475,12 @@ fn watchdog() {
 /// Runs one case; `Err` describes a violated property.
 fn run_case(c: &Case) -> Result<(), String> {
     watchdog();
-    *CURRENT.lock() = Some((format!("{c:?}"), std::time::Instant::now()));
+    let me = std::thread::current().id();
+    current()
+        .lock()
+        .insert(me, (format!("{c:?}"), std::time::Instant::now()));
     let r = run_case_inner(c);
-    *CURRENT.lock() = None;
+    current().lock().remove(&me);
     r
 }
 
@@ -507,7 +530,11 @@ fn run_case_inner(c: &Case) -> Result<(), String> {
         }
         t.arm(1 + (c.crash_frac as u64 * (3 * total + 10)) / 1000);
         let out = workload(&log, c, round);
+        let crashed_before = t.crashed();
         t.crash_now();
+        if let (Some(e), false) = (&out.ck_err, crashed_before) {
+            return Err(format!("round {round}: {e}"));
+        }
         drop(log);
         sim = t.post();
         for (g, acked) in out.appended {

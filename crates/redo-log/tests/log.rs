@@ -345,6 +345,10 @@ fn failed_sync_poisons_every_waiter_and_append() {
         .build()
         .unwrap();
     assert!(rt.block_on(log.durable(lsn)).unwrap_err().is_poisoned());
+    assert!(
+        log.close().unwrap_err().is_poisoned(),
+        "close reports the poison"
+    );
     std::thread::sleep(Duration::from_millis(20));
     assert_eq!(
         before,
