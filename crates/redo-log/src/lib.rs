@@ -41,7 +41,19 @@
 //! written. One thread at a time owns the writer: the flusher thread, or — with
 //! [`LogConfig::waiter_flush`] (default) — a thread blocked in `wait_durable` when the writer is
 //! idle. Whoever owns it writes everything completed, syncs once, and wakes every blocked waiter
-//! and every future whose LSN is now durable. Futures never do I/O: they ask the flusher thread.
+//! and every future whose LSN is now durable. A thread waiting for someone else's sync spins
+//! (yielding) for up to [`LogConfig::spin_before_sleep`] before it sleeps: on this project's VMs a
+//! sync takes ~30 µs and a sleep/wakeup about as long. Futures never do I/O: they ask the flusher
+//! thread.
+//!
+//! # Tail blocks
+//!
+//! The last block of a write is usually partly filled. With preallocated files it is rewritten in
+//! place as it fills ([`TailPolicy::RewriteInPlace`], InnoDB) when one block is no larger than the
+//! device's physical block; otherwise ([`TailPolicy::SealOnSync`], e.g. 4 KiB blocks on a device
+//! that tears at 512 bytes) its rest is filled with a filler before each sync, so a block holding
+//! acknowledged commits is never written again. Growing files always seal: they are append-only,
+//! so every sync extends the file (E4).
 //!
 //! # Failure handling
 //!
