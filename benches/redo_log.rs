@@ -1,6 +1,6 @@
 //! Redo log commit rate and latency (issue 3; REFERENCE.md E4 and E5).
 //!
-//! One commit = `append` one group (a 100-byte `PageWrite`, 140 bytes in the log) +
+//! One commit = `append` one group (a 100-byte `PageWrite`, 135 bytes in the log) +
 //! `wait_durable` (Durability::Sync), by 1, 4, 16 or 64 committer threads at once, for
 //! block size 512 / 4096 × write-ahead padding on / off × sync method × Preallocated / Growing
 //! files, on real files in `keel_benches::bench_dir("redo_log")` (`$KEEL_BENCH_DIR` picks the
@@ -73,8 +73,8 @@ fn committer_counts() -> Vec<usize> {
     }
 }
 
-fn records(i: u64) -> Vec<Record> {
-    let mut bytes = vec![0u8; GROUP_PAYLOAD];
+fn records(i: u64, payload: usize) -> Vec<Record> {
+    let mut bytes = vec![0u8; payload.max(8)];
     bytes[..8].copy_from_slice(&i.to_le_bytes());
     vec![Record::PageWrite {
         page_id: PageId(i % 1000),
@@ -94,6 +94,8 @@ struct Variant {
     padding: bool,
     sync: SyncMethod,
     committers: usize,
+    /// Bytes of the `PageWrite` in each commit (100 unless a target says otherwise).
+    payload: usize,
 }
 
 impl Variant {
@@ -179,6 +181,7 @@ impl Bench {
             let log = log.clone();
             let done_tx = done_tx.clone();
             let lat = lat.clone();
+            let payload = v.payload;
             threads.push(std::thread::spawn(move || {
                 let mut h = hist();
                 let mut i = (t as u64) << 40;
@@ -189,7 +192,7 @@ impl Bench {
                     for _ in 0..n {
                         i += 1;
                         let t0 = Instant::now();
-                        let lsn = log.append(&records(i)).expect("append");
+                        let lsn = log.append(&records(i, payload)).expect("append");
                         log.wait_durable(lsn).expect("wait_durable");
                         h.saturating_record(t0.elapsed().as_micros() as u64);
                     }
@@ -426,6 +429,7 @@ fn matrix(c: &mut Criterion) {
                             padding,
                             sync,
                             committers,
+                            payload: GROUP_PAYLOAD,
                         };
                         let name = v.name();
                         let bench = Bench::new(&root.join("log"), &v);
@@ -584,6 +588,7 @@ fn targets(_c: &mut Criterion) {
         padding,
         sync,
         committers,
+        payload: GROUP_PAYLOAD,
     };
     use LogBlockSize::{B4096, B512};
     use SyncMethod::{Fdatasync, Fsync};
@@ -715,6 +720,23 @@ fn targets(_c: &mut Criterion) {
             "  => cold cache: padding off runs at {:.2}x padding on (B512); raw 512 at {:.2}x raw 4096",
             r[1] / r[0],
             r[3] / r[4]
+        );
+        // Larger transactions (2000-byte groups) touch a new page every ~2 commits.
+        let big = |padding| Variant {
+            payload: 2000,
+            ..v(true, B512, padding, Fdatasync, 1)
+        };
+        let r = ab(
+            "padding off with a cold page cache, 2000-byte transactions",
+            &mut [
+                ("log B512 pad c1 2 KB groups (cold)", log("a", big(true))),
+                ("log B512 nopad c1 2 KB groups (cold)", log("b", big(false))),
+            ],
+            true,
+        );
+        println!(
+            "  => cold cache, 2 KB transactions: padding off runs at {:.2}x padding on",
+            r[1] / r[0]
         );
     } else {
         println!("SKIPPED: cold-page-cache target: writing /proc/sys/vm/drop_caches needs root");
