@@ -119,8 +119,11 @@ impl PageRead for TxnPages<'_, '_> {
     }
 
     fn read<R>(&self, id: PageId, f: impl FnOnce(&[u8]) -> R) -> keel_btree::Result<R> {
-        let g = self.txn.read(id).map_err(storage)?;
-        Ok(f(&g))
+        TxnReader {
+            txn: self.txn,
+            page_size: self.page_size,
+        }
+        .read(id, f)
     }
 }
 
@@ -160,23 +163,6 @@ impl PageStore for TxnPages<'_, '_> {
     fn free(&mut self, id: PageId) -> keel_btree::Result<()> {
         crate::meta::free(self.txn, id, self.file).map_err(store_err)?;
         self.txn.free_page(id).map_err(storage)
-    }
-}
-
-/// Committed pages through the pool.
-#[derive(Clone, Copy)]
-pub(crate) struct PoolPages<'a> {
-    pool: &'a BufferPool,
-}
-
-impl PageRead for PoolPages<'_> {
-    fn page_size(&self) -> usize {
-        self.pool.page_size()
-    }
-
-    fn read<R>(&self, id: PageId, f: impl FnOnce(&[u8]) -> R) -> keel_btree::Result<R> {
-        let g = self.pool.read(id).map_err(storage)?;
-        Ok(f(&g))
     }
 }
 
@@ -314,7 +300,7 @@ pub struct ReadTable<'r> {
 
 impl<'r> ReadTable<'r> {
     pub(crate) fn open(inner: &'r Inner, name: &str) -> Result<ReadTable<'r>> {
-        let pages = PoolPages { pool: &inner.pool };
+        let pages = PoolReader { pool: &inner.pool };
         let cached = inner.catalog.read().get(name).copied();
         let root = match cached {
             Some(r) => r,
@@ -334,29 +320,29 @@ impl<'r> ReadTable<'r> {
 
     /// The committed value under `key`.
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        Ok(self.tree.get(&PoolPages { pool: self.pool }, key)?)
+        Ok(self.tree.get(&PoolReader { pool: self.pool }, key)?)
     }
 
     /// Ordered iteration over a key range (`.rev()` for descending).
     pub fn range<'k, R: RangeBounds<&'k [u8]>>(&self, range: R) -> Result<Rows<PoolReader<'r>>> {
-        Ok(Rows(
-            self.tree
-                .range(PoolReader(PoolPages { pool: self.pool }), range),
-        ))
+        Ok(Rows(self.tree.range(PoolReader { pool: self.pool }, range)))
     }
 }
 
-/// A read handle on committed pages (the type of a read table's range cursor).
+/// A read handle on committed pages through the pool (the type of a read table's range cursor).
 #[derive(Clone, Copy)]
-pub struct PoolReader<'a>(PoolPages<'a>);
+pub struct PoolReader<'a> {
+    pool: &'a BufferPool,
+}
 
 impl PageRead for PoolReader<'_> {
     fn page_size(&self) -> usize {
-        self.0.page_size()
+        self.pool.page_size()
     }
 
     fn read<R>(&self, id: PageId, f: impl FnOnce(&[u8]) -> R) -> keel_btree::Result<R> {
-        self.0.read(id, f)
+        let g = self.pool.read(id).map_err(storage)?;
+        Ok(f(&g))
     }
 }
 
