@@ -28,7 +28,7 @@ use std::sync::Arc;
 
 /// Slots in the doublewrite area: how many batches may be between "copied to the area" and
 /// "durable in place" at once (two writers, e.g. the page cleaner and a user thread).
-pub const DOUBLEWRITE_SLOTS: usize = 2;
+pub const DOUBLEWRITE_SLOTS: usize = 8;
 
 /// Bytes of the area header at the start of the doublewrite file.
 pub(crate) const AREA_HEADER_LEN: usize = 4096;
@@ -287,16 +287,38 @@ pub(crate) struct Scan {
     pub candidates: Vec<Candidate>,
 }
 
+/// Where a slot is in its life (DESIGN.md invariant 2, read literally: a slot is reused only
+/// after the in-place writes of its batch are durable).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SlotUse {
+    /// May be written: its images (if any) are no longer needed.
+    Free,
+    /// A batch is writing it (slot write, area sync, in-place writes).
+    Busy,
+    /// Its batch is in the synced area and its in-place writes completed, but the data file has
+    /// not been synced since: the images are the only durable copy. Freed by a data sync that
+    /// started after the slot became pending, i.e. one that read a pending generation at least
+    /// this one.
+    Pending(u64),
+    /// A failure during or after the in-place writes (the writer is poisoned): the images must
+    /// survive until recovery; never freed.
+    Lost,
+}
+
 #[derive(Debug)]
 struct SlotState {
     /// The geometry the file currently has (None: header never written).
     on_disk: Option<Geometry>,
-    busy: Vec<bool>,
+    slots: Vec<SlotUse>,
     next_seq: u64,
     /// Where the search for a free slot starts.
     next_slot: usize,
     /// Recovery has run and the file has the wanted geometry: slots may be written.
     ready: bool,
+    /// The generation the last slot that became pending got.
+    pending_gen: u64,
+    /// A thread in [`DoublewriteArea::acquire`] is syncing the data file to free slots.
+    syncing: bool,
 }
 
 /// The doublewrite area of an open page writer.
@@ -330,10 +352,12 @@ impl DoublewriteArea {
             wanted,
             state: Mutex::new(SlotState {
                 on_disk,
-                busy: vec![false; wanted.map_or(0, |g| g.slots)],
+                slots: vec![SlotUse::Free; wanted.map_or(0, |g| g.slots)],
                 next_seq: 1,
                 next_slot: 0,
                 ready: false,
+                pending_gen: 0,
+                syncing: false,
             }),
             freed: Condvar::new(),
         };
@@ -493,35 +517,130 @@ impl DoublewriteArea {
         self.format()
     }
 
-    /// Takes a free slot (blocking while all are busy) and the batch sequence number to write
-    /// into it.
-    pub fn acquire(&self) -> (usize, u64) {
+    /// Takes a free slot and the batch sequence number to write into it.
+    ///
+    /// If no slot is free but some are pending, this thread frees them: it calls `sync_data`
+    /// (which must sync the data file through the writer, so that a failure poisons, and on
+    /// success call [`DoublewriteArea::free_pending`] with the generation it read *before* the
+    /// sync) — one thread at a time; the others wait and look again. While every slot is busy it
+    /// waits. `check` (the poison check) runs before each attempt, so a waiter returns the
+    /// writer's poison instead of waiting for a slot that will never be freed.
+    pub fn acquire(
+        &self,
+        check: impl Fn() -> Result<()>,
+        sync_data: impl Fn() -> Result<()>,
+    ) -> Result<(usize, u64)> {
         let mut st = self.state.lock();
         loop {
+            check()?;
             // Round robin from the slot after the last one handed out, so the most recent
             // batches stay in the area.
-            let n = st.busy.len();
+            let n = st.slots.len();
             let start = st.next_slot;
-            if let Some(i) = (0..n).map(|k| (start + k) % n).find(|&i| !st.busy[i]) {
-                st.busy[i] = true;
+            if let Some(i) = (0..n)
+                .map(|k| (start + k) % n)
+                .find(|&i| st.slots[i] == SlotUse::Free)
+            {
+                st.slots[i] = SlotUse::Busy;
                 st.next_slot = (i + 1) % n;
                 let seq = st.next_seq;
                 st.next_seq += 1;
-                return (i, seq);
+                return Ok((i, seq));
+            }
+            let pending = st.slots.iter().any(|s| matches!(s, SlotUse::Pending(_)));
+            if pending && !st.syncing {
+                st.syncing = true;
+                let r = parking_lot::MutexGuard::unlocked(&mut st, &sync_data);
+                st.syncing = false;
+                self.freed.notify_all();
+                r?;
+                continue;
+            }
+            if n == 0 {
+                return Err(FlushError::DoublewriteArea {
+                    file: self.path.clone(),
+                    reason: "the area is open for recovery only".into(),
+                });
             }
             self.freed.wait(&mut st);
         }
     }
 
-    /// Gives slot `i` back. Only after the in-place writes of its batch are durable
-    /// (DESIGN.md invariant 2).
-    pub fn release(&self, i: usize) {
+    /// The generation of the newest pending slot. A data-file sync reads it *before* it starts
+    /// and, on success, passes it to [`DoublewriteArea::free_pending`].
+    pub fn pending_gen(&self) -> u64 {
+        self.state.lock().pending_gen
+    }
+
+    /// Marks busy slot `i` pending: its area copy is synced and its in-place writes completed,
+    /// but they are not yet synced. Returns its generation.
+    pub fn mark_pending(&self, i: usize) -> u64 {
         let mut st = self.state.lock();
-        if let Some(b) = st.busy.get_mut(i) {
-            *b = false;
+        st.pending_gen += 1;
+        let g = st.pending_gen;
+        if let Some(s) = st.slots.get_mut(i) {
+            *s = SlotUse::Pending(g);
+        }
+        g
+    }
+
+    /// A data-file sync that read `gen` from [`DoublewriteArea::pending_gen`] before it started
+    /// has succeeded: every slot pending with a generation up to `gen` had its in-place writes
+    /// completed before that sync started, so they are durable and the slot may be reused.
+    /// Returns how many slots were freed.
+    pub fn free_pending(&self, gen: u64) -> usize {
+        let mut st = self.state.lock();
+        let mut freed = 0;
+        for s in st.slots.iter_mut() {
+            if matches!(*s, SlotUse::Pending(g) if g <= gen) {
+                *s = SlotUse::Free;
+                freed += 1;
+            }
         }
         drop(st);
-        self.freed.notify_one();
+        if freed > 0 {
+            self.freed.notify_all();
+        }
+        freed
+    }
+
+    /// Gives busy slot `i` back as free: only when nothing of its batch reached the data file (a
+    /// failure before the in-place writes; the slot's previous batch was durable in place before
+    /// the slot was handed out), or under the deliberate `defer_data_sync` test fault.
+    pub fn release(&self, i: usize) {
+        let mut st = self.state.lock();
+        if let Some(s) = st.slots.get_mut(i) {
+            *s = SlotUse::Free;
+        }
+        drop(st);
+        self.freed.notify_all();
+    }
+
+    /// Busy slot `i` failed during or after its in-place writes: it is never reused (its images
+    /// may be needed by recovery; the writer is poisoned). Wakes waiters so they see the poison.
+    pub fn abandon(&self, i: usize) {
+        let mut st = self.state.lock();
+        if let Some(s) = st.slots.get_mut(i) {
+            *s = SlotUse::Lost;
+        }
+        drop(st);
+        self.freed.notify_all();
+    }
+
+    /// Slots by state: (free, busy, pending, lost). For tests and diagnostics.
+    #[cfg(test)]
+    pub fn slot_counts(&self) -> (usize, usize, usize, usize) {
+        let st = self.state.lock();
+        let mut c = (0, 0, 0, 0);
+        for s in &st.slots {
+            match s {
+                SlotUse::Free => c.0 += 1,
+                SlotUse::Busy => c.1 += 1,
+                SlotUse::Pending(_) => c.2 += 1,
+                SlotUse::Lost => c.3 += 1,
+            }
+        }
+        c
     }
 
     /// Writes a slot (directory followed by its images) with one sequential write.

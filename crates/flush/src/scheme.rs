@@ -34,8 +34,9 @@ pub(crate) struct Knobs {
     pub skip_wal_check: bool,
     /// Invariant 2: write pages in place before the doublewrite area is synced.
     pub in_place_before_doublewrite_sync: bool,
-    /// Invariant 2: release a slot (and return) before the in-place writes are synced, so a
-    /// later batch may overwrite the slot while they are still volatile.
+    /// Invariant 2: free a slot at the end of its batch, right after the in-place writes were
+    /// issued (no pending state, no data sync before reuse, none at all), so a later batch may
+    /// overwrite the slot while they are still volatile.
     pub defer_data_sync: bool,
 }
 
@@ -109,9 +110,11 @@ impl Group {
     }
 }
 
-/// What a scheme needs to write: the data file, counters, the poison flag, the knobs.
+/// What a scheme needs to write: the data file, counters, the poison flag, the knobs, and the
+/// doublewrite area (if the writer has one) whose pending slots a data sync frees.
 pub(crate) struct Ctx<'a> {
     pub data: &'a dyn File,
+    pub area: Option<&'a DoublewriteArea>,
     pub counters: &'a Counters,
     pub poison: &'a Poison,
     pub knobs: &'a Knobs,
@@ -175,6 +178,20 @@ impl Ctx<'_> {
             }
         }
     }
+
+    /// Syncs the data file and, on success, frees every doublewrite slot that was pending
+    /// before the sync started (its in-place writes had completed, so this sync made them
+    /// durable). Every data sync of the writer goes through here.
+    pub fn sync_data_file(&self) -> Result<()> {
+        // Read before the sync: only slots pending by now had their in-place writes completed
+        // before the sync started.
+        let gen = self.area.map(|a| a.pending_gen());
+        self.sync(self.data, false)?;
+        if let (Some(area), Some(gen)) = (self.area, gen) {
+            area.free_pending(gen);
+        }
+        Ok(())
+    }
 }
 
 /// A torn-page protection scheme: how one sealed group reaches its home durably.
@@ -231,7 +248,7 @@ impl ProtectionScheme for InPlace {
 
     fn write_group(&self, ctx: &Ctx<'_>, group: &mut Group) -> Result<()> {
         ctx.write_home(&group.home_ops(0..group.pages.len()), false)?;
-        ctx.sync(ctx.data, false)
+        ctx.sync_data_file()
     }
 }
 
@@ -255,7 +272,7 @@ impl ProtectionScheme for Atomic {
         let skipped = group.home_ops(group.protected..group.pages.len());
         ctx.write_home(&skipped, false)?;
         add(&ctx.counters.pages_skipped_protection, skipped.len() as u64);
-        ctx.sync(ctx.data, false)
+        ctx.sync_data_file()
     }
 }
 
@@ -294,22 +311,60 @@ impl ProtectionScheme for Doublewrite {
         if group.protected == 0 {
             ctx.write_home(&group.home_ops(0..n), false)?;
             add(&ctx.counters.pages_skipped_protection, skipped as u64);
-            return ctx.sync(ctx.data, false);
+            return ctx.sync_data_file();
         }
-        let (slot, seq) = self.area.acquire();
-        let r = self.write_in_slot(ctx, group, slot, seq);
-        // Released on every path: after success the in-place writes are durable (or the
-        // deliberate `defer_data_sync` fault); after a failure before any in-place write the
-        // slot's old batch was already durable in place; after a failure during or after the
-        // in-place writes the writer is poisoned and writes nothing more.
-        self.area.release(slot);
-        r
+        let (slot, seq) = self.area.acquire(
+            || ctx.poison.check(),
+            || {
+                ctx.sync_data_file()?;
+                add(&ctx.counters.doublewrite_reuse_syncs, 1);
+                Ok(())
+            },
+        )?;
+        self.write_in_slot(ctx, group, slot, seq)
     }
 }
 
 impl Doublewrite {
+    /// Slot write -> area sync -> in-place writes -> slot pending. The slot ends free after a
+    /// failure before any in-place write (nothing of the batch reached the data file, and the
+    /// slot's previous batch was durable in place before it was handed out), lost after a
+    /// failure during or after the in-place writes (the writer is poisoned; its images must stay
+    /// for recovery), pending otherwise — freed by the next successful data sync.
     fn write_in_slot(&self, ctx: &Ctx<'_>, group: &mut Group, slot: usize, seq: u64) -> Result<()> {
+        if let Err(e) = self.copy_to_slot(ctx, group, slot, seq) {
+            self.area.release(slot);
+            return Err(e);
+        }
         let n = group.pages.len();
+        let prot = group.protected;
+        let in_place = ctx.write_home(&group.home_ops(0..n), false).and_then(|()| {
+            add(&ctx.counters.pages_skipped_protection, (n - prot) as u64);
+            if ctx.knobs.in_place_before_doublewrite_sync {
+                ctx.sync(&**self.area.file(), true)?;
+            }
+            Ok(())
+        });
+        if let Err(e) = in_place {
+            self.area.abandon(slot);
+            return Err(e);
+        }
+        if ctx.knobs.defer_data_sync {
+            self.area.release(slot);
+            return Ok(());
+        }
+        self.area.mark_pending(slot);
+        if n > prot {
+            // Pages that skipped the doublewrite have no copy in the area: durable only in place.
+            // This sync frees the slot (and every other pending one) too.
+            ctx.sync_data_file()?;
+        }
+        Ok(())
+    }
+
+    /// Writes the group's protected images into `slot` and (unless a test fault says otherwise)
+    /// syncs the area. Nothing is written in place yet.
+    fn copy_to_slot(&self, ctx: &Ctx<'_>, group: &mut Group, slot: usize, seq: u64) -> Result<()> {
         let prot = group.protected;
         let ps = group.page_size;
         let entries: Vec<(PageId, Lsn)> =
@@ -335,18 +390,9 @@ impl Doublewrite {
             &ctx.counters.doublewrite_bytes_written,
             slot_bytes.len() as u64,
         );
-        let area_file = &**self.area.file();
         if !ctx.knobs.in_place_before_doublewrite_sync {
-            ctx.sync(area_file, true)?;
+            ctx.sync(&**self.area.file(), true)?;
         }
-        ctx.write_home(&group.home_ops(0..n), false)?;
-        add(&ctx.counters.pages_skipped_protection, (n - prot) as u64);
-        if ctx.knobs.in_place_before_doublewrite_sync {
-            ctx.sync(area_file, true)?;
-        }
-        if ctx.knobs.defer_data_sync {
-            return Ok(());
-        }
-        ctx.sync(ctx.data, false)
+        Ok(())
     }
 }

@@ -39,6 +39,11 @@ pub struct FlushStats {
     pub syncs: u64,
     /// Of `syncs`, those of the doublewrite area.
     pub doublewrite_syncs: u64,
+    /// Of `syncs`, data-file syncs issued because a batch needed a doublewrite slot and every
+    /// slot was pending (its batch in the synced area and written in place, the data file not yet
+    /// synced). Data syncs per batch = `syncs - doublewrite_syncs` over `batches`.
+    #[serde(default)]
+    pub doublewrite_reuse_syncs: u64,
     /// Pages restored from the doublewrite area by recovery.
     pub restored_pages: u64,
     /// Times the WAL rule made the writer force the redo log (the log was not yet durable up to
@@ -68,6 +73,7 @@ impl FlushStats {
             full_page_image_bytes,
             syncs,
             doublewrite_syncs,
+            doublewrite_reuse_syncs,
             restored_pages,
             forced_log_flushes,
             pages_read
@@ -91,6 +97,7 @@ pub(crate) struct Counters {
     pub full_page_image_bytes: AtomicU64,
     pub syncs: AtomicU64,
     pub doublewrite_syncs: AtomicU64,
+    pub doublewrite_reuse_syncs: AtomicU64,
     pub restored_pages: AtomicU64,
     pub forced_log_flushes: AtomicU64,
     pub pages_read: AtomicU64,
@@ -120,6 +127,7 @@ impl Counters {
             full_page_image_bytes,
             syncs,
             doublewrite_syncs,
+            doublewrite_reuse_syncs,
             restored_pages,
             forced_log_flushes,
             pages_read

@@ -281,8 +281,8 @@ fn a_write_before_recovery_runs_recovery_first() {
     drop(w);
     tear(dir.path(), 1, &[0u8; 4096], &sealed(1, 10, 1));
     let w = open_writer(dir.path(), config, &shared);
-    // Enough batches to overwrite both slots.
-    for i in 0..4 {
+    // Enough batches to overwrite every slot.
+    for i in 0..crate::DOUBLEWRITE_SLOTS as u64 + 2 {
         write_v(&w, &[10 + i, 20 + i], 100 + 10 * i, 1, false);
     }
     assert_eq!(w.stats().restored_pages, 1);
@@ -308,7 +308,10 @@ fn a_new_batch_size_recovers_with_the_old_layout_then_reformats() {
     let len = std::fs::metadata(dir.path().join(DOUBLEWRITE_FILE_NAME))
         .unwrap()
         .len();
-    assert_eq!(len, 4096 + 2 * (4096 + 16 * 4096));
+    assert_eq!(
+        len,
+        4096 + crate::DOUBLEWRITE_SLOTS as u64 * (4096 + 16 * 4096)
+    );
     write_v(&w, &(0..16).collect::<Vec<_>>(), 100, 2, false);
     assert_eq!(w.stats().doublewrite_writes, 1);
     drop(w);

@@ -3,7 +3,9 @@
 
 use super::*;
 use crate::scheme::Knobs;
-use crate::{FlushError, FlushPage, PageWriter, PageWriterConfig, TornPageProtection};
+use crate::{
+    FlushError, FlushPage, PageWriter, PageWriterConfig, TornPageProtection, DOUBLEWRITE_SLOTS,
+};
 use keel_io::OsFs;
 
 const PS: PageSize = PageSize::K4;
@@ -234,26 +236,104 @@ fn doublewrite_in_place_before_area_sync_is_caught() {
     );
 }
 
-/// Invariant 2 broken on purpose: slots are released before the in-place writes are synced, so
-/// the third batch overwrites the first batch's slot while its pages are volatile.
+/// Invariant 2 broken on purpose: slots are freed right after the in-place writes are issued
+/// (no pending state, no data sync), so batch `DOUBLEWRITE_SLOTS + 1` overwrites the first
+/// batch's slot while its pages are volatile. The same batches with the right order: no
+/// violation.
 #[test]
 fn doublewrite_early_slot_reuse_is_caught() {
-    let s = setup(
-        TornPageProtection::Doublewrite { batch_pages: 4 },
-        Knobs {
-            defer_data_sync: true,
-            ..Knobs::default()
-        },
-    );
-    write(&s, &[1, 2], 10, 1, &[]).unwrap();
-    write(&s, &[3, 4], 20, 1, &[]).unwrap();
-    write(&s, &[5, 6], 30, 1, &[]).unwrap();
-    let v = doublewrite_violations(&s.shared.take_events(), PS.bytes());
-    assert!(!v.is_empty());
-    assert!(
-        v[0].contains("reused while pages of its previous batch"),
-        "{v:?}"
-    );
+    for broken in [true, false] {
+        let s = setup(
+            TornPageProtection::Doublewrite { batch_pages: 4 },
+            Knobs {
+                defer_data_sync: broken,
+                ..Knobs::default()
+            },
+        );
+        for i in 0..DOUBLEWRITE_SLOTS as u64 + 1 {
+            write(&s, &[2 * i + 1, 2 * i + 2], 10 * (i + 1), 1, &[]).unwrap();
+        }
+        let v = doublewrite_violations(&s.shared.take_events(), PS.bytes());
+        if broken {
+            assert_eq!(v.len(), 1, "{v:?}");
+            assert!(
+                v[0].contains("reused while pages of its previous batch"),
+                "{v:?}"
+            );
+            assert_eq!(s.writer.stats().syncs, s.writer.stats().doublewrite_syncs);
+        } else {
+            assert_eq!(v, Vec::<String>::new());
+        }
+    }
+}
+
+/// Data syncs are deferred to slot reuse (DESIGN.md invariant 2 read literally): over many
+/// batches from one and from two threads, every slot is rewritten only after a data sync that
+/// followed the in-place writes of the batch it held (`doublewrite_violations` (b)), slots are
+/// actually rewritten many times, and the data file is synced about once per
+/// `DOUBLEWRITE_SLOTS` batches instead of once per batch.
+#[test]
+fn doublewrite_slot_reuse_waits_for_a_data_sync_after_the_in_place_writes() {
+    for threads in [1u64, 2] {
+        let s = setup(
+            TornPageProtection::Doublewrite { batch_pages: 4 },
+            Knobs::default(),
+        );
+        let rounds = 5 * DOUBLEWRITE_SLOTS as u64;
+        std::thread::scope(|scope| {
+            for t in 0..threads {
+                let s = &s;
+                scope.spawn(move || {
+                    for round in 0..rounds {
+                        // The same pages again and again: several slots hold images of each.
+                        let ids: Vec<u64> = (0..4).map(|i| t * 100 + (round + i) % 6).collect();
+                        write(s, &ids, 10_000 * t + 10 * round + 1, round, &[]).unwrap();
+                    }
+                });
+            }
+        });
+        let events = s.shared.take_events();
+        assert_eq!(
+            doublewrite_violations(&events, PS.bytes()),
+            Vec::<String>::new(),
+            "{threads} threads"
+        );
+        let mut slot_writes: HashMap<u64, u64> = HashMap::new();
+        for e in &events {
+            if let Event::Write {
+                class: FileClass::Doublewrite,
+                offset,
+                ..
+            } = e
+            {
+                *slot_writes.entry(*offset).or_default() += 1;
+            }
+        }
+        assert_eq!(slot_writes.len(), DOUBLEWRITE_SLOTS, "every slot used");
+        assert!(
+            slot_writes.values().all(|&n| n >= 3),
+            "every slot rewritten: {slot_writes:?}"
+        );
+        let st = s.writer.stats();
+        let batches = threads * rounds;
+        let data_syncs = st.syncs - st.doublewrite_syncs;
+        assert_eq!(st.batches, batches);
+        assert_eq!(st.doublewrite_syncs, batches);
+        assert_eq!(data_syncs, st.doublewrite_reuse_syncs);
+        assert!(
+            data_syncs * (DOUBLEWRITE_SLOTS as u64) <= batches + DOUBLEWRITE_SLOTS as u64,
+            "{threads} threads: {data_syncs} data syncs for {batches} batches"
+        );
+        assert!(data_syncs >= batches / DOUBLEWRITE_SLOTS as u64 - 1);
+        // An explicit sync frees every pending slot: the next batches need no data sync.
+        s.writer.sync_data().unwrap();
+        let before = s.writer.stats();
+        for i in 0..DOUBLEWRITE_SLOTS as u64 {
+            write(&s, &[500 + i], 1_000_000 + i, 1, &[]).unwrap();
+        }
+        let after = s.writer.stats().since(&before);
+        assert_eq!(after.syncs, after.doublewrite_syncs, "{after:?}");
+    }
 }
 
 #[test]
@@ -293,7 +373,17 @@ fn a_failed_sync_poisons() {
         );
         write(&s, &[1, 2], 10, 1, &[]).unwrap();
         *s.shared.fail_sync.lock() = Some(class);
-        let err = write(&s, &[1, 2], 20, 2, &[]).unwrap_err();
+        // The area is synced in every batch; the data file only when a slot is reused: the
+        // first batch that finds every slot pending.
+        let ok_before_failure = if class == FileClass::Data {
+            DOUBLEWRITE_SLOTS as u64 - 1
+        } else {
+            0
+        };
+        for i in 0..ok_before_failure {
+            write(&s, &[1, 2], 20 + 10 * i, 2, &[]).unwrap();
+        }
+        let err = write(&s, &[1, 2], 1000, 3, &[]).unwrap_err();
         let file = if class == FileClass::Data {
             "data.keel"
         } else {
