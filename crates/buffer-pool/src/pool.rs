@@ -285,7 +285,7 @@ impl BufferPool {
                 "cleaner_batch_pages must be > 0 and max_txn_pct in 1..=100".into(),
             ));
         }
-        let mut arena = AlignedBuf::page(n * page_size);
+        let mut arena = AlignedBuf::huge(n * page_size);
         let base = arena.as_mut_ptr();
         let frames: Box<[Frame]> = (0..n)
             .map(|i| {

@@ -24,7 +24,7 @@ mod error;
 pub mod os;
 pub mod sim;
 
-pub use aligned::{AlignedBuf, PAGE_ALIGN};
+pub use aligned::{AlignedBuf, HUGE_PAGE, PAGE_ALIGN};
 pub use caps::{AtomicSupport, AtomicWriteLimits, Capabilities, DirectIoAlignment};
 pub use counters::{ClassStats, FileClass, IoCounters, IoStats};
 pub use error::{IoError, Result};
