@@ -381,6 +381,73 @@ pub(crate) fn insert(page: &mut [u8], id: PageId, idx: usize, cell: &[u8]) -> Re
     Ok(true)
 }
 
+/// The exact edits that insert `cell` as slot `idx` of node `page` when it fits in the free
+/// space without compaction (the common case): the cell below the lowest one, the slot array
+/// shifted one slot up from `idx` (a move), the new slot, the slot count and cell start. `None`
+/// when it does not fit without compaction; then [`insert`] decides. Applying the edits gives
+/// exactly what [`insert`] would (tested by `insert_edits_equal_insert`).
+pub(crate) fn insert_edits(
+    page: &[u8],
+    id: PageId,
+    idx: usize,
+    cell_len: usize,
+) -> Result<Option<InsertEdits>> {
+    let node = Node::new(page, id)?;
+    let n = node.len();
+    if idx > n {
+        return Err(node.corrupt(format!("insert at slot {idx} of {n}")));
+    }
+    if node.free_space() < cell_len + SLOT_SIZE {
+        return Ok(None);
+    }
+    let top = rd_u32(page, NH_CELL_START) as usize - cell_len;
+    let mut counts = [0u8; 8];
+    counts[..4].copy_from_slice(&((n + 1) as u32).to_le_bytes());
+    counts[4..].copy_from_slice(&(top as u32).to_le_bytes());
+    Ok(Some(InsertEdits {
+        top,
+        slot: SLOTS + idx * SLOT_SIZE,
+        shift: (n - idx) * SLOT_SIZE,
+        slot_bytes: (top as u32).to_le_bytes(),
+        counts,
+    }))
+}
+
+/// What [`insert_edits`] computed.
+pub(crate) struct InsertEdits {
+    top: usize,
+    slot: usize,
+    shift: usize,
+    slot_bytes: [u8; 4],
+    counts: [u8; 8],
+}
+
+impl InsertEdits {
+    /// The edits, for `cell`.
+    pub(crate) fn edits<'a>(&'a self, cell: &'a [u8]) -> [crate::PageEdit<'a>; 4] {
+        use crate::PageEdit::{Move, Write};
+        [
+            Write {
+                offset: self.top,
+                bytes: cell,
+            },
+            Move {
+                src: self.slot,
+                dst: self.slot + SLOT_SIZE,
+                len: self.shift,
+            },
+            Write {
+                offset: self.slot,
+                bytes: &self.slot_bytes,
+            },
+            Write {
+                offset: NH_NSLOTS,
+                bytes: &self.counts,
+            },
+        ]
+    }
+}
+
 /// Removes slot `idx`; its cell's bytes become fragmentation (reclaimed by the next compaction).
 pub(crate) fn remove(page: &mut [u8], id: PageId, idx: usize) -> Result<()> {
     let (n, len) = {
@@ -432,6 +499,45 @@ mod tests {
         let n = Node::new(&p, id).unwrap();
         assert_eq!(n.len(), 3);
         assert_eq!(n.search(b"b").unwrap(), Err(1));
+    }
+
+    #[test]
+    fn insert_edits_equal_insert() {
+        let id = PageId(3);
+        let mut by_insert = leaf(4096);
+        let mut by_edits = leaf(4096);
+        let mut seed = 5u64;
+        for i in 0..400u64 {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let key = (seed >> 16).to_be_bytes();
+            let cell = leaf_cell_inline(&key, &vec![i as u8; (seed % 40) as usize]);
+            let idx = match Node::new(&by_insert, id).unwrap().search(&key).unwrap() {
+                Ok(_) => continue,
+                Err(i) => i,
+            };
+            let plan = insert_edits(&by_edits, id, idx, cell.len()).unwrap();
+            let inserted = insert(&mut by_insert, id, idx, &cell).unwrap();
+            match plan {
+                Some(p) => {
+                    assert!(inserted);
+                    for e in p.edits(&cell) {
+                        assert!(e.apply(&mut by_edits));
+                    }
+                }
+                None => {
+                    // No room without compaction: the fallback path is `insert` itself.
+                    assert!(!inserted || Node::new(&by_edits, id).unwrap().frag() > 0);
+                    break;
+                }
+            }
+            assert_eq!(by_insert, by_edits, "after {i} inserts");
+        }
+        assert!(Node::new(&by_edits, id).unwrap().len() > 20);
+        // A slot index past the end is corruption, not a wild move.
+        let n = Node::new(&by_edits, id).unwrap().len();
+        assert!(insert_edits(&by_edits, id, n + 1, 10).is_err());
     }
 
     #[test]

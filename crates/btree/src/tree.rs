@@ -426,6 +426,12 @@ impl BTree {
         mut cell: Vec<u8>,
     ) -> Result<()> {
         loop {
+            // The common case: the cell fits in the free space, and the exact edits are known.
+            let plan = store.read(id, |p| node::insert_edits(p, id, idx, cell.len()))??;
+            if let Some(plan) = plan {
+                store.edit(id, &plan.edits(&cell))?;
+                return Ok(());
+            }
             if store.write(id, |p| node::insert(p, id, idx, &cell))?? {
                 return Ok(());
             }

@@ -339,6 +339,22 @@ impl BufferPool {
                             }
                             page[off..off + bytes.len()].copy_from_slice(bytes);
                         }
+                        Record::PageMove { src, dst, len, .. } => {
+                            let (src, dst, len) = (*src as usize, *dst as usize, *len as usize);
+                            let lo = PAGE_HEADER_SIZE;
+                            let hi = ps - PAGE_TRAILER_SIZE;
+                            if src.min(dst) < lo || src.max(dst).saturating_add(len) > hi {
+                                return Err(bad(format!(
+                                    "move of {len} bytes from offset {src} to {dst} leaves the payload"
+                                )));
+                            }
+                            if freed {
+                                return Err(bad(
+                                    "move within a page freed earlier in the group".into()
+                                ));
+                            }
+                            page.copy_within(src..src + len, dst);
+                        }
                         Record::PageFree { .. } => freed = true,
                         Record::Logical { .. } => {}
                     }

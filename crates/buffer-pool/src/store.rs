@@ -290,6 +290,7 @@ fn record_bytes(r: &Record) -> u64 {
     9 + match r {
         Record::PageInit { .. } => 10,
         Record::PageWrite { bytes, .. } => 12 + bytes.len() as u64,
+        Record::PageMove { .. } => 20,
         Record::PageImage { image, .. } => 8 + image.len() as u64,
         Record::PageFree { .. } => 8,
         Record::Logical { bytes, .. } => 2 + bytes.len() as u64,

@@ -640,6 +640,35 @@ impl PageWriteGuard<'_> {
         Ok(())
     }
 
+    /// Moves `len` bytes from `src` to `dst` within the payload (as `memmove`; the ranges may
+    /// overlap) and records one PageMove (20 bytes of redo, whatever `len` is).
+    pub fn move_within(&mut self, src: usize, dst: usize, len: usize) -> Result<()> {
+        self.check(src, len)?;
+        self.check(dst, len)?;
+        if len == 0 || src == dst {
+            return Ok(());
+        }
+        let page = self.latch.bytes_mut();
+        let mut st = self.txn.st.borrow_mut();
+        if !st.entries[self.entry].fresh {
+            st.undo.push(Undo::Bytes {
+                entry: self.entry,
+                offset: dst,
+                old: page[dst..dst + len].to_vec(),
+            });
+        }
+        page.copy_within(src..src + len, dst);
+        st.redo_bytes += 21;
+        st.records.push(Record::PageMove {
+            page_id: self.id,
+            src: src as u32,
+            dst: dst as u32,
+            len: len as u32,
+        });
+        st.entries[self.entry].note(false);
+        Ok(())
+    }
+
     /// Lets `f` change `len` bytes at `offset` in place, then records the bytes that changed
     /// (trimmed to the first..last differing byte) as one PageWrite.
     pub fn modify<R>(

@@ -124,6 +124,51 @@ fn commit_gives_pages_the_group_lsn_and_lists_them_dirty() {
 }
 
 #[test]
+fn a_move_is_one_record_and_replays_to_the_same_page() {
+    let (pool, store) = mem_pool(8);
+    seed(&*store, 2);
+    let log = MemLog::new();
+    let txn = pool.begin();
+    let mut g = txn.write(PageId(1)).unwrap();
+    g.write(P, &(0..=255u8).collect::<Vec<_>>()).unwrap();
+    // Overlapping both ways, like a slot array shifted up and down.
+    g.move_within(P, P + 4, 200).unwrap();
+    g.move_within(P + 100, P + 96, 50).unwrap();
+    // A range leaving the payload is refused before anything changes.
+    assert!(matches!(
+        g.move_within(P, 4096 - 8 - 10, 11),
+        Err(PoolError::OutOfBounds { .. })
+    ));
+    assert!(
+        g.move_within(4, P, 10).is_err(),
+        "the header is not payload"
+    );
+    let after = g.to_vec();
+    drop(g);
+    txn.commit(&log).unwrap();
+    let groups = log.groups_since(Lsn::ZERO);
+    let moves = groups[0]
+        .records
+        .iter()
+        .filter(|r| {
+            matches!(
+                r,
+                Record::PageMove { len: 200, .. } | Record::PageMove { len: 50, .. }
+            )
+        })
+        .count();
+    assert_eq!(moves, 2);
+    // Redo of the group onto the page as it was reproduces the page.
+    let (pool2, store2) = mem_pool(8);
+    seed(&*store2, 2);
+    pool2.apply_redo(Lsn::ZERO, &groups).unwrap();
+    assert_eq!(
+        pool2.read(PageId(1)).unwrap()[P..4096 - 8],
+        after[P..4096 - 8]
+    );
+}
+
+#[test]
 fn abort_restores_pages_exactly() {
     let (pool, store) = mem_pool(8);
     seed(&*store, 4);
@@ -136,6 +181,7 @@ fn abort_restores_pages_exactly() {
         let mut a = txn.write(PageId(0)).unwrap();
         a.write(P, &[9; 100]).unwrap();
         a.modify(P + 200, 50, |b| b.reverse()).unwrap();
+        a.move_within(P + 10, P + 40, 300).unwrap();
         let mut b = txn.write(PageId(1)).unwrap();
         b.write(P + 5, b"xyz").unwrap();
         b.init(PageType::BTREE_LEAF);

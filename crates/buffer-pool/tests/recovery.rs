@@ -219,6 +219,34 @@ fn freed_pages_are_dropped_and_bad_records_are_errors() {
     assert_eq!(rep.logical_records, 1);
     assert!(!pool.contains(PageId(1)) && !pool.contains(PageId(2)));
     assert_eq!(pool.dirty_pages(), 0, "freed pages are not written");
+    // A move leaving the payload in a recovered record is an error naming page and LSN.
+    let pool = pool_over(&store);
+    let err = pool
+        .apply_redo(
+            Lsn(0),
+            &[group(
+                10,
+                60,
+                vec![Record::PageMove {
+                    page_id: PageId(3),
+                    src: P as u32,
+                    dst: 4090,
+                    len: 8,
+                }],
+            )],
+        )
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            PoolError::BadRedo {
+                page_id: PageId(3),
+                lsn: Lsn(60),
+                ..
+            }
+        ),
+        "{err}"
+    );
     // A write past the payload in a recovered record is an error naming page and LSN.
     let pool = pool_over(&store);
     let err = pool

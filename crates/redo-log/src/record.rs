@@ -32,6 +32,7 @@ const T_PAGE_WRITE: u8 = 2;
 const T_PAGE_IMAGE: u8 = 3;
 const T_PAGE_FREE: u8 = 4;
 const T_LOGICAL: u8 = 5;
+const T_PAGE_MOVE: u8 = 6;
 
 /// A redo record. Page records are physical (byte-level), so replay is simple and exact.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -53,6 +54,18 @@ pub enum Record {
         offset: u32,
         /// The new bytes.
         bytes: Vec<u8>,
+    },
+    /// `len` bytes of the page moved from byte `src` to byte `dst` (as `memmove`: the ranges may
+    /// overlap). A B+tree slot-array shift is one such record instead of the shifted bytes.
+    PageMove {
+        /// The page.
+        page_id: PageId,
+        /// Where the bytes are read from.
+        src: u32,
+        /// Where they are written to.
+        dst: u32,
+        /// How many bytes move.
+        len: u32,
     },
     /// A full page image (PostgreSQL full_page_writes). Recovery installs it unconditionally,
     /// then applies later records.
@@ -82,6 +95,7 @@ impl Record {
         match self {
             Record::PageInit { page_id, .. }
             | Record::PageWrite { page_id, .. }
+            | Record::PageMove { page_id, .. }
             | Record::PageImage { page_id, .. }
             | Record::PageFree { page_id } => Some(*page_id),
             Record::Logical { .. } => None,
@@ -93,6 +107,7 @@ impl Record {
         1 + match self {
             Record::PageInit { .. } => 8 + 2,
             Record::PageWrite { bytes, .. } => 8 + 4 + 4 + bytes.len(),
+            Record::PageMove { .. } => 8 + 4 + 4 + 4,
             Record::PageImage { image, .. } => 8 + 4 + image.len(),
             Record::PageFree { .. } => 8,
             Record::Logical { bytes, .. } => 2 + 4 + bytes.len(),
@@ -134,6 +149,18 @@ pub fn encode_group(records: &[Record], out: &mut Vec<u8>) -> Result<usize, u64>
                 out.extend_from_slice(&offset.to_le_bytes());
                 out.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
                 out.extend_from_slice(bytes);
+            }
+            Record::PageMove {
+                page_id,
+                src,
+                dst,
+                len,
+            } => {
+                out.push(T_PAGE_MOVE);
+                out.extend_from_slice(&page_id.0.to_le_bytes());
+                out.extend_from_slice(&src.to_le_bytes());
+                out.extend_from_slice(&dst.to_le_bytes());
+                out.extend_from_slice(&len.to_le_bytes());
             }
             Record::PageImage { page_id, image } => {
                 out.push(T_PAGE_IMAGE);
@@ -260,6 +287,12 @@ pub fn decode_group(bytes: &[u8]) -> Result<Vec<Record>, String> {
                     bytes: r.vec()?,
                 }
             }
+            T_PAGE_MOVE => Record::PageMove {
+                page_id: PageId(r.u64()?),
+                src: r.u32()?,
+                dst: r.u32()?,
+                len: r.u32()?,
+            },
             T_PAGE_IMAGE => {
                 let page_id = PageId(r.u64()?);
                 Record::PageImage {
@@ -319,6 +352,12 @@ mod tests {
             Record::PageImage {
                 page_id: PageId(u64::MAX),
                 image: vec![9; 100],
+            },
+            Record::PageMove {
+                page_id: PageId(7),
+                src: 56,
+                dst: 60,
+                len: 400,
             },
             Record::PageFree { page_id: PageId(3) },
             Record::Logical {

@@ -275,6 +275,7 @@ impl World {
                         Record::PageWrite { .. } => "write",
                         Record::PageImage { .. } => "image",
                         Record::PageFree { .. } => "free",
+                        Record::PageMove { .. } => "move",
                         Record::Logical { .. } => "logical",
                     })
                     .collect();

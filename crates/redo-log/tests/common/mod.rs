@@ -48,7 +48,12 @@ pub fn group(tag: u64, size: usize) -> Vec<Record> {
         2 => recs.push(Record::PageFree {
             page_id: PageId(tag ^ 0xFF),
         }),
-        _ => {}
+        _ => recs.push(Record::PageMove {
+            page_id: PageId(tag),
+            src: 40 + (tag % 64) as u32,
+            dst: 44 + (tag % 64) as u32,
+            len: (tag % 300) as u32,
+        }),
     }
     recs
 }
