@@ -627,22 +627,6 @@ impl DoublewriteArea {
         self.freed.notify_all();
     }
 
-    /// Slots by state: (free, busy, pending, lost). For tests and diagnostics.
-    #[cfg(test)]
-    pub fn slot_counts(&self) -> (usize, usize, usize, usize) {
-        let st = self.state.lock();
-        let mut c = (0, 0, 0, 0);
-        for s in &st.slots {
-            match s {
-                SlotUse::Free => c.0 += 1,
-                SlotUse::Busy => c.1 += 1,
-                SlotUse::Pending(_) => c.2 += 1,
-                SlotUse::Lost => c.3 += 1,
-            }
-        }
-        c
-    }
-
     /// Writes a slot (directory followed by its images) with one sequential write.
     pub fn write_slot(&self, i: usize, bytes: &[u8]) -> Result<()> {
         let g = self.wanted.ok_or_else(|| FlushError::DoublewriteArea {

@@ -223,3 +223,90 @@ fn the_image_crc_shortcut_equals_the_full_computation() {
         image_crc(1, PageId(1), Lsn(1), &p)
     );
 }
+
+/// An area written with another slot count (2, before deferred data syncs raised it to
+/// `DOUBLEWRITE_SLOTS`) is recovered with the geometry in its header — an image in its last slot
+/// is restored — and then reformatted with the writer's geometry; batches then use every slot.
+#[test]
+fn an_area_with_another_slot_count_is_recovered_then_reformatted() {
+    use crate::{PageWriter, PageWriterConfig, TornPageProtection, DOUBLEWRITE_SLOTS};
+    assert_ne!(G.slots, DOUBLEWRITE_SLOTS);
+    let dir = tempfile::tempdir().unwrap();
+    let fs = OsFs::default();
+    let area_path = dir.path().join(crate::DOUBLEWRITE_FILE_NAME);
+    let f = fs
+        .open(
+            &area_path,
+            &OpenOptions::new(FileClass::Doublewrite).create(true),
+        )
+        .unwrap();
+    drop(DoublewriteArea::open(f.clone(), Some(G)).unwrap());
+    f.write_all_at(
+        &slot_bytes(1, 3, &[(5, 20, 2), (6, 21, 2)]),
+        G.slot_offset(1),
+    )
+    .unwrap();
+    f.sync_data().unwrap();
+    drop(f);
+    // Page 5's home is torn (half of version 2 over nothing), page 6 was never written.
+    let data = fs
+        .open(
+            &dir.path().join(crate::DATA_FILE_NAME),
+            &OpenOptions::new(FileClass::Data).create(true),
+        )
+        .unwrap();
+    data.write_all_at(&make_page(PS, 5, 20, 2)[..2048], 5 * 4096)
+        .unwrap();
+    drop(data);
+    let config = PageWriterConfig::new(PS, TornPageProtection::Doublewrite { batch_pages: 4 });
+    let open = || {
+        PageWriter::open(
+            Arc::new(OsFs::default()),
+            dir.path(),
+            config,
+            FakeLog(Shared::new()),
+        )
+        .unwrap()
+    };
+    let w = open();
+    let rec = w.recover_doublewrite().unwrap();
+    assert_eq!((rec.slots_scanned, rec.slots_valid), (2, 1), "{rec:?}");
+    assert_eq!(rec.restored_pages, 2, "{rec:?}");
+    let new = Geometry {
+        slots: DOUBLEWRITE_SLOTS,
+        ..G
+    };
+    assert_eq!(std::fs::metadata(&area_path).unwrap().len(), new.file_len());
+    let mut buf = vec![0u8; PS.bytes()];
+    for id in [5, 6] {
+        assert!(matches!(
+            w.read_page(PageId(id), &mut buf),
+            Ok(keel_page::PageState::Valid(_))
+        ));
+        assert_eq!(version_of(&buf, id), Some(2));
+    }
+    // Every slot of the new geometry is written, the first ones twice.
+    let imgs: Vec<Vec<u8>> = (0..DOUBLEWRITE_SLOTS as u64 + 2)
+        .map(|i| make_page(PS, 100 + i, 100 + i, 3))
+        .collect();
+    for (i, img) in imgs.iter().enumerate() {
+        w.write_pages(&[crate::FlushPage {
+            page_id: PageId(100 + i as u64),
+            image: img,
+            lsn: Lsn(100 + i as u64),
+            rebuildable_from_redo: false,
+        }])
+        .unwrap();
+    }
+    drop(w);
+    let w = open();
+    let rec = w.recover_doublewrite().unwrap();
+    assert_eq!(
+        (rec.slots_scanned, rec.slots_valid),
+        (DOUBLEWRITE_SLOTS, DOUBLEWRITE_SLOTS)
+    );
+    for i in 0..DOUBLEWRITE_SLOTS as u64 + 2 {
+        w.read_page(PageId(100 + i), &mut buf).unwrap();
+        assert_eq!(version_of(&buf, 100 + i), Some(3));
+    }
+}

@@ -362,25 +362,37 @@ fn doublewrite_in_place_before_area_sync_breaks_repair() {
     }
 }
 
-/// Invariant 2 broken on purpose: slots reused before the in-place writes of their batch are
-/// durable (the data file is never synced between batches). A page torn in an early batch whose
-/// slot was overwritten cannot be repaired.
+/// Invariant 2 broken on purpose: slots freed right after their in-place writes were issued
+/// (no pending state, the data file never synced), so with enough batches (12 rounds of up to 3
+/// groups each, against `DOUBLEWRITE_SLOTS` slots) slots are reused while the in-place writes
+/// of their batch are volatile. A page torn or lost in an early batch whose slot was overwritten
+/// cannot be repaired. With the right order (same seeds, where slots are reused after a data
+/// sync) every page is repaired.
 #[test]
 fn doublewrite_early_slot_reuse_breaks_repair() {
     for (ps, sector) in [(PageSize::K4, 512), (PageSize::K16, 4096)] {
-        let t = sweep(0..150, |seed| Run {
-            knobs: Knobs {
+        let mk = |knobs| {
+            move |seed| Run {
+                knobs,
+                crash_mid_batch: false,
+                rounds: 12,
+                ..Run::new(seed, ps, sector, DW)
+            }
+        };
+        let t = sweep(
+            0..150,
+            mk(Knobs {
                 defer_data_sync: true,
                 ..Knobs::default()
-            },
-            crash_mid_batch: false,
-            rounds: 6,
-            ..Run::new(seed, ps, sector, DW)
-        });
-        assert!(
-            !t.unrepaired.is_empty(),
-            "{ps} {sector}: early slot reuse was never caught"
+            }),
         );
+        assert!(
+            t.unrepaired.len() >= 10,
+            "{ps} {sector}: early slot reuse was caught only {} times",
+            t.unrepaired.len()
+        );
+        let ok = sweep(0..150, mk(Knobs::default()));
+        assert!(ok.unrepaired.is_empty(), "{:?}", ok.unrepaired);
     }
 }
 
@@ -489,4 +501,272 @@ fn atomic_without_an_atomic_unit_is_a_clear_error() {
         err.to_string().contains("outside the atomic unit range"),
         "{err}"
     );
+}
+
+/// What [`run_hot`] saw.
+#[derive(Debug, Default)]
+struct HotOutcome {
+    /// Pages returned as valid data that are not an allowed version, or unwritten pages that had
+    /// a durable version, or pages reported as corruption (every write here is protected).
+    wrong: Vec<String>,
+    /// Most distinct LSNs of one hot page among the valid images in the area after the crash.
+    max_hot_images: usize,
+    /// Data syncs issued to free slots before the crash.
+    reuse_syncs: u64,
+    restored: u64,
+}
+
+/// Pages 0 and 1 are in every batch (so several slots hold images of them with different LSNs);
+/// 1..=6 more pages of 16 join each batch; `rounds` batches of up to 8 pages through doublewrite
+/// batches of 4; the machine stops after a random number of write/sync operations anywhere in
+/// the run (or not at all), then crashes with `policy` (or one drawn from the seed), and the
+/// writer reopens and recovers. Every page must hold the newest version whose `write_pages`
+/// returned, or a later one handed over; nothing is left to redo here.
+fn run_hot(seed: u64, ps: PageSize, knobs: Knobs, policy: Option<CrashPolicy>) -> HotOutcome {
+    const PAGES: u64 = 16;
+    let rounds = 3 * crate::DOUBLEWRITE_SLOTS as u64;
+    let sim = SimFs::new(SimConfig::seeded(seed));
+    let shared = Shared::new();
+    let fs = RecFs::new(Arc::new(sim.clone()), shared.clone());
+    let dir = Path::new("/db");
+    let config = PageWriterConfig::new(ps, TornPageProtection::Doublewrite { batch_pages: 4 });
+    let mut w = PageWriter::open(fs, dir, config, FakeLog(shared.clone())).unwrap();
+    w.recover_doublewrite().unwrap();
+    w.set_knobs(knobs);
+    let mut rng = Rng::new(seed ^ 0x00C0_FFEE);
+    // About 5 operations per batch: stop anywhere in the run, or never (1 in 8).
+    if !rng.next().is_multiple_of(8) {
+        shared.crash_after((rng.next() % (5 * rounds)) as i64);
+    }
+    let mut written: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
+    let mut durable: BTreeMap<u64, u64> = BTreeMap::new();
+    let mut lsn = 0;
+    for round in 0..rounds {
+        let mut ids = vec![0u64, 1];
+        let extra = 1 + rng.next() % 6;
+        while (ids.len() as u64) < 2 + extra {
+            let id = 2 + rng.next() % (PAGES - 2);
+            if !ids.contains(&id) {
+                ids.push(id);
+            }
+        }
+        let version = round + 1;
+        let images: Vec<(u64, u64, Vec<u8>)> = ids
+            .iter()
+            .map(|&id| {
+                lsn += 1;
+                (id, lsn, make_page(ps, id, lsn, version))
+            })
+            .collect();
+        let pages: Vec<FlushPage<'_>> = images
+            .iter()
+            .map(|(id, l, img)| FlushPage {
+                page_id: PageId(*id),
+                image: img,
+                lsn: Lsn(*l),
+                rebuildable_from_redo: false,
+            })
+            .collect();
+        for &id in &ids {
+            written.entry(id).or_default().push(version);
+        }
+        if w.write_pages(&pages).is_err() {
+            break;
+        }
+        for &id in &ids {
+            durable.insert(id, version);
+        }
+    }
+    let reuse_syncs = w.stats().doublewrite_reuse_syncs;
+    drop(w);
+    let after = match policy {
+        Some(p) => sim.crash_with(p),
+        None => sim.crash(),
+    };
+    // What the area holds after the crash, before recovery touches anything.
+    let max_hot_images = {
+        let file = after
+            .open(
+                &dir.join(crate::DOUBLEWRITE_FILE_NAME),
+                &OpenOptions::new(FileClass::Doublewrite),
+            )
+            .unwrap();
+        let area = crate::area::DoublewriteArea::open(file, None).unwrap();
+        let scan = area.scan(keel_page::Checksum::Crc32c, ps).unwrap();
+        (0..2u64)
+            .map(|hot| {
+                let lsns: std::collections::BTreeSet<Lsn> = scan
+                    .candidates
+                    .iter()
+                    .filter(|c| c.page_id == PageId(hot))
+                    .map(|c| c.lsn)
+                    .collect();
+                lsns.len()
+            })
+            .max()
+            .unwrap_or(0)
+    };
+    let w = PageWriter::open(Arc::new(after), dir, config, FakeLog(shared.clone())).unwrap();
+    let rec = w.recover_doublewrite().unwrap();
+    let mut out = HotOutcome {
+        max_hot_images,
+        reuse_syncs,
+        restored: rec.restored_pages,
+        ..HotOutcome::default()
+    };
+    let mut buf = keel_io::AlignedBuf::page(ps.bytes());
+    for id in 0..PAGES {
+        let floor = durable.get(&id).copied().unwrap_or(0);
+        let versions = written.get(&id).cloned().unwrap_or_default();
+        let allowed: Vec<u64> = versions.iter().copied().filter(|&v| v >= floor).collect();
+        match w.read_page(PageId(id), &mut buf) {
+            Ok(PageState::Valid(_)) => match version_of(&buf, id) {
+                Some(v) if allowed.contains(&v) => {}
+                v => out.wrong.push(format!(
+                    "page {id}: holds version {v:?}, newest durable {floor}, allowed {allowed:?} \
+                     (seed {seed})"
+                )),
+            },
+            Ok(PageState::Unwritten) if floor == 0 => {}
+            Ok(PageState::Unwritten) => out.wrong.push(format!(
+                "page {id}: unwritten, but version {floor} was durable (seed {seed})"
+            )),
+            Err(e) => out.wrong.push(format!(
+                "page {id}: {e} (newest durable {floor}, seed {seed})"
+            )),
+        }
+    }
+    out
+}
+
+/// Deferred data syncs under crashes anywhere: the same pages in every batch, so several slots
+/// hold images of them with different LSNs while the in-place writes of up to
+/// `DOUBLEWRITE_SLOTS` batches are unsynced; slots are reused after data syncs. After a crash
+/// (writes since the last sync kept, lost, torn or reordered) and recovery, every page holds the
+/// newest version whose `write_pages` returned, or a later one. Broken on purpose with
+/// `defer_data_sync` (slots reused with no data sync): some page loses a version that was
+/// reported durable.
+#[test]
+fn doublewrite_hot_pages_in_many_batches_survive_crashes_anywhere() {
+    for ps in [PageSize::K4, PageSize::K16] {
+        let (mut reuse, mut restored, mut most_images) = (0, 0, 0);
+        for seed in 0..80 {
+            let policy = seed.is_multiple_of(4).then(CrashPolicy::lose_all);
+            let o = run_hot(seed, ps, Knobs::default(), policy);
+            assert!(o.wrong.is_empty(), "{ps}: {:?}", o.wrong);
+            reuse += o.reuse_syncs;
+            restored += o.restored;
+            most_images = most_images.max(o.max_hot_images);
+        }
+        assert!(reuse > 0, "{ps}: slots must have been reused");
+        assert!(restored > 0, "{ps}: recovery must have had something to do");
+        assert!(
+            most_images >= 3,
+            "{ps}: several slots must have held images of a hot page ({most_images})"
+        );
+        let broken: Vec<String> = (0..80)
+            .flat_map(|seed| {
+                let policy = seed.is_multiple_of(2).then(CrashPolicy::lose_all);
+                let knobs = Knobs {
+                    defer_data_sync: true,
+                    ..Knobs::default()
+                };
+                run_hot(seed, ps, knobs, policy).wrong
+            })
+            .collect();
+        assert!(
+            !broken.is_empty(),
+            "{ps}: slot reuse without a data sync was never caught"
+        );
+    }
+}
+
+/// A data sync that fails when a batch needs a slot (every slot pending) poisons the writer:
+/// that batch writes nothing, every later write and `sync_data` is refused; SimFs drops or
+/// tears the unsynced in-place writes of the earlier batches, as Linux may after a failed
+/// fsync. After a crash and reopen, recovery restores every page of the earlier batches from
+/// their slots.
+#[test]
+fn a_failed_sync_at_slot_reuse_poisons_and_recovery_restores_the_earlier_batches() {
+    let slots = crate::DOUBLEWRITE_SLOTS as u64;
+    for seed in 0..20u64 {
+        let sim = SimFs::new(
+            SimConfig::seeded(seed).failed_sync(if seed.is_multiple_of(2) {
+                keel_io::Fates::LoseAll
+            } else {
+                keel_io::Fates::TearAll
+            }),
+        );
+        let shared = Shared::new();
+        let dir = Path::new("/db");
+        let ps = PageSize::K4;
+        let config = PageWriterConfig::new(ps, TornPageProtection::Doublewrite { batch_pages: 4 });
+        let w =
+            PageWriter::open(Arc::new(sim.clone()), dir, config, FakeLog(shared.clone())).unwrap();
+        w.recover_doublewrite().unwrap();
+        let write = |round: u64| {
+            // Batch k: pages 3k, 3k+1, 3k+2 and page 100 (in every batch), version k + 1.
+            let ids = [3 * round, 3 * round + 1, 3 * round + 2, 100];
+            let imgs: Vec<Vec<u8>> = ids
+                .iter()
+                .enumerate()
+                .map(|(i, &id)| make_page(ps, id, 10 * round + i as u64 + 1, round + 1))
+                .collect();
+            let pages: Vec<FlushPage<'_>> = ids
+                .iter()
+                .zip(&imgs)
+                .map(|(&id, img)| FlushPage {
+                    page_id: PageId(id),
+                    image: img,
+                    lsn: PageHeader::read(img).unwrap().lsn,
+                    rebuildable_from_redo: false,
+                })
+                .collect();
+            w.write_pages(&pages)
+        };
+        for round in 0..slots {
+            write(round).unwrap();
+        }
+        let st = w.stats();
+        assert_eq!(st.syncs, st.doublewrite_syncs, "no data sync yet");
+        sim.inject(Fault::SyncFailsNth(1));
+        let err = write(slots).unwrap_err();
+        assert!(
+            matches!(&err, FlushError::Io(e) if e.is_sync_failure()),
+            "{err}"
+        );
+        assert!(err.to_string().contains("data.keel"), "{err}");
+        assert!(w.is_poisoned());
+        assert_eq!(
+            w.stats().doublewrite_writes,
+            slots,
+            "the batch wrote nothing"
+        );
+        assert!(matches!(write(slots + 1), Err(FlushError::Poisoned { .. })));
+        assert!(matches!(w.sync_data(), Err(FlushError::Poisoned { .. })));
+        drop(w);
+        let after = sim.crash_with(CrashPolicy::lose_all());
+        let w = PageWriter::open(Arc::new(after), dir, config, FakeLog(shared)).unwrap();
+        let rec = w.recover_doublewrite().unwrap();
+        assert!(rec.restored_pages > 0, "seed {seed}: {rec:?}");
+        let mut buf = keel_io::AlignedBuf::page(ps.bytes());
+        for round in 0..slots {
+            for id in [3 * round, 3 * round + 1, 3 * round + 2] {
+                assert!(
+                    matches!(w.read_page(PageId(id), &mut buf), Ok(PageState::Valid(_))),
+                    "seed {seed}: page {id}"
+                );
+                assert_eq!(
+                    version_of(&buf, id),
+                    Some(round + 1),
+                    "seed {seed}: page {id}"
+                );
+            }
+        }
+        assert!(matches!(
+            w.read_page(PageId(100), &mut buf),
+            Ok(PageState::Valid(_))
+        ));
+        assert_eq!(version_of(&buf, 100), Some(slots), "seed {seed}: page 100");
+    }
 }
