@@ -650,7 +650,7 @@ fn run_hot(seed: u64, ps: PageSize, knobs: Knobs, policy: Option<CrashPolicy>) -
 fn doublewrite_hot_pages_in_many_batches_survive_crashes_anywhere() {
     for ps in [PageSize::K4, PageSize::K16] {
         let (mut reuse, mut restored, mut most_images) = (0, 0, 0);
-        for seed in 0..80 {
+        for seed in 0..80u64 {
             let policy = seed.is_multiple_of(4).then(CrashPolicy::lose_all);
             let o = run_hot(seed, ps, Knobs::default(), policy);
             assert!(o.wrong.is_empty(), "{ps}: {:?}", o.wrong);
@@ -664,7 +664,7 @@ fn doublewrite_hot_pages_in_many_batches_survive_crashes_anywhere() {
             most_images >= 3,
             "{ps}: several slots must have held images of a hot page ({most_images})"
         );
-        let broken: Vec<String> = (0..80)
+        let broken: Vec<String> = (0..80u64)
             .flat_map(|seed| {
                 let policy = seed.is_multiple_of(2).then(CrashPolicy::lose_all);
                 let knobs = Knobs {
