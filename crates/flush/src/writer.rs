@@ -681,6 +681,12 @@ impl PageWriter {
             }
             report.restored_pages = restore.len() as u64;
             add(&self.counters.restored_pages, report.restored_pages);
+        } else if scan.slots_valid > 0 {
+            // Nothing to restore, but the home pages that matched may be durable only in the
+            // page cache: the previous run deferred its data sync to slot reuse and stopped (a
+            // clean close or a process crash, not a power loss). The slots are all free from
+            // here on, so the data file is synced before any of them can be overwritten.
+            self.ctx().sync_data_file()?;
         }
         area.finish_recovery(scan.max_seq)?;
         tracing::info!(
