@@ -10,8 +10,10 @@
 //!     (rebuildable from redo) are created and all flushed through doublewrite (batch 128), with the
 //!     init-on-flush skip on and off.
 //!
-//! After criterion, a summary measured in one run with the modes interleaved batch by batch
-//! (A B C … A B C …, 30 repetitions, medians, ratios to `none` paired within a repetition) prints
+//! After criterion, a summary measured in one run with the modes interleaved (A B C … A B C …,
+//! 30 repetitions of `DOUBLEWRITE_SLOTS` batches per mode — one cycle of the doublewrite slots, so
+//! each sample pays the data syncs doublewrite defers to slot reuse — medians, ratios to `none`
+//! paired within a repetition) prints
 //! pages/s of the page writer alone and with the log, and per page or batch: doublewrite pages and
 //! writes, syncs, full page images, log bytes, and device bytes (data + doublewrite + log); then
 //! the E2 counters.
@@ -292,16 +294,27 @@ struct Acc {
     log_syncs: u64,
 }
 
-/// Interleaved repetitions — one batch of each mode in turn, A B C … A B C … — so that the
-/// machine's noise hits every mode alike; medians of per-batch times, and ratios to `none` paired
-/// within each repetition.
+/// Batches per sample of the summary: one cycle through the doublewrite slots, so that every
+/// sample pays its share of the data syncs doublewrite defers until a slot is reused (a median of
+/// single batches would mostly see the batches without one).
+const SAMPLE_BATCHES: usize = keel_flush::DOUBLEWRITE_SLOTS;
+
+/// Interleaved repetitions — one sample of `SAMPLE_BATCHES` batches of each mode in turn,
+/// A B C … A B C … — so that the machine's noise hits every mode alike; medians of per-sample
+/// times, and ratios to `none` paired within each repetition.
 fn summary(rigs: &mut [Rig]) {
     const REPS: usize = 30;
     let mut acc: Vec<Acc> = vec![Acc::default(); rigs.len()];
     for _ in 0..REPS {
         for (i, r) in rigs.iter_mut().enumerate() {
             let (s0, io0, l0) = (r.writer.stats(), r.fs.counters().snapshot(), r.log.stats());
-            let t = r.round();
+            let t = (0..SAMPLE_BATCHES).fold(RoundTime::default(), |sum, _| {
+                let t = r.round();
+                RoundTime {
+                    log: sum.log + t.log,
+                    write: sum.write + t.write,
+                }
+            });
             let a = &mut acc[i];
             a.writer_secs.push(t.write.as_secs_f64());
             a.total_secs.push((t.write + t.log).as_secs_f64());
@@ -323,14 +336,15 @@ fn summary(rigs: &mut [Rig]) {
         let r: Vec<f64> = base.iter().zip(mine).map(|(b, m)| b / m).collect();
         Some(median(&r))
     };
-    let rate = |secs: &[f64]| ROUND as f64 / median(secs);
+    let rate = |secs: &[f64]| (SAMPLE_BATCHES * ROUND) as f64 / median(secs);
     println!();
     println!(
         "summary: 16 KiB pages, batches of {ROUND} random pages of {FILE_PAGES}, O_DIRECT, real redo log; \
-         {REPS} repetitions, modes interleaved batch by batch; medians"
+         {REPS} repetitions of {SAMPLE_BATCHES} batches per mode (one cycle of the doublewrite slots), \
+         modes interleaved sample by sample; medians"
     );
     println!(
-        "{:<17} {:>9} {:>6} {:>9} {:>6} {:>8} {:>8} {:>8} {:>7} {:>9} {:>8} {:>10} {:>10}",
+        "{:<17} {:>9} {:>6} {:>9} {:>6} {:>8} {:>8} {:>8} {:>8} {:>7} {:>9} {:>8} {:>10} {:>10}",
         "mode",
         "writer/s",
         "ratio",
@@ -339,6 +353,7 @@ fn summary(rigs: &mut [Rig]) {
         "dw pg/pg",
         "dwwr/bat",
         "sync/bat",
+        "dsyn/bat",
         "fpi/pg",
         "log B/pg",
         "lsync/bt",
@@ -358,7 +373,7 @@ fn summary(rigs: &mut [Rig]) {
         }
         let f = |x: Option<f64>| x.map_or("-".to_string(), |x| format!("{x:.2}"));
         println!(
-            "{:<17} {:>9.0} {:>6} {:>9.0} {:>6} {:>8.2} {:>8.2} {:>8.2} {:>7.2} {:>9.0} {:>8.2} {:>10.0} {:>10.0}",
+            "{:<17} {:>9.0} {:>6} {:>9.0} {:>6} {:>8.2} {:>8.2} {:>8.2} {:>8.3} {:>7.2} {:>9.0} {:>8.2} {:>10.0} {:>10.0}",
             r.name,
             rate(&a.writer_secs),
             f(wr),
@@ -367,6 +382,7 @@ fn summary(rigs: &mut [Rig]) {
             st.doublewrite_pages as f64 / pages,
             st.doublewrite_writes as f64 / batches,
             st.syncs as f64 / batches,
+            (st.syncs - st.doublewrite_syncs) as f64 / batches,
             st.full_page_images as f64 / pages,
             a.log_bytes as f64 / pages,
             a.log_syncs as f64 / batches,
@@ -381,6 +397,8 @@ fn summary(rigs: &mut [Rig]) {
     println!(
         "  writer/s: pages/s of write_pages alone; w+log/s: including the batch's log append + \
          sync; ratio: median over repetitions of the rate relative to none in the same repetition; \
+         sync/bat: syncs of the page writer per batch (data + doublewrite area), dsyn/bat: of \
+         those, data-file syncs (doublewrite defers them until a slot is reused); \
          log B/pg: bytes the redo log wrote per page (LogStats), lsync/bt: log syncs per batch; \
          pg+dw B/pg: data + doublewrite bytes written per page; dev B/pg: the same plus the log's \
          bytes: everything sent to the device per page"
@@ -409,6 +427,7 @@ fn add_stats(a: &FlushStats, b: &FlushStats) -> FlushStats {
         full_page_image_bytes: a.full_page_image_bytes + b.full_page_image_bytes,
         syncs: a.syncs + b.syncs,
         doublewrite_syncs: a.doublewrite_syncs + b.doublewrite_syncs,
+        doublewrite_reuse_syncs: a.doublewrite_reuse_syncs + b.doublewrite_reuse_syncs,
         restored_pages: a.restored_pages + b.restored_pages,
         forced_log_flushes: a.forced_log_flushes + b.forced_log_flushes,
         pages_read: a.pages_read + b.pages_read,
