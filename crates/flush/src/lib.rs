@@ -6,7 +6,7 @@
 //!
 //! | mode | a batch of pages is written... | a torn page is repaired by |
 //! | --- | --- | --- |
-//! | `Doublewrite { batch_pages }` (default 128) | sequentially into a doublewrite slot (one write), area synced, then in place, data file synced; the slot is reused only after that | [`PageWriter::recover_doublewrite`] (before redo replay) |
+//! | `Doublewrite { batch_pages }` (default 128) | sequentially into a doublewrite slot (one write), area synced, then in place; the data file is synced only before a slot is reused (the pages are durable in the synced slot meanwhile) | [`PageWriter::recover_doublewrite`] (before redo replay) |
 //! | `Atomic` | each page one `RWF_ATOMIC` O_DIRECT write, naturally aligned; then synced | nothing to repair: never torn |
 //! | `Auto` | `Atomic` if the probe says atomic writes of the page size are hardware-backed, else `Doublewrite` (the choice and reason: [`PageWriter::resolved`], logged) | |
 //! | `FullPageWrites` | in place, synced; the buffer pool logs a full page image ([`full_page_image_record`]) with a page's first change after a checkpoint | redo replay (the image first) |
@@ -35,7 +35,10 @@
 //!
 //! * [`PageWriter::open`]`(fs, dir, `[`PageWriterConfig`]`, log: impl `[`WalFlush`]`)`;
 //!   `keel_redo_log::RedoLog` implements [`WalFlush`].
-//! * [`PageWriter::write_pages`]`(&[`[`FlushPage`]`])` — durable on return.
+//! * [`PageWriter::write_pages`]`(&[`[`FlushPage`]`])` — durable on return: in place, or in a
+//!   synced doublewrite slot that is not reused before the data file is synced.
+//! * [`PageWriter::sync_data`] — sync the data file now (frees pending slots; for a clean
+//!   shutdown, not needed for correctness).
 //! * [`PageWriter::read_page`], [`PageWriter::read_pages`] — verified reads.
 //! * [`PageWriter::recover_doublewrite`] → [`DoublewriteRecovery`].
 //! * [`PageWriter::resolved`] → [`ResolvedProtection`]; [`PageWriter::stats`] → [`FlushStats`].
@@ -51,8 +54,13 @@
 //!    `tests::order::wal_rule_*`.
 //! 2. **Doublewrite order** (DESIGN.md invariant 2): a batch's images are in the area and the
 //!    area is synced before any of them is written in place; a slot is reused only after the
-//!    in-place writes of its batch were synced. Tests: `tests::order::doublewrite_*`,
-//!    `tests::crash::*_breaks_repair`.
+//!    in-place writes of its batch were synced — by a data sync that *started* after they
+//!    completed. The data sync is deferred to that moment (slot states free → busy → pending →
+//!    free, see `area.rs`): a batch in a pending slot is durable because recovery restores it.
+//!    Recovery syncs the data file before the slots may be reused (a previous run may have
+//!    stopped with pending slots). Tests: `tests::order::doublewrite_*`,
+//!    `tests::crash::*_breaks_repair`, `tests::crash::doublewrite_hot_pages_*`,
+//!    `tests::crash::a_clean_stop_then_slot_reuse_then_power_loss_loses_nothing`.
 //! 3. **The area is valid on its own**: recovery restores only images whose directory and own
 //!    checksum (bound to batch sequence, page id and LSN) are valid and that verify as pages;
 //!    torn slots are ignored. Tests: `tests::area::*`, `tests::crash::*`.

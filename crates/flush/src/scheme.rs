@@ -6,7 +6,16 @@
 //!
 //! * Doublewrite order (DESIGN.md invariant 2): a group's protected images are written to a
 //!   doublewrite slot and the area is synced before any page of the group is written in place;
-//!   the slot is released only after the data file has been synced.
+//!   the slot is reused only after a data-file sync that started after the group's in-place
+//!   writes completed. That sync is deferred: `Doublewrite::write_group` returns after the
+//!   in-place writes with the slot *pending* (its pages are durable: recovery restores them from
+//!   the synced slot); the next batch that finds no free slot syncs the data file
+//!   ([`Ctx::sync_data_file`], which frees every slot that was pending before it started), as
+//!   does any other data sync of the writer. A group that holds pages which skipped the
+//!   doublewrite (init on flush) syncs the data file before returning: they have no copy.
+//! * Slot states after a failure: free after a failure before any in-place write (nothing of
+//!   the batch reached the data file); never reused after a failure during or after the in-place
+//!   writes (the writer is poisoned, the images must survive until recovery).
 //! * A failed sync poisons the writer: the error is returned once, every later write returns
 //!   [`FlushError::Poisoned`]; a batch whose sync "succeeded" after another batch's sync failed is
 //!   not reported durable (the page cache may have dropped its pages).

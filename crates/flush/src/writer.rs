@@ -1,4 +1,11 @@
 //! [`PageWriter`]: the WAL rule, sealing, the schemes, the read path and doublewrite recovery.
+//!
+//! Contract of [`PageWriter::write_pages`]: it returns when every page is durable — in place, or
+//! in a synced doublewrite slot that is not reused before the data file is synced (recovery
+//! restores it from there). In doublewrite mode the data file is therefore synced only when a
+//! slot must be reused, when a group holds pages that skipped the doublewrite, by
+//! [`PageWriter::sync_data`], and by recovery, which syncs it before any slot can be overwritten
+//! (a previous run may have stopped with pending slots and unsynced in-place writes).
 
 use crate::area::{Candidate, DoublewriteArea, Geometry, DOUBLEWRITE_SLOTS, MAX_BATCH_PAGES};
 use crate::config::{resolve, PageWriterConfig, ResolvedMode, ResolvedProtection};
@@ -664,8 +671,9 @@ impl PageWriter {
 
     /// Restores torn pages from the doublewrite area; run before redo replay. For each page, the
     /// valid image with the highest LSN (then the highest batch sequence number) is restored if
-    /// the home page fails verification, was never written, or has a lower LSN; the restored
-    /// pages are synced before the area is reused. Outside doublewrite mode the area (left by an
+    /// the home page fails verification, was never written, or has a lower LSN; the data file is
+    /// synced (restored pages, and home pages a previous run wrote in place but, deferring the
+    /// sync to slot reuse, may not have synced) before the area is reused. Outside doublewrite mode the area (left by an
     /// earlier run) is emptied afterwards, so a page torn later can never be "repaired" with an
     /// older image. Idempotent.
     pub fn recover_doublewrite(&self) -> Result<DoublewriteRecovery> {
