@@ -72,6 +72,7 @@
 mod area;
 mod config;
 mod error;
+mod home;
 mod record;
 mod scheme;
 mod stats;
