@@ -1,4 +1,16 @@
 //! Slotted-page nodes: decoding with bounds checks, and the mutations the tree needs.
+//!
+//! A slot is 8 bytes: the cell's offset (u32) and a *key hint* (u32): the 4 key bytes after the
+//! node's hint prefix length `hp` (header), big-endian, zero-padded. Every key of a node shares
+//! its first `hp` bytes, so hints order like the keys (not strictly: equal hints need the full
+//! keys). A search compares the search key's prefix once with the first key, binary-searches the
+//! slot array by hint (contiguous memory) and reads cells only where hints are equal — instead
+//! of a cell (a cache miss) at every probe.
+//!
+//! # Invariants (each checked by `BTree::check` and by a test that breaks it on purpose)
+//!
+//! 1. Every key of a node starts with the first `hp` bytes of key 0 (`hint_prefix_is_kept`).
+//! 2. Every slot's hint is the hint of its cell's key under `hp` (`a_stale_hint_is_reported`).
 
 use crate::{BTreeError, Result};
 use keel_page::{PageId, PAGE_HEADER_SIZE, PAGE_TRAILER_SIZE};
@@ -6,13 +18,14 @@ use keel_page::{PageId, PAGE_HEADER_SIZE, PAGE_TRAILER_SIZE};
 // Node header, right after the page header.
 const NH_KIND: usize = PAGE_HEADER_SIZE; // u8: 1 leaf, 2 inner
 const NH_LEVEL: usize = PAGE_HEADER_SIZE + 1; // u8: 0 for leaves
+const NH_HINT_PREFIX: usize = PAGE_HEADER_SIZE + 2; // u16: key bytes every key shares
 const NH_NSLOTS: usize = PAGE_HEADER_SIZE + 4; // u32
 const NH_CELL_START: usize = PAGE_HEADER_SIZE + 8; // u32: offset of the lowest cell
 const NH_FRAG: usize = PAGE_HEADER_SIZE + 12; // u32: bytes of dead cells
 const NH_LEFTMOST: usize = PAGE_HEADER_SIZE + 16; // u64: leftmost child (inner nodes)
 /// Offset of the slot array.
 const SLOTS: usize = PAGE_HEADER_SIZE + 24;
-const SLOT_SIZE: usize = 4;
+const SLOT_SIZE: usize = 8; // cell offset u32, key hint u32
 
 pub(crate) const KIND_LEAF: u8 = 1;
 pub(crate) const KIND_INNER: u8 = 2;
@@ -87,6 +100,21 @@ fn wr_u32(b: &mut [u8], o: usize, v: u32) {
 }
 pub(crate) fn wr_u64(b: &mut [u8], o: usize, v: u64) {
     b[o..o + 8].copy_from_slice(&v.to_le_bytes());
+}
+
+/// The hint of `key` under hint prefix `hp`: its bytes `hp..hp + 4`, big-endian, zero-padded.
+pub(crate) fn hint_of(key: &[u8], hp: usize) -> u32 {
+    let mut b = [0u8; 4];
+    if key.len() > hp {
+        let n = (key.len() - hp).min(4);
+        b[..n].copy_from_slice(&key[hp..hp + n]);
+    }
+    u32::from_be_bytes(b)
+}
+
+/// Length of the common prefix of `a` and `b`.
+fn common_prefix(a: &[u8], b: &[u8]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }
 
 /// A validated read-only view of a node.
@@ -164,6 +192,47 @@ impl<'a> Node<'a> {
         PageId(rd_u64(self.page, NH_LEFTMOST))
     }
 
+    /// Key bytes every key of the node shares (the hint prefix length).
+    pub(crate) fn hint_prefix(&self) -> usize {
+        rd_u16(self.page, NH_HINT_PREFIX) as usize
+    }
+
+    /// The key hint stored in slot `i` (`i < len()`).
+    fn slot_hint(&self, i: usize) -> u32 {
+        rd_u32(self.page, SLOTS + i * SLOT_SIZE + 4)
+    }
+
+    /// Checks invariants 1 and 2 of this module for every slot (used by `BTree::check`).
+    pub(crate) fn check_hints(&self) -> Result<()> {
+        if self.nslots == 0 {
+            return Ok(());
+        }
+        let hp = self.hint_prefix();
+        let k0 = self.key(0)?;
+        if k0.len() < hp {
+            return Err(self.corrupt(format!(
+                "hint prefix {hp} is longer than key 0 ({} bytes)",
+                k0.len()
+            )));
+        }
+        for i in 0..self.nslots {
+            let k = self.key(i)?;
+            if k.len() < hp || k[..hp] != k0[..hp] {
+                return Err(self.corrupt(format!(
+                    "key {i} does not share the node's {hp}-byte hint prefix"
+                )));
+            }
+            if self.slot_hint(i) != hint_of(k, hp) {
+                return Err(self.corrupt(format!(
+                    "slot {i} has hint {:#010x}, its key's is {:#010x}",
+                    self.slot_hint(i),
+                    hint_of(k, hp)
+                )));
+            }
+        }
+        Ok(())
+    }
+
     /// The bytes of cell `i`, bounds-checked.
     #[inline]
     pub(crate) fn cell(&self, i: usize) -> Result<&'a [u8]> {
@@ -224,7 +293,46 @@ impl<'a> Node<'a> {
 
     /// Binary search: `Ok(i)` if key `i` equals `key`, else `Err(i)` where it would go.
     pub(crate) fn search(&self, key: &[u8]) -> Result<std::result::Result<usize, usize>> {
-        let (mut lo, mut hi) = (0usize, self.nslots);
+        let n = self.nslots;
+        if n == 0 {
+            return Ok(Err(0));
+        }
+        let hp = self.hint_prefix();
+        if hp > 0 {
+            // Every key starts with key 0's first `hp` bytes: a key that does not goes before or
+            // after all of them.
+            let k0 = self.key(0)?;
+            let p = k0
+                .get(..hp)
+                .ok_or_else(|| self.corrupt(format!("hint prefix {hp} longer than key 0")))?;
+            match key[..key.len().min(hp)].cmp(p) {
+                std::cmp::Ordering::Less => return Ok(Err(0)),
+                std::cmp::Ordering::Greater => return Ok(Err(n)),
+                std::cmp::Ordering::Equal => {}
+            }
+        }
+        // The slots whose hint equals the key's: [lo, hi).
+        let h = hint_of(key, hp);
+        let (mut lo, mut hi) = (0usize, n);
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            if self.slot_hint(mid) < h {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        let mut end = n;
+        let mut a = lo;
+        while a < end {
+            let mid = (a + end) / 2;
+            if self.slot_hint(mid) <= h {
+                a = mid + 1;
+            } else {
+                end = mid;
+            }
+        }
+        let mut hi = a;
         while lo < hi {
             let mid = (lo + hi) / 2;
             match self.key(mid)?.cmp(key) {
@@ -311,6 +419,37 @@ pub(crate) fn cell_child(cell: &[u8]) -> PageId {
     PageId(rd_u64(cell, 4))
 }
 
+/// The node's hint prefix once `key` is in it: unchanged when `key` shares it; otherwise lowered
+/// to what `key` shares with key 0, with every slot's hint recomputed (rare: the key falls
+/// outside the range the node's keys spanned when the prefix was chosen).
+fn shared_hint_prefix(page: &mut [u8], id: PageId, key: &[u8]) -> Result<usize> {
+    let (hp, n, p) = {
+        let node = Node::new(page, id)?;
+        let hp = node.hint_prefix();
+        if node.len() == 0 || hp == 0 {
+            return Ok(if node.len() == 0 { 0 } else { hp });
+        }
+        let k0 = node.key(0)?;
+        if key.len() >= hp && k0.len() >= hp && key[..hp] == k0[..hp] {
+            return Ok(hp);
+        }
+        (hp, node.len(), common_prefix(key, &k0[..hp.min(k0.len())]))
+    };
+    debug_assert!(p < hp);
+    let mut hints = Vec::with_capacity(n);
+    {
+        let node = Node::new(page, id)?;
+        for i in 0..n {
+            hints.push(hint_of(node.key(i)?, p));
+        }
+    }
+    for (i, h) in hints.into_iter().enumerate() {
+        wr_u32(page, SLOTS + i * SLOT_SIZE + 4, h);
+    }
+    page[NH_HINT_PREFIX..NH_HINT_PREFIX + 2].copy_from_slice(&(p as u16).to_le_bytes());
+    Ok(p)
+}
+
 /// Rewrites `page` as a node holding exactly `cells` (in order).
 ///
 /// Returns false (page unchanged) if they do not fit.
@@ -330,11 +469,25 @@ pub(crate) fn rebuild(
     page[NH_KIND] = kind;
     page[NH_LEVEL] = level;
     wr_u64(page, NH_LEFTMOST, leftmost.0);
+    let leaf = kind == KIND_LEAF;
+    // The prefix the first and last key share (every key between them shares it too).
+    let hp = match (cells.first(), cells.last()) {
+        (Some(a), Some(b)) if cells.len() > 1 => {
+            common_prefix(cell_key(a, leaf), cell_key(b, leaf)).min(u16::MAX as usize)
+        }
+        _ => 0,
+    };
+    page[NH_HINT_PREFIX..NH_HINT_PREFIX + 2].copy_from_slice(&(hp as u16).to_le_bytes());
     let mut top = end;
     for (i, c) in cells.iter().enumerate() {
         top -= c.len();
         page[top..top + c.len()].copy_from_slice(c);
         wr_u32(page, SLOTS + i * SLOT_SIZE, top as u32);
+        wr_u32(
+            page,
+            SLOTS + i * SLOT_SIZE + 4,
+            hint_of(cell_key(c, leaf), hp),
+        );
     }
     wr_u32(page, NH_NSLOTS, cells.len() as u32);
     wr_u32(page, NH_CELL_START, top as u32);
@@ -371,11 +524,14 @@ pub(crate) fn insert(page: &mut [u8], id: PageId, idx: usize, cell: &[u8]) -> Re
         cells.insert(idx, cell.to_vec());
         return Ok(rebuild(page, kind, level, leftmost, &cells));
     }
+    let key = cell_key(cell, kind == KIND_LEAF);
+    let hp = shared_hint_prefix(page, id, key)?;
     let top = rd_u32(page, NH_CELL_START) as usize - cell.len();
     page[top..top + cell.len()].copy_from_slice(cell);
     let slot = SLOTS + idx * SLOT_SIZE;
     page.copy_within(slot..SLOTS + n * SLOT_SIZE, slot + SLOT_SIZE);
     wr_u32(page, slot, top as u32);
+    wr_u32(page, slot + 4, hint_of(key, hp));
     wr_u32(page, NH_NSLOTS, (n + 1) as u32);
     wr_u32(page, NH_CELL_START, top as u32);
     Ok(true)
@@ -383,24 +539,38 @@ pub(crate) fn insert(page: &mut [u8], id: PageId, idx: usize, cell: &[u8]) -> Re
 
 /// The exact edits that insert `cell` as slot `idx` of node `page` when it fits in the free
 /// space without compaction (the common case): the cell below the lowest one, the slot array
-/// shifted one slot up from `idx` (a move), the new slot, the slot count and cell start. `None`
-/// when it does not fit without compaction; then [`insert`] decides. Applying the edits gives
+/// shifted one slot up from `idx` (a move), the new slot (offset and key hint), the slot count and
+/// cell start. `None` when it does not fit without compaction or the key breaks the node's hint
+/// prefix; then [`insert`] decides. Applying the edits gives
 /// exactly what [`insert`] would (tested by `insert_edits_equal_insert`).
 pub(crate) fn insert_edits(
     page: &[u8],
     id: PageId,
     idx: usize,
-    cell_len: usize,
+    cell: &[u8],
 ) -> Result<Option<InsertEdits>> {
     let node = Node::new(page, id)?;
     let n = node.len();
+    let cell_len = cell.len();
     if idx > n {
         return Err(node.corrupt(format!("insert at slot {idx} of {n}")));
     }
     if node.free_space() < cell_len + SLOT_SIZE {
         return Ok(None);
     }
+    let key = cell_key(cell, node.is_leaf());
+    let hp = if n == 0 { 0 } else { node.hint_prefix() };
+    if hp > 0 {
+        let k0 = node.key(0)?;
+        if key.len() < hp || k0.len() < hp || key[..hp] != k0[..hp] {
+            // The key breaks the node's hint prefix: `insert` rewrites the hints.
+            return Ok(None);
+        }
+    }
+    let mut slot_bytes = [0u8; 8];
+    slot_bytes[4..].copy_from_slice(&hint_of(key, hp).to_le_bytes());
     let top = rd_u32(page, NH_CELL_START) as usize - cell_len;
+    slot_bytes[..4].copy_from_slice(&(top as u32).to_le_bytes());
     let mut counts = [0u8; 8];
     counts[..4].copy_from_slice(&((n + 1) as u32).to_le_bytes());
     counts[4..].copy_from_slice(&(top as u32).to_le_bytes());
@@ -408,7 +578,7 @@ pub(crate) fn insert_edits(
         top,
         slot: SLOTS + idx * SLOT_SIZE,
         shift: (n - idx) * SLOT_SIZE,
-        slot_bytes: (top as u32).to_le_bytes(),
+        slot_bytes,
         counts,
     }))
 }
@@ -418,7 +588,7 @@ pub(crate) struct InsertEdits {
     top: usize,
     slot: usize,
     shift: usize,
-    slot_bytes: [u8; 4],
+    slot_bytes: [u8; 8],
     counts: [u8; 8],
 }
 
@@ -456,7 +626,7 @@ pub(crate) fn remove(page: &mut [u8], id: PageId, idx: usize) -> Result<()> {
     };
     let slot = SLOTS + idx * SLOT_SIZE;
     page.copy_within(slot + SLOT_SIZE..SLOTS + n * SLOT_SIZE, slot);
-    wr_u32(page, SLOTS + (n - 1) * SLOT_SIZE, 0);
+    page[SLOTS + (n - 1) * SLOT_SIZE..SLOTS + n * SLOT_SIZE].fill(0);
     wr_u32(page, NH_NSLOTS, (n - 1) as u32);
     let frag = rd_u32(page, NH_FRAG) as usize + len;
     wr_u32(page, NH_FRAG, frag as u32);
@@ -517,7 +687,7 @@ mod tests {
                 Ok(_) => continue,
                 Err(i) => i,
             };
-            let plan = insert_edits(&by_edits, id, idx, cell.len()).unwrap();
+            let plan = insert_edits(&by_edits, id, idx, &cell).unwrap();
             let inserted = insert(&mut by_insert, id, idx, &cell).unwrap();
             match plan {
                 Some(p) => {
@@ -537,7 +707,66 @@ mod tests {
         assert!(Node::new(&by_edits, id).unwrap().len() > 20);
         // A slot index past the end is corruption, not a wild move.
         let n = Node::new(&by_edits, id).unwrap().len();
-        assert!(insert_edits(&by_edits, id, n + 1, 10).is_err());
+        assert!(insert_edits(&by_edits, id, n + 1, &leaf_cell_inline(b"k", b"v")).is_err());
+    }
+
+    /// Invariant 1: a key outside the node's hint prefix lowers the prefix and rewrites every
+    /// hint; searches stay exact before and after, and `check_hints` holds.
+    #[test]
+    fn hint_prefix_is_kept() {
+        let id = PageId(4);
+        let mut p = leaf(4096);
+        let keys: Vec<Vec<u8>> = (0..20u8).map(|i| vec![7, 7, 7, i * 2]).collect();
+        let cells: Vec<Vec<u8>> = keys.iter().map(|k| leaf_cell_inline(k, b"v")).collect();
+        assert!(rebuild(&mut p, KIND_LEAF, 0, PageId(0), &cells));
+        assert_eq!(Node::new(&p, id).unwrap().hint_prefix(), 3);
+        // Inside the prefix: the exact edits apply.
+        let inside = leaf_cell_inline(&[7, 7, 7, 5], b"v");
+        let idx = Node::new(&p, id)
+            .unwrap()
+            .search(&[7, 7, 7, 5])
+            .unwrap()
+            .unwrap_err();
+        assert!(insert_edits(&p, id, idx, &inside).unwrap().is_some());
+        // Outside it (before and after every key): the edits refuse, `insert` lowers it.
+        for (k, hp) in [(vec![7u8, 7, 6, 9], 2), (vec![7u8, 8], 1)] {
+            let cell = leaf_cell_inline(&k, b"v");
+            let idx = Node::new(&p, id).unwrap().search(&k).unwrap().unwrap_err();
+            assert!(insert_edits(&p, id, idx, &cell).unwrap().is_none());
+            assert!(insert(&mut p, id, idx, &cell).unwrap());
+            assert_eq!(Node::new(&p, id).unwrap().hint_prefix(), hp);
+        }
+        let n = Node::new(&p, id).unwrap();
+        assert_eq!(n.hint_prefix(), 1);
+        n.check_hints().unwrap();
+        for k in keys.iter().chain([&vec![7u8, 7, 6, 9], &vec![7u8, 8]]) {
+            assert!(n.search(k).unwrap().is_ok(), "{k:?}");
+        }
+        for (k, want) in [(vec![6u8], 0), (vec![7u8, 6], 0), (vec![9u8], n.len())] {
+            assert_eq!(n.search(&k).unwrap(), Err(want), "{k:?}");
+        }
+        assert_eq!(n.search(&[7, 7, 7, 3]).unwrap(), Err(3));
+    }
+
+    /// Invariant 2 broken on purpose: a slot whose hint does not match its key is reported by
+    /// the check (a search trusting it would go astray).
+    #[test]
+    fn a_stale_hint_is_reported() {
+        let id = PageId(5);
+        let mut p = leaf(4096);
+        let cells: Vec<Vec<u8>> = (0..10u8)
+            .map(|i| leaf_cell_inline(&[1, 2, i], b"v"))
+            .collect();
+        assert!(rebuild(&mut p, KIND_LEAF, 0, PageId(0), &cells));
+        Node::new(&p, id).unwrap().check_hints().unwrap();
+        wr_u32(&mut p, SLOTS + 3 * SLOT_SIZE + 4, 0xFFFF_FFFF);
+        let err = Node::new(&p, id).unwrap().check_hints().unwrap_err();
+        assert!(err.to_string().contains("slot 3"), "{err}");
+        // Invariant 1 broken: a key that does not share the prefix.
+        assert!(rebuild(&mut p, KIND_LEAF, 0, PageId(0), &cells));
+        wr_u16(&mut p, NH_HINT_PREFIX, 3);
+        let err = Node::new(&p, id).unwrap().check_hints().unwrap_err();
+        assert!(err.to_string().contains("hint prefix"), "{err}");
     }
 
     #[test]

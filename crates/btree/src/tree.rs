@@ -313,6 +313,7 @@ impl BTree {
                     detail: format!("leaf flag {} at level {level}", n.is_leaf()),
                 });
             }
+            n.check_hints()?;
             let mut keys = Vec::with_capacity(n.len());
             let mut overflow = Vec::new();
             for i in 0..n.len() {
@@ -427,7 +428,7 @@ impl BTree {
     ) -> Result<()> {
         loop {
             // The common case: the cell fits in the free space, and the exact edits are known.
-            let plan = store.read(id, |p| node::insert_edits(p, id, idx, cell.len()))??;
+            let plan = store.read(id, |p| node::insert_edits(p, id, idx, &cell))??;
             if let Some(plan) = plan {
                 store.edit(id, &plan.edits(&cell))?;
                 return Ok(());
@@ -763,8 +764,13 @@ impl<S: PageRead> Range<S> {
             }
             match fence {
                 Some(f) if bound_ok_high(&f, &self.back) => {
-                    // The fence must move forward, or corrupt separators would loop forever.
-                    if !bound_ok_low(&f, &self.front) {
+                    // The fence must move strictly forward (a leaf's high fence is above every
+                    // key that leads to it), or corrupt separators or hints would loop forever.
+                    let advances = match &self.front {
+                        Bound::Unbounded => true,
+                        Bound::Included(k) | Bound::Excluded(k) => f.as_slice() > k.as_slice(),
+                    };
+                    if !advances {
                         return Err(BTreeError::Corrupt {
                             page_id: self.tree.root,
                             detail: format!("separator {f:?} does not advance a forward scan"),

@@ -226,11 +226,12 @@ fn check_catches_keys_out_of_order() {
     tree.check(&pages).unwrap();
     let root = tree.root();
     let p = pages.raw_mut(root).unwrap();
-    // The slot array starts 24 bytes after the page header: swap slots 0 and 1.
+    // The slot array starts 24 bytes after the page header, 8 bytes a slot (cell offset, key
+    // hint): swap slots 0 and 1.
     let s = PAGE_HEADER_SIZE + 24;
-    let (a, b) = (p[s..s + 4].to_vec(), p[s + 4..s + 8].to_vec());
-    p[s..s + 4].copy_from_slice(&b);
-    p[s + 4..s + 8].copy_from_slice(&a);
+    let (a, b) = (p[s..s + 8].to_vec(), p[s + 8..s + 16].to_vec());
+    p[s..s + 8].copy_from_slice(&b);
+    p[s + 8..s + 16].copy_from_slice(&a);
     let err = tree.check(&pages).unwrap_err();
     assert!(err.to_string().contains("out of order"), "{err}");
 }

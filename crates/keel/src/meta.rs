@@ -15,7 +15,7 @@ use std::path::Path;
 /// The identity file's name.
 pub const IDENTITY_FILE: &str = "store.keel";
 const IDENTITY_MAGIC: &[u8; 8] = b"KEELSTOR";
-const FORMAT_VERSION: u32 = 1;
+const FORMAT_VERSION: u32 = 2;
 const IDENTITY_LEN: usize = 24;
 
 /// The meta page.
