@@ -295,6 +295,10 @@ impl Store {
             created: RefCell::new(HashMap::new()),
             inner: &self.inner,
             lock,
+            ends_in_abort: AbortCount {
+                inner: &self.inner,
+                armed: true,
+            },
         })
     }
 
@@ -518,6 +522,23 @@ pub struct WriteTxn<'s> {
     pub(crate) created: RefCell<HashMap<String, PageId>>,
     pub(crate) inner: &'s Inner,
     lock: RwLockWriteGuard<'s, ()>,
+    /// Counts the transaction in `StoreStats::aborts` when it ends without a commit (abort,
+    /// drop, or a commit refused before its append).
+    ends_in_abort: AbortCount<'s>,
+}
+
+/// Counts one abort when dropped, unless disarmed by a commit.
+struct AbortCount<'s> {
+    inner: &'s Inner,
+    armed: bool,
+}
+
+impl Drop for AbortCount<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            self.inner.aborts.fetch_add(1, Ordering::Relaxed);
+        }
+    }
 }
 
 impl<'s> WriteTxn<'s> {
@@ -555,8 +576,7 @@ impl<'s> WriteTxn<'s> {
 
     /// Rolls back (same as dropping).
     pub fn abort(self) {
-        self.inner.aborts.fetch_add(1, Ordering::Relaxed);
-        self.txn.abort();
+        // Dropping rolls back and counts the abort.
     }
 
     fn append(self) -> Result<(&'s Inner, Lsn)> {
@@ -565,6 +585,7 @@ impl<'s> WriteTxn<'s> {
             created,
             inner,
             lock,
+            mut ends_in_abort,
         } = self;
         // The log's synchronous checkpoint point leaves this much room for one transaction's
         // redo (full page images included); a larger one could wait for log space forever.
@@ -573,7 +594,6 @@ impl<'s> WriteTxn<'s> {
                 ((1.0 - sync_point(inner.config.checkpoint_log_fraction)) * cap as f64) as usize;
             let worst = txn.redo_bytes() + txn.pages() * (inner.config.page_size + 64);
             if worst > room {
-                inner.aborts.fetch_add(1, Ordering::Relaxed);
                 txn.abort();
                 return Err(Error::TxnTooLargeForLog {
                     redo_bytes: worst,
@@ -582,7 +602,10 @@ impl<'s> WriteTxn<'s> {
             }
         }
         let lsn = match txn.commit(&inner.log) {
-            Ok(lsn) => lsn,
+            Ok(lsn) => {
+                ends_in_abort.armed = false;
+                lsn
+            }
             Err(e) => {
                 let e = Error::from(e);
                 inner.note_error(&e);

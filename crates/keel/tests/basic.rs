@@ -81,7 +81,15 @@ fn abort_and_drop_roll_back_everything() {
         r.table("created_then_aborted"),
         Err(Error::TableNotFound(_))
     ));
-    assert_eq!(store.stats().aborts, 1);
+    // One explicit abort, one dropped transaction.
+    assert_eq!(store.stats().aborts, 2);
+    drop(t);
+    drop(r);
+    // A commit counts no abort.
+    let tx = store.write().unwrap();
+    tx.table("t").unwrap().insert(b"c", b"3").unwrap();
+    tx.commit().unwrap();
+    assert_eq!(store.stats().aborts, 2);
 }
 
 #[test]
