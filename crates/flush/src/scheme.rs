@@ -7,11 +7,9 @@
 //! * Doublewrite order (DESIGN.md invariant 2): a group's protected images are written to a
 //!   doublewrite slot and the area is synced before any page of the group is written in place;
 //!   the slot is reused only after a data-file sync that started after the group's in-place
-//!   writes completed. `Doublewrite::write_group` returns once the slot is synced (its pages are
-//!   durable: recovery restores them from the slot) and queues the group for the home writer
-//!   (`crate::home`), which writes it in place and marks the slot *pending*; groups holding
-//!   skipped pages drain the queue and do all of it inline. The data sync is deferred: a batch
-//!   that finds no free slot (and at least as many pending as busy) syncs the data file
+//!   writes completed. That sync is deferred: `Doublewrite::write_group` returns after the
+//!   in-place writes with the slot *pending* (its pages are durable: recovery restores them from
+//!   the synced slot); the next batch that finds no free slot syncs the data file
 //!   ([`Ctx::sync_data_file`], which frees every slot that was pending before it started), as
 //!   does any other data sync of the writer. A group that holds pages which skipped the
 //!   doublewrite (init on flush) syncs the data file before returning: they have no copy.

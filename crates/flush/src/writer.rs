@@ -1,12 +1,8 @@
 //! [`PageWriter`]: the WAL rule, sealing, the schemes, the read path and doublewrite recovery.
 //!
-//! Contract of [`PageWriter::write_pages`]: it returns when every page is durable in place or in
-//! a synced doublewrite slot (not reused before the data file is synced; recovery restores it
-//! from there); in doublewrite mode in-place writes may still be running on the background home
-//! writer, and reads of such pages ([`PageWriter::read_page`], [`PageWriter::read_pages`],
-//! recovery) wait for them. [`PageWriter::drain`] waits for all of them; [`PageWriter::sync_data`],
-//! recovery, groups holding pages that skipped the doublewrite and drop drain first. In
-//! doublewrite mode the data file is synced only when a
+//! Contract of [`PageWriter::write_pages`]: it returns when every page is durable — in place, or
+//! in a synced doublewrite slot that is not reused before the data file is synced (recovery
+//! restores it from there). In doublewrite mode the data file is therefore synced only when a
 //! slot must be reused, when a group holds pages that skipped the doublewrite, by
 //! [`PageWriter::sync_data`], and by recovery, which syncs it before any slot can be overwritten
 //! (a previous run may have stopped with pending slots and unsynced in-place writes).
@@ -373,12 +369,9 @@ impl PageWriter {
     }
 
     /// Writes a batch of pages durably through the protection scheme; returns when every page is
-    /// durable in place or in a synced doublewrite slot (not reused before the data file is
-    /// synced, so recovery, [`PageWriter::recover_doublewrite`], restores it after a crash). In
-    /// doublewrite mode in-place writes may still be running (on the writer's background home
-    /// writer, in batch order); reads of such pages wait for them, and [`PageWriter::drain`]
-    /// waits for all. A failed in-place write there poisons the writer: the next call gets
-    /// [`FlushError::Poisoned`].
+    /// durable — in place, or in a synced doublewrite slot that is not reused before the data
+    /// file is synced (so recovery, [`PageWriter::recover_doublewrite`], restores it after a
+    /// crash).
     ///
     /// 1. Checks every page (one page of bytes, header page id and LSN as given, no page twice).
     /// 2. WAL rule: if the log is not durable up to the batch's newest page LSN, calls
@@ -388,8 +381,7 @@ impl PageWriter {
     ///    not be overwritten before they were applied).
     /// 4. Seals each page (checksum + trailer) into an aligned copy and writes through the
     ///    scheme: Doublewrite copies up to `batch_pages` protected pages into a slot, syncs the
-    ///    area and queues them for the home writer, which writes them in place and marks the
-    ///    slot *pending* (a group with skipped pages drains the queue and does this inline); the
+    ///    area, writes them (and the skipped ones) in place and marks the slot *pending*; the
     ///    data file is synced only when a batch needs a slot and none is free (that sync frees
     ///    every slot that was pending before it started), when the group holds pages that skipped
     ///    the doublewrite (they have no copy), or by [`PageWriter::sync_data`] — InnoDB's rule
