@@ -12,8 +12,7 @@
 //!
 //! After criterion, a summary measured in one run with the modes interleaved (A B C … A B C …,
 //! 30 repetitions of `DOUBLEWRITE_SLOTS` batches per mode — one cycle of the doublewrite slots, so
-//! each sample pays the data syncs doublewrite defers to slot reuse, and ends by draining the
-//! home writer (`PageWriter::drain`), so it pays its in-place writes too — medians, ratios to `none`
+//! each sample pays the data syncs doublewrite defers to slot reuse — medians, ratios to `none`
 //! paired within a repetition) prints
 //! pages/s of the page writer alone and with the log, and per page or batch: doublewrite pages and
 //! writes, syncs, full page images, log bytes, and device bytes (data + doublewrite + log); then
@@ -190,16 +189,6 @@ impl Rig {
         }
     }
 
-    /// Waits for the home writer's in-place writes (doublewrite mode; nothing to wait for in the
-    /// others); returns how long that took.
-    fn drain(&mut self) -> Duration {
-        let t = Instant::now();
-        if let Err(e) = self.writer.drain() {
-            panic!("flush/{}: in-place writes failed: {e}", self.name);
-        }
-        t.elapsed()
-    }
-
     /// Writes every page of the file once (fresh pages), so the timed writes are overwrites.
     fn prefill(&mut self, pages: u64) -> Duration {
         let ids: Vec<u64> = (0..pages).collect();
@@ -282,11 +271,7 @@ fn bench_modes(c: &mut Criterion) {
     for r in rigs.iter_mut() {
         let name = r.name.clone();
         g.bench_function(&name, |b| {
-            b.iter_custom(|iters| {
-                let t: Duration = (0..iters).map(|_| r.round().write).sum();
-                // Doublewrite's in-place writes run after write_pages returned: pay them here.
-                t + r.drain()
-            })
+            b.iter_custom(|iters| (0..iters).map(|_| r.round().write).sum())
         });
     }
     g.finish();
@@ -330,12 +315,6 @@ fn summary(rigs: &mut [Rig]) {
                     write: sum.write + t.write,
                 }
             });
-            // The sample's in-place writes (doublewrite runs them on its home writer after
-            // write_pages returned) are paid inside the sample.
-            let t = RoundTime {
-                log: t.log,
-                write: t.write + r.drain(),
-            };
             let a = &mut acc[i];
             a.writer_secs.push(t.write.as_secs_f64());
             a.total_secs.push((t.write + t.log).as_secs_f64());
@@ -452,7 +431,6 @@ fn add_stats(a: &FlushStats, b: &FlushStats) -> FlushStats {
         restored_pages: a.restored_pages + b.restored_pages,
         forced_log_flushes: a.forced_log_flushes + b.forced_log_flushes,
         pages_read: a.pages_read + b.pages_read,
-        reads_waited_for_home_write: a.reads_waited_for_home_write + b.reads_waited_for_home_write,
     }
 }
 

@@ -100,10 +100,8 @@ impl Drop for DeadOnExit {
         let unwritten: Vec<usize> = st.queue.drain(..).map(|j| j.slot).collect();
         if std::thread::panicking() || !unwritten.is_empty() {
             st.failed = true;
-            self.poison.set(
-                &self.path,
-                "the home writer thread ended unexpectedly".into(),
-            );
+            self.poison
+                .set(&self.path, "the home writer thread ended unexpectedly".into());
         }
         // Queued jobs will never be written: their pages are no longer "in flight" (the writer
         // is poisoned, so readers get an error rather than an old image).
@@ -153,7 +151,6 @@ impl HomeWriter {
     }
 
     /// Sets the deliberate faults (tests).
-    #[cfg(test)]
     pub fn set_knobs(&self, knobs: Knobs) {
         self.shared.state.lock().knobs = knobs;
     }

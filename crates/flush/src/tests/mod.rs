@@ -6,7 +6,6 @@ mod area;
 mod basic;
 mod crash;
 mod order;
-mod pipeline;
 mod realfs;
 mod redo;
 
@@ -98,19 +97,12 @@ pub(crate) struct Shared {
     pub budget: AtomicI64,
     /// Fail the next sync of this class.
     pub fail_sync: Mutex<Option<FileClass>>,
-    /// Data-file writes allowed before the next one blocks until more are allowed (negative:
-    /// unlimited): holds the home writer in the middle of its in-place writes.
-    pub data_gate: Mutex<i64>,
-    pub data_gate_cv: parking_lot::Condvar,
-    /// Every data-file write fails (EIO) from now on.
-    pub fail_data_writes: AtomicBool,
 }
 
 impl Shared {
     pub fn new() -> Arc<Shared> {
         let s = Shared::default();
         s.budget.store(-1, Ordering::SeqCst);
-        *s.data_gate.lock() = -1;
         Arc::new(s)
     }
 
@@ -122,23 +114,6 @@ impl Shared {
     /// crashed.
     pub fn crash_after(&self, n: i64) {
         self.budget.store(n, Ordering::SeqCst);
-    }
-
-    /// Data-file writes block after `n` more (negative: never).
-    pub fn gate_data_writes(&self, n: i64) {
-        *self.data_gate.lock() = n;
-        self.data_gate_cv.notify_all();
-    }
-
-    /// Waits for the data gate, then spends one write of it.
-    fn pass_data_gate(&self) {
-        let mut g = self.data_gate.lock();
-        while *g == 0 {
-            self.data_gate_cv.wait(&mut g);
-        }
-        if *g > 0 {
-            *g -= 1;
-        }
     }
 
     fn spend(&self, path: &Path) -> keel_io::Result<()> {
@@ -255,16 +230,6 @@ impl File for RecFile {
         self.inner.read_exact_at(buf, offset)
     }
     fn write_all_at(&self, buf: &[u8], offset: u64) -> keel_io::Result<()> {
-        if self.inner.class() == FileClass::Data {
-            self.shared.pass_data_gate();
-            if self.shared.fail_data_writes.load(Ordering::SeqCst) {
-                return Err(IoError::Os {
-                    op: "pwrite",
-                    path: self.path().to_path_buf(),
-                    source: std::io::Error::other("injected data write failure"),
-                });
-            }
-        }
         self.shared.spend(self.path())?;
         self.inner.write_all_at(buf, offset)?;
         self.record_write(offset, buf, false);
