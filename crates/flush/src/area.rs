@@ -564,8 +564,7 @@ impl DoublewriteArea {
 
     /// Takes a free slot and the batch sequence number to write into it.
     ///
-    /// If no slot is free but at least as many are pending as busy (busy ones become pending when
-    /// their in-place writes complete), this thread frees them: it calls `sync_data`
+    /// If no slot is free but some are pending, this thread frees them: it calls `sync_data`
     /// (which must sync the data file through the writer, so that a failure poisons, and on
     /// success call [`DoublewriteArea::free_pending`] with the generation it read *before* the
     /// sync) — one thread at a time; the others wait and look again. While every slot is busy it
@@ -593,17 +592,8 @@ impl DoublewriteArea {
                 st.next_seq += 1;
                 return Ok((i, seq));
             }
-            let pending = st
-                .slots
-                .iter()
-                .filter(|s| matches!(s, SlotUse::Pending(_)))
-                .count();
-            let busy = st.slots.iter().filter(|&&s| s == SlotUse::Busy).count();
-            // Busy slots become pending soon (their batch, or the home writer, finishes the
-            // in-place writes): syncing as soon as one slot is pending would free only that one.
-            // Sync once at least as many are pending as busy, so one data sync frees at least
-            // half of the slots in use.
-            if pending > 0 && pending >= busy && !st.syncing {
+            let pending = st.slots.iter().any(|s| matches!(s, SlotUse::Pending(_)));
+            if pending && !st.syncing {
                 st.syncing = true;
                 let r = parking_lot::MutexGuard::unlocked(&mut st, &sync_data);
                 st.syncing = false;
@@ -636,10 +626,6 @@ impl DoublewriteArea {
         if let Some(s) = st.slots.get_mut(i) {
             *s = SlotUse::Pending(g);
         }
-        drop(st);
-        // A batch waiting while every slot was busy can now sync the data file to free this one
-        // (the home writer marks slots pending after `write_pages` returned).
-        self.freed.notify_all();
         g
     }
 
@@ -683,12 +669,6 @@ impl DoublewriteArea {
             *s = SlotUse::Lost;
         }
         drop(st);
-        self.freed.notify_all();
-    }
-
-    /// Wakes every thread waiting for a slot (they look at the poison flag again).
-    pub fn wake_all(&self) {
-        let _st = self.state.lock();
         self.freed.notify_all();
     }
 

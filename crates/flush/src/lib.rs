@@ -72,7 +72,6 @@
 mod area;
 mod config;
 mod error;
-mod home;
 mod record;
 mod scheme;
 mod stats;

@@ -25,9 +25,7 @@
 use crate::area::{encode_directory, DoublewriteArea};
 use crate::config::ResolvedMode;
 use crate::error::{FlushError, Result};
-use crate::home::{HomeJob, HomeWriter};
 use crate::stats::{add, Counters};
-use crate::writer::Spare;
 use keel_io::{AlignedBuf, File, WriteOp};
 use keel_page::{Lsn, PageId};
 use parking_lot::Mutex;
@@ -49,10 +47,6 @@ pub(crate) struct Knobs {
     /// issued (no pending state, no data sync before reuse, none at all), so a later batch may
     /// overwrite the slot while they are still volatile.
     pub defer_data_sync: bool,
-    /// Home writer invariant 2: reads do not wait for in-flight in-place writes.
-    pub skip_home_read_wait: bool,
-    /// Home writer invariant 1: the home writer takes the newest queued group first (LIFO).
-    pub home_writes_lifo: bool,
 }
 
 /// The poison flag: set by the first failed sync (or in-place write), never cleared.
@@ -133,25 +127,9 @@ pub(crate) struct Ctx<'a> {
     pub counters: &'a Counters,
     pub poison: &'a Poison,
     pub knobs: &'a Knobs,
-    /// The background home writer (doublewrite mode; `None` on the home writer itself).
-    pub home: Option<&'a HomeWriter>,
-    /// Where group buffers go back for reuse.
-    pub spare: &'a Spare,
 }
 
 impl Ctx<'_> {
-    /// Waits until the home writer has written every queued group in place.
-    pub fn drain_home(&self) {
-        if let Some(h) = self.home {
-            h.drain();
-        }
-    }
-
-    /// Returns a group's buffer for reuse.
-    pub fn recycle(&self, group: Group) {
-        self.spare.give_back(group.buf);
-    }
-
     /// Writes `ops` to their homes (as RWF_ATOMIC writes when `atomic`). Any failure poisons: a
     /// home may now hold part of a page.
     pub fn write_home(&self, ops: &[WriteOp<'_>], atomic: bool) -> Result<()> {
@@ -250,9 +228,8 @@ pub(crate) trait ProtectionScheme: Send + Sync + Debug {
         false
     }
 
-    /// Writes the group; returns when it is durable (and gives its buffer back through
-    /// [`Ctx::recycle`], or hands it to the home writer, which does).
-    fn write_group(&self, ctx: &Ctx<'_>, group: Group) -> Result<()>;
+    /// Writes the group; returns when it is durable.
+    fn write_group(&self, ctx: &Ctx<'_>, group: &mut Group) -> Result<()>;
 }
 
 /// `None` and `FullPageWrites`: pages in place, then one data sync.
@@ -278,12 +255,9 @@ impl ProtectionScheme for InPlace {
         self.full_page_writes
     }
 
-    fn write_group(&self, ctx: &Ctx<'_>, group: Group) -> Result<()> {
-        let r = ctx
-            .write_home(&group.home_ops(0..group.pages.len()), false)
-            .and_then(|()| ctx.sync_data_file());
-        ctx.recycle(group);
-        r
+    fn write_group(&self, ctx: &Ctx<'_>, group: &mut Group) -> Result<()> {
+        ctx.write_home(&group.home_ops(0..group.pages.len()), false)?;
+        ctx.sync_data_file()
     }
 }
 
@@ -302,16 +276,12 @@ impl ProtectionScheme for Atomic {
         true
     }
 
-    fn write_group(&self, ctx: &Ctx<'_>, group: Group) -> Result<()> {
-        let r = (|| {
-            ctx.write_home(&group.home_ops(0..group.protected), true)?;
-            let skipped = group.home_ops(group.protected..group.pages.len());
-            ctx.write_home(&skipped, false)?;
-            add(&ctx.counters.pages_skipped_protection, skipped.len() as u64);
-            ctx.sync_data_file()
-        })();
-        ctx.recycle(group);
-        r
+    fn write_group(&self, ctx: &Ctx<'_>, group: &mut Group) -> Result<()> {
+        ctx.write_home(&group.home_ops(0..group.protected), true)?;
+        let skipped = group.home_ops(group.protected..group.pages.len());
+        ctx.write_home(&skipped, false)?;
+        add(&ctx.counters.pages_skipped_protection, skipped.len() as u64);
+        ctx.sync_data_file()
     }
 }
 
@@ -344,62 +314,23 @@ impl ProtectionScheme for Doublewrite {
         self.dir_len
     }
 
-    fn write_group(&self, ctx: &Ctx<'_>, mut group: Group) -> Result<()> {
+    fn write_group(&self, ctx: &Ctx<'_>, group: &mut Group) -> Result<()> {
         let n = group.pages.len();
         let skipped = n - group.protected;
-        // Data-file writes made here must not overtake queued in-place writes of the same pages.
-        let pipelined = skipped == 0 && ctx.home.is_some();
-        if !pipelined {
-            ctx.drain_home();
-        }
         if group.protected == 0 {
-            let r = ctx.write_home(&group.home_ops(0..n), false).and_then(|()| {
-                add(&ctx.counters.pages_skipped_protection, skipped as u64);
-                ctx.sync_data_file()
-            });
-            ctx.recycle(group);
-            return r;
+            ctx.write_home(&group.home_ops(0..n), false)?;
+            add(&ctx.counters.pages_skipped_protection, skipped as u64);
+            return ctx.sync_data_file();
         }
-        let acquired = self.area.acquire(
+        let (slot, seq) = self.area.acquire(
             || ctx.poison.check(),
             || {
                 ctx.sync_data_file()?;
                 add(&ctx.counters.doublewrite_reuse_syncs, 1);
                 Ok(())
             },
-        );
-        let (slot, seq) = match acquired {
-            Ok(s) => s,
-            Err(e) => {
-                ctx.recycle(group);
-                return Err(e);
-            }
-        };
-        match (pipelined, ctx.home) {
-            (true, Some(home)) => {
-                if let Err(e) = self.copy_to_slot(ctx, &mut group, slot, seq) {
-                    self.area.release(slot);
-                    ctx.recycle(group);
-                    return Err(e);
-                }
-                // Durable now (the slot is synced): the home writer does the in-place writes.
-                match home.enqueue(HomeJob { group, slot }) {
-                    Ok(()) => Ok(()),
-                    Err(job) => {
-                        let cause = "the home writer thread has ended".to_string();
-                        ctx.poison.set(ctx.data.path(), cause);
-                        self.area.abandon(slot);
-                        ctx.recycle(job.group);
-                        ctx.poison.check()
-                    }
-                }
-            }
-            _ => {
-                let r = self.write_in_slot(ctx, &mut group, slot, seq);
-                ctx.recycle(group);
-                r
-            }
-        }
+        )?;
+        self.write_in_slot(ctx, group, slot, seq)
     }
 }
 

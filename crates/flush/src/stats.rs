@@ -51,11 +51,6 @@ pub struct FlushStats {
     pub forced_log_flushes: u64,
     /// Pages read (and verified) from the data file.
     pub pages_read: u64,
-    /// Reads (`read_page`, `read_pages` calls) that waited for a queued or running in-place
-    /// write of a page they read (doublewrite mode: in-place writes run after `write_pages`
-    /// returned).
-    #[serde(default)]
-    pub reads_waited_for_home_write: u64,
 }
 
 impl FlushStats {
@@ -81,8 +76,7 @@ impl FlushStats {
             doublewrite_reuse_syncs,
             restored_pages,
             forced_log_flushes,
-            pages_read,
-            reads_waited_for_home_write
+            pages_read
         )
     }
 }
@@ -107,7 +101,6 @@ pub(crate) struct Counters {
     pub restored_pages: AtomicU64,
     pub forced_log_flushes: AtomicU64,
     pub pages_read: AtomicU64,
-    pub reads_waited_for_home_write: AtomicU64,
 }
 
 /// Adds `n` to a counter.
@@ -137,8 +130,7 @@ impl Counters {
             doublewrite_reuse_syncs,
             restored_pages,
             forced_log_flushes,
-            pages_read,
-            reads_waited_for_home_write
+            pages_read
         )
     }
 }

@@ -10,7 +10,6 @@
 use crate::area::{Candidate, DoublewriteArea, Geometry, DOUBLEWRITE_SLOTS, MAX_BATCH_PAGES};
 use crate::config::{resolve, PageWriterConfig, ResolvedMode, ResolvedProtection};
 use crate::error::{FlushError, Result};
-use crate::home::HomeWriter;
 use crate::scheme::{self, Ctx, Group, GroupPage, Knobs, Poison, ProtectionScheme};
 use crate::stats::{add, Counters, FlushStats};
 use crate::wal::WalFlush;
@@ -27,54 +26,12 @@ pub const DATA_FILE_NAME: &str = "data.keel";
 /// File name of the doublewrite area inside the writer's directory.
 pub const DOUBLEWRITE_FILE_NAME: &str = "doublewrite.keel";
 
-/// Group buffers the writer keeps for reuse: one per concurrent `write_pages` caller (the page
-/// cleaner and a user thread), plus one per doublewrite slot, since in doublewrite mode a queued
-/// group keeps its buffer until the home writer has written it in place (at most one per slot).
-const SPARE_BUFFERS: usize = 2 + DOUBLEWRITE_SLOTS;
+/// Group buffers the writer keeps for reuse (one per concurrent `write_pages` caller is typical:
+/// the page cleaner and a user thread).
+const SPARE_BUFFERS: usize = 2;
 /// The largest group buffer kept for reuse (a doublewrite batch of 128 × 16 KiB pages is 2 MiB
 /// + 8 KiB).
 const SPARE_BUFFER_MAX: usize = 16 << 20;
-
-/// Group buffers kept for the next batches. Reusing them matters: a fresh multi-MiB zeroed
-/// allocation is usually a new mapping whose pages fault in on first touch (measured: ~0.4 ms per
-/// 2 MiB batch, a fifth of a doublewrite batch). A reused buffer holds old bytes beyond what the
-/// group writes; nothing reads them (the directory is zeroed by `encode_directory`, images are
-/// copied whole).
-#[derive(Debug, Default)]
-pub(crate) struct Spare(Mutex<Vec<AlignedBuf>>);
-
-impl Spare {
-    /// A buffer of at least `len` bytes: a spare one if it is big enough, else a new one.
-    pub fn take(&self, len: usize) -> AlignedBuf {
-        let mut spare = self.0.lock();
-        match spare.iter().position(|b| b.len() >= len) {
-            Some(i) => spare.swap_remove(i),
-            None => {
-                drop(spare);
-                AlignedBuf::page(len)
-            }
-        }
-    }
-
-    /// Keeps `buf` for a later group: at most [`SPARE_BUFFERS`] buffers of at most
-    /// [`SPARE_BUFFER_MAX`] bytes each (a bigger one replaces the smallest).
-    pub fn give_back(&self, buf: AlignedBuf) {
-        if buf.len() > SPARE_BUFFER_MAX {
-            return;
-        }
-        let mut spare = self.0.lock();
-        if spare.len() < SPARE_BUFFERS {
-            spare.push(buf);
-        } else if let Some((i, _)) = spare
-            .iter()
-            .enumerate()
-            .min_by_key(|(_, b)| b.len())
-            .filter(|(_, b)| b.len() < buf.len())
-        {
-            spare[i] = buf;
-        }
-    }
-}
 
 /// One page handed to the writer.
 #[derive(Clone, Copy, Debug)]
@@ -132,14 +89,12 @@ pub struct PageWriter {
     area: Option<Arc<DoublewriteArea>>,
     scheme: Box<dyn ProtectionScheme>,
     log: Box<dyn WalFlush>,
-    counters: Arc<Counters>,
-    poison: Arc<Poison>,
+    counters: Counters,
+    poison: Poison,
     recovery: Mutex<()>,
-    /// Group buffers kept for the next batches (see [`Spare`]).
-    spare: Arc<Spare>,
+    /// Group buffers kept for the next batches (see [`PageWriter::take_buffer`]).
+    spare: Mutex<Vec<AlignedBuf>>,
     knobs: Knobs,
-    /// Doublewrite mode: the background thread doing the in-place writes.
-    home: Option<HomeWriter>,
 }
 
 impl std::fmt::Debug for PageWriter {
@@ -268,19 +223,6 @@ impl PageWriter {
                 }
             };
         debug_assert_eq!(scheme.mode(), resolved.mode);
-        let counters = Arc::new(Counters::default());
-        let poison = Arc::new(Poison::default());
-        let spare = Arc::new(Spare::default());
-        let home = match (resolved.mode, &area) {
-            (ResolvedMode::Doublewrite { .. }, Some(area)) => Some(HomeWriter::start(
-                data.clone(),
-                area.clone(),
-                counters.clone(),
-                poison.clone(),
-                spare.clone(),
-            )?),
-            _ => None,
-        };
         tracing::info!(
             dir = %dir.display(),
             mode = %resolved.mode,
@@ -294,12 +236,11 @@ impl PageWriter {
             area,
             scheme,
             log: Box::new(log),
-            counters,
-            poison,
+            counters: Counters::default(),
+            poison: Poison::default(),
             recovery: Mutex::new(()),
-            spare,
+            spare: Mutex::new(Vec::new()),
             knobs: Knobs::default(),
-            home,
         })
     }
 
@@ -427,8 +368,10 @@ impl PageWriter {
         let ctx = self.ctx();
         for (i, chunk) in chunks.into_iter().enumerate() {
             let extra: &[&FlushPage<'_>] = if i == last { &skipped } else { &[] };
-            let group = self.seal_group(chunk, extra, ps);
-            self.scheme.write_group(&ctx, group)?;
+            let mut group = self.seal_group(chunk, extra, ps);
+            let r = self.scheme.write_group(&ctx, &mut group);
+            self.give_back(group.buf);
+            r?;
         }
         add(&self.counters.batches, 1);
         Ok(())
@@ -441,8 +384,6 @@ impl PageWriter {
             counters: &self.counters,
             poison: &self.poison,
             knobs: &self.knobs,
-            home: self.home.as_ref(),
-            spare: &self.spare,
         }
     }
 
@@ -456,17 +397,7 @@ impl PageWriter {
     /// copying the data file. A failure poisons the writer, as every failed sync does.
     pub fn sync_data(&self) -> Result<()> {
         self.poison.check()?;
-        let ctx = self.ctx();
-        ctx.drain_home();
-        ctx.sync_data_file()
-    }
-
-    /// Waits until every in-place write queued by [`PageWriter::write_pages`] has completed (in
-    /// doublewrite mode they run on a background thread after `write_pages` returned; a no-op in
-    /// other modes). `Err(Poisoned)` if one of them, or anything else, has poisoned the writer.
-    pub fn drain(&self) -> Result<()> {
-        self.ctx().drain_home();
-        self.poison.check()
+        self.ctx().sync_data_file()
     }
 
     fn check_page(&self, p: &FlushPage<'_>) -> Result<()> {
@@ -555,7 +486,7 @@ impl PageWriter {
             self.scheme.dir_len()
         };
         let n = protected.len() + skipped.len();
-        let mut buf = self.spare.take(dir_len + n * ps);
+        let mut buf = self.take_buffer(dir_len + n * ps);
         let mut pages = Vec::with_capacity(n);
         for (i, p) in protected.iter().chain(skipped).enumerate() {
             let img = &mut buf[dir_len + i * ps..dir_len + (i + 1) * ps];
@@ -575,6 +506,41 @@ impl PageWriter {
         }
     }
 
+    /// A buffer of at least `len` bytes for a group: a spare one if it is big enough, else a new
+    /// one. Reusing them matters: a fresh multi-MiB zeroed allocation is usually a new mapping
+    /// whose pages fault in on first touch (measured: ~0.4 ms per 2 MiB batch, a fifth of a
+    /// doublewrite batch). A reused buffer holds old bytes beyond what the group writes; nothing
+    /// reads them (the directory is zeroed by `encode_directory`, images are copied whole).
+    fn take_buffer(&self, len: usize) -> AlignedBuf {
+        let mut spare = self.spare.lock();
+        match spare.iter().position(|b| b.len() >= len) {
+            Some(i) => spare.swap_remove(i),
+            None => {
+                drop(spare);
+                AlignedBuf::page(len)
+            }
+        }
+    }
+
+    /// Keeps `buf` for a later group: at most [`SPARE_BUFFERS`] buffers of at most
+    /// [`SPARE_BUFFER_MAX`] bytes each (a bigger one replaces the smallest).
+    fn give_back(&self, buf: AlignedBuf) {
+        if buf.len() > SPARE_BUFFER_MAX {
+            return;
+        }
+        let mut spare = self.spare.lock();
+        if spare.len() < SPARE_BUFFERS {
+            spare.push(buf);
+        } else if let Some((i, _)) = spare
+            .iter()
+            .enumerate()
+            .min_by_key(|(_, b)| b.len())
+            .filter(|(_, b)| b.len() < buf.len())
+        {
+            spare[i] = buf;
+        }
+    }
+
     /// Reads page `id` into `buf` (one page of bytes) and verifies it: `Ok(Valid)`,
     /// `Ok(Unwritten)` for an all-zero page or one beyond the end of the file, or
     /// [`FlushError::Corruption`] naming file, page and what was expected and found (a torn page
@@ -588,7 +554,6 @@ impl PageWriter {
                 page_size: self.config.page_size,
             });
         }
-        self.wait_home(&[id])?;
         if self.data.is_direct() && !(buf.as_ptr() as usize).is_multiple_of(keel_io::PAGE_ALIGN) {
             let mut bounce = AlignedBuf::page(ps);
             let st = self.read_raw(id, &mut bounce);
@@ -597,24 +562,6 @@ impl PageWriter {
         }
         self.read_raw(id, buf)?;
         self.verify(id, buf)
-    }
-
-    /// Doublewrite mode: waits while any of `ids` has an in-place write queued or running on the
-    /// home writer (its home copy is older or half-written until then). After an in-place write
-    /// of the home writer failed, every read is refused: a page whose write failed would read
-    /// back as its older version.
-    fn wait_home(&self, ids: &[PageId]) -> Result<()> {
-        let Some(home) = &self.home else {
-            return Ok(());
-        };
-        let (waited, failed) = home.wait_pages(ids);
-        if waited {
-            add(&self.counters.reads_waited_for_home_write, 1);
-        }
-        if failed {
-            self.poison.check()?;
-        }
-        Ok(())
     }
 
     fn verify(&self, id: PageId, buf: &[u8]) -> Result<PageState> {
@@ -648,20 +595,6 @@ impl PageWriter {
     /// each; one result per request, in order. Pages beyond the end of the file are unwritten.
     pub fn read_pages(&self, reqs: &mut [(PageId, &mut [u8])]) -> Vec<Result<PageState>> {
         let ps = self.config.page_size.bytes();
-        let ids: Vec<PageId> = reqs.iter().map(|(id, _)| *id).collect();
-        if let Err(e) = self.wait_home(&ids) {
-            let msg = e.to_string();
-            return reqs
-                .iter()
-                .map(|_| match &e {
-                    FlushError::Poisoned { file, cause } => Err(FlushError::Poisoned {
-                        file: file.clone(),
-                        cause: cause.clone(),
-                    }),
-                    _ => Err(FlushError::Config(msg.clone())),
-                })
-                .collect();
-        }
         let mut results: Vec<Option<Result<PageState>>> = (0..reqs.len()).map(|_| None).collect();
         let len = match self.data.len() {
             Ok(l) => l,
@@ -748,9 +681,6 @@ impl PageWriter {
         let Some(area) = &self.area else {
             return Ok(DoublewriteRecovery::default());
         };
-        // Queued in-place writes first: recovery reads and rewrites home pages.
-        self.ctx().drain_home();
-        self.poison.check()?;
         let _guard = self.recovery.lock();
         let scan = area.scan(self.config.checksum, self.config.page_size)?;
         let mut best: BTreeMap<PageId, Candidate> = BTreeMap::new();
@@ -829,8 +759,5 @@ impl PageWriter {
     #[cfg(test)]
     pub(crate) fn set_knobs(&mut self, knobs: Knobs) {
         self.knobs = knobs;
-        if let Some(h) = &self.home {
-            h.set_knobs(knobs);
-        }
     }
 }
