@@ -83,7 +83,6 @@ fn abort_and_drop_roll_back_everything() {
     ));
     // One explicit abort, one dropped transaction.
     assert_eq!(store.stats().aborts, 2);
-    drop(t);
     drop(r);
     // A commit counts no abort.
     let tx = store.write().unwrap();
