@@ -28,23 +28,7 @@ fn cfg(protection: TornPageProtection) -> PageWriterConfig {
 
 /// Writes version `v` of `ids` at LSN `lsn` (+ index).
 fn write_v(w: &PageWriter, ids: &[u64], lsn: u64, v: u64, rebuildable: bool) {
-    let imgs: Vec<Vec<u8>> = ids
-        .iter()
-        .enumerate()
-        .map(|(i, &id)| make_page(PS, id, lsn + i as u64, v))
-        .collect();
-    let pages: Vec<FlushPage<'_>> = ids
-        .iter()
-        .zip(&imgs)
-        .enumerate()
-        .map(|(i, (&id, img))| FlushPage {
-            page_id: PageId(id),
-            image: img,
-            lsn: Lsn(lsn + i as u64),
-            rebuildable_from_redo: rebuildable,
-        })
-        .collect();
-    w.write_pages(&pages).unwrap();
+    write_versions(w, PS, ids, lsn, v, rebuildable).unwrap();
 }
 
 fn read_version(w: &PageWriter, id: u64) -> crate::Result<Option<u64>> {

@@ -792,23 +792,7 @@ fn a_clean_stop_then_slot_reuse_then_power_loss_loses_nothing() {
             w
         };
         let write = |w: &PageWriter, ids: &[u64], lsn: u64, v: u64| {
-            let imgs: Vec<Vec<u8>> = ids
-                .iter()
-                .enumerate()
-                .map(|(i, &id)| make_page(ps, id, lsn + i as u64, v))
-                .collect();
-            let pages: Vec<FlushPage<'_>> = ids
-                .iter()
-                .zip(&imgs)
-                .enumerate()
-                .map(|(i, (&id, img))| FlushPage {
-                    page_id: PageId(id),
-                    image: img,
-                    lsn: Lsn(lsn + i as u64),
-                    rebuildable_from_redo: false,
-                })
-                .collect();
-            w.write_pages(&pages).unwrap();
+            write_versions(w, ps, ids, lsn, v, false).unwrap();
         };
         let w = open();
         for k in 0..slots {

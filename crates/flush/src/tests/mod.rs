@@ -55,6 +55,35 @@ pub(crate) fn make_page(ps: PageSize, id: u64, lsn: u64, version: u64) -> Vec<u8
     p
 }
 
+/// Writes version `v` of pages `ids` (page size `ps`) at LSN `lsn` (+ index) in one
+/// `write_pages` call.
+pub(crate) fn write_versions(
+    w: &crate::PageWriter,
+    ps: PageSize,
+    ids: &[u64],
+    lsn: u64,
+    v: u64,
+    rebuildable: bool,
+) -> crate::Result<()> {
+    let imgs: Vec<Vec<u8>> = ids
+        .iter()
+        .enumerate()
+        .map(|(i, &id)| make_page(ps, id, lsn + i as u64, v))
+        .collect();
+    let pages: Vec<crate::FlushPage<'_>> = ids
+        .iter()
+        .zip(&imgs)
+        .enumerate()
+        .map(|(i, (&id, img))| crate::FlushPage {
+            page_id: PageId(id),
+            image: img,
+            lsn: Lsn(lsn + i as u64),
+            rebuildable_from_redo: rebuildable,
+        })
+        .collect();
+    w.write_pages(&pages)
+}
+
 /// The version a verified page holds, if its payload is exactly what [`make_page`] wrote for it.
 pub(crate) fn version_of(page: &[u8], id: u64) -> Option<u64> {
     let mut v = [0u8; 8];
