@@ -285,10 +285,16 @@ impl Store {
         // writer lock held no page is owned by a transaction, so every dirty page can be
         // written and the checkpoint can free log space before this transaction appends.
         let i = &self.inner;
-        if i.log.capacity().is_some_and(|cap| {
-            i.log.space_used() as f64 > sync_point(i.config.checkpoint_log_fraction) * cap as f64
-        }) {
-            checkpoint(&i.ckpt, Exclusive::Held)?;
+        let over_sync_point = || {
+            i.log.capacity().is_some_and(|cap| {
+                i.log.space_used() as f64
+                    > sync_point(i.config.checkpoint_log_fraction) * cap as f64
+            })
+        };
+        if over_sync_point() {
+            // If the background checkpointer is running, its checkpoint usually frees enough:
+            // wait for it and check again before flushing anything here.
+            checkpoint_if(&i.ckpt, Exclusive::Held, over_sync_point)?;
         }
         Ok(WriteTxn {
             txn: self.inner.pool.begin(),
@@ -433,7 +439,19 @@ enum Exclusive {
 /// then — only if pages owned by the running transaction (no-steal) held it back — take the
 /// writer lock briefly, write those few hot pages too, and record the checkpoint.
 fn checkpoint(c: &CheckpointShared, exclusive: Exclusive) -> Result<Lsn> {
+    checkpoint_if(c, exclusive, || true)
+}
+
+/// [`checkpoint`], if `needed()` still holds once no other checkpoint is running.
+fn checkpoint_if(
+    c: &CheckpointShared,
+    exclusive: Exclusive,
+    needed: impl Fn() -> bool,
+) -> Result<Lsn> {
     let _one = c.one_at_a_time.lock();
+    if !needed() {
+        return Ok(c.log.checkpoint_lsn());
+    }
     let sink = &c.log;
     let run = || -> Result<Lsn> {
         let target = c.pool.begin_checkpoint(sink);
