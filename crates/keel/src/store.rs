@@ -358,11 +358,14 @@ impl Store {
         self.inner.poison.lock().is_some()
     }
 
-    /// Takes a final checkpoint and stops the background threads. Dropping the store without
-    /// closing is safe too (the next open recovers from the log).
+    /// Takes a final checkpoint, syncs the data file (pages whose durable copy was still only in
+    /// a doublewrite slot are then durable in place) and stops the background threads. Dropping
+    /// the store without closing is safe too (the next open recovers from the log and the
+    /// doublewrite area).
     pub fn close(self) -> Result<()> {
         if !self.is_poisoned() {
             self.checkpoint()?;
+            self.inner.writer.sync_data()?;
         }
         self.inner.shutdown();
         Ok(())
