@@ -116,4 +116,14 @@ impl Error {
     pub fn is_corruption(&self) -> bool {
         matches!(self, Error::Corruption { .. })
     }
+
+    /// True when the store could not open because `torn_page = "atomic"` was asked for and the
+    /// file system cannot write a page atomically (the message names what the probe found).
+    /// Lets a caller fall back or skip without depending on keel-flush's error type.
+    pub fn is_atomic_unavailable(&self) -> bool {
+        matches!(
+            self,
+            Error::Flush(keel_flush::FlushError::AtomicUnavailable { .. })
+        )
+    }
 }

@@ -269,3 +269,22 @@ fn reopening_with_another_page_size_is_a_clear_error() {
     .unwrap_err();
     assert!(e.to_string().contains("page_size 4096"), "{e}");
 }
+
+/// `torn_page = "atomic"` where the file system cannot write a page atomically is refused at
+/// open, recognisable without keel-flush's error type; other errors are not mistaken for it.
+#[test]
+fn atomic_on_a_file_system_without_atomic_writes_is_recognisable() {
+    use keel::TornPage;
+    use keel_io::{AtomicWriteLimits, SimConfig, SimFs};
+    let fs = SimFs::new(SimConfig::seeded(1).atomic(AtomicWriteLimits::NONE));
+    let cfg = Config {
+        torn_page: TornPage::Atomic,
+        ..Config::default()
+    };
+    let err = Store::open_with_fs(std::sync::Arc::new(fs), std::path::Path::new("/db"), cfg)
+        .err()
+        .expect("this SimFs has no atomic writes");
+    assert!(err.is_atomic_unavailable(), "{err}");
+    assert!(!err.is_corruption());
+    assert!(!Error::Config("x".into()).is_atomic_unavailable());
+}

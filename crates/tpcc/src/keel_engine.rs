@@ -128,9 +128,7 @@ pub fn keel_config(c: &StoreConfig) -> keel::Config {
 /// do become [`EngineError::Unsupported`]; corruption keeps its file and detail).
 pub fn engine_error(e: keel::Error) -> EngineError {
     match e {
-        keel::Error::Flush(f @ keel_flush::FlushError::AtomicUnavailable { .. }) => {
-            EngineError::Unsupported(f.to_string())
-        }
+        e if e.is_atomic_unavailable() => EngineError::Unsupported(e.to_string()),
         keel::Error::Corruption {
             file,
             page_id,
