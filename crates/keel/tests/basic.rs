@@ -281,9 +281,10 @@ fn atomic_on_a_file_system_without_atomic_writes_is_recognisable() {
         torn_page: TornPage::Atomic,
         ..Config::default()
     };
-    let err = Store::open_with_fs(std::sync::Arc::new(fs), std::path::Path::new("/db"), cfg)
-        .err()
-        .expect("this SimFs has no atomic writes");
+    let Err(err) = Store::open_with_fs(std::sync::Arc::new(fs), std::path::Path::new("/db"), cfg)
+    else {
+        panic!("this SimFs has no atomic writes: the open must fail");
+    };
     assert!(err.is_atomic_unavailable(), "{err}");
     assert!(!err.is_corruption());
     assert!(!Error::Config("x".into()).is_atomic_unavailable());
