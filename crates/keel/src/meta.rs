@@ -5,6 +5,12 @@
 //!   size or checksum algorithm than it was created with (clear [`Error::Config`]).
 //! - Page allocation and freeing go through the meta page inside the transaction, so they are
 //!   logged and rolled back with it: an aborted transaction allocates nothing.
+//! - No freed page is lost: when the meta page's free array is full, the page being freed
+//!   becomes a *trunk page* holding the whole array (and the previous trunk's id); allocation
+//!   refills the array from the newest trunk and hands out the trunk page itself. Every free id
+//!   is in exactly one place (`freed_pages_are_reused_through_trunk_pages` checks that a store
+//!   does not grow when freed pages are allocated again; a trunk whose ids are out of range is
+//!   reported, `a_corrupt_trunk_is_an_error`).
 
 use crate::{Error, Result};
 use keel_buffer_pool::PageTxn;
@@ -27,7 +33,11 @@ const M_PAGE_SIZE: usize = PAGE_HEADER_SIZE + 12;
 const M_PAGE_COUNT: usize = PAGE_HEADER_SIZE + 16;
 const M_CATALOG_ROOT: usize = PAGE_HEADER_SIZE + 24;
 const M_FREE_COUNT: usize = PAGE_HEADER_SIZE + 32;
-const M_LEAKED: usize = PAGE_HEADER_SIZE + 40;
+const M_TRUNK: usize = PAGE_HEADER_SIZE + 40;
+// Trunk page payload: next trunk u64, id count u32, reserved u32, then the ids.
+const T_NEXT: usize = PAGE_HEADER_SIZE;
+const T_COUNT: usize = PAGE_HEADER_SIZE + 8;
+const T_IDS: usize = PAGE_HEADER_SIZE + 16;
 const M_FREE: usize = PAGE_HEADER_SIZE + 48;
 
 fn encode_identity(page_size: usize, checksum: Checksum) -> [u8; IDENTITY_LEN] {
@@ -127,8 +137,8 @@ pub struct MetaInfo {
     pub catalog_root: PageId,
     /// Free page ids remembered.
     pub free_count: u32,
-    /// Freed pages not remembered because the list was full.
-    pub pages_leaked: u64,
+    /// The newest free-list trunk page (0: none).
+    pub trunk_head: PageId,
 }
 
 /// Decodes and checks the meta page.
@@ -159,7 +169,7 @@ pub fn read_meta(page: &[u8], file: &Path) -> Result<MetaInfo> {
         page_count: rd_u64(page, M_PAGE_COUNT),
         catalog_root: PageId(rd_u64(page, M_CATALOG_ROOT)),
         free_count,
-        pages_leaked: rd_u64(page, M_LEAKED),
+        trunk_head: PageId(rd_u64(page, M_TRUNK)),
     })
 }
 
@@ -180,10 +190,49 @@ pub fn set_catalog_root(txn: &PageTxn<'_>, root: PageId) -> Result<()> {
     Ok(())
 }
 
-/// Allocates a page id: the most recently freed page, else a new one.
+/// Allocates a page id: the most recently freed page (refilling the meta page's free array from
+/// the newest trunk page, which is handed out itself), else a new one.
 pub fn allocate(txn: &PageTxn<'_>, file: &Path) -> Result<PageId> {
     let mut g = txn.write(META_PAGE)?;
     let info = read_meta(&g, file)?;
+    if info.free_count == 0 && info.trunk_head.0 != 0 {
+        let trunk = info.trunk_head;
+        let bad = |detail: String| Error::Format {
+            path: file.to_path_buf(),
+            detail: format!("free-list trunk page {}: {detail}", trunk.0),
+        };
+        if trunk.0 >= info.page_count {
+            return Err(bad(format!(
+                "beyond the {} allocated pages",
+                info.page_count
+            )));
+        }
+        drop(g);
+        let (next, ids) = {
+            let t = txn.write(trunk)?;
+            let n = rd_u32(&t, T_COUNT) as usize;
+            if n > free_capacity(t.len()) {
+                return Err(bad(format!("{n} ids, capacity {}", free_capacity(t.len()))));
+            }
+            let next = rd_u64(&t, T_NEXT);
+            if next >= info.page_count || next == trunk.0 {
+                return Err(bad(format!("next trunk {next}")));
+            }
+            (next, t[T_IDS..T_IDS + n * 8].to_vec())
+        };
+        for id in ids.chunks_exact(8).map(|c| rd_u64(c, 0)) {
+            if id == 0 || id >= info.page_count {
+                return Err(bad(format!("holds page {id} of {}", info.page_count)));
+            }
+        }
+        let mut g = txn.write(META_PAGE)?;
+        if !ids.is_empty() {
+            g.write(M_FREE, &ids)?;
+        }
+        g.write(M_FREE_COUNT, &((ids.len() / 8) as u32).to_le_bytes())?;
+        g.write(M_TRUNK, &next.to_le_bytes())?;
+        return Ok(trunk);
+    }
     if info.free_count > 0 {
         let n = info.free_count as usize - 1;
         let id = rd_u64(&g, M_FREE + n * 8);
@@ -203,24 +252,101 @@ pub fn allocate(txn: &PageTxn<'_>, file: &Path) -> Result<PageId> {
     Ok(PageId(info.page_count))
 }
 
-/// Returns a page id to the free list (or counts it as leaked when the list is full).
-pub fn free(txn: &PageTxn<'_>, id: PageId, file: &Path) -> Result<()> {
+/// Returns a page id to the free list. When the meta page's array is full, page `id` becomes a
+/// trunk page holding the array and the previous trunk's id, and the array starts empty; then
+/// `Ok(true)`: the page stays in use (as the trunk) and must not be dropped as freed.
+pub fn free(txn: &PageTxn<'_>, id: PageId, file: &Path) -> Result<bool> {
     let mut g = txn.write(META_PAGE)?;
     let info = read_meta(&g, file)?;
     let n = info.free_count as usize;
-    if n < free_capacity(g.len()) {
+    let cap = free_capacity(g.len());
+    if n < cap {
         g.write(M_FREE + n * 8, &id.0.to_le_bytes())?;
         g.write(M_FREE_COUNT, &(n as u32 + 1).to_le_bytes())?;
-    } else {
-        g.write(M_LEAKED, &(info.pages_leaked + 1).to_le_bytes())?;
+        return Ok(false);
     }
-    Ok(())
+    let ids = g[M_FREE..M_FREE + n * 8].to_vec();
+    g.write(M_FREE_COUNT, &0u32.to_le_bytes())?;
+    g.write(M_TRUNK, &id.0.to_le_bytes())?;
+    drop(g);
+    // The trunk starts with a PageInit, so redo alone can rebuild it (init-on-flush).
+    let mut t = txn.new_page(id, keel_page::PageType::FREE)?;
+    t.write(T_NEXT, &info.trunk_head.0.to_le_bytes())?;
+    t.write(T_COUNT, &(n as u32).to_le_bytes())?;
+    if !ids.is_empty() {
+        t.write(T_IDS, &ids)?;
+    }
+    Ok(true)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use keel_io::SimFs;
+
+    /// Trunk bytes are read from disk: a trunk that names a page beyond the allocated ones (or
+    /// an impossible count) is a format error naming the trunk, never an id handed out.
+    #[test]
+    fn a_corrupt_trunk_is_an_error() {
+        use keel_buffer_pool::{BufferPool, MemLog, MemStore, PoolConfig};
+        use keel_page::PageSize;
+        use std::sync::Arc;
+        let ps = 4096;
+        let pool = BufferPool::new(
+            PoolConfig {
+                page_size: PageSize::K4,
+                pool_bytes: 1024 * ps,
+                ..PoolConfig::default()
+            },
+            Arc::new(MemStore::new(PageSize::K4)),
+        )
+        .unwrap();
+        let log = MemLog::new();
+        let file = Path::new("/db/data.keel");
+        let txn = pool.begin();
+        init_meta(&txn, ps).unwrap();
+        // Allocate enough pages, then free one more than the meta array holds: a trunk is made.
+        let cap = free_capacity(ps);
+        let ids: Vec<PageId> = (0..cap + 1)
+            .map(|_| allocate(&txn, file).unwrap())
+            .collect();
+        for id in &ids {
+            txn.new_page(*id, keel_page::PageType::RAW).unwrap();
+        }
+        for id in &ids[..cap] {
+            assert!(!free(&txn, *id, file).unwrap());
+            txn.free_page(*id).unwrap();
+        }
+        assert!(
+            free(&txn, ids[cap], file).unwrap(),
+            "the last free makes a trunk"
+        );
+        txn.commit(&log).unwrap();
+        // A sound trunk: allocation hands out the trunk page, then its ids.
+        let txn = pool.begin();
+        assert_eq!(allocate(&txn, file).unwrap(), ids[cap]);
+        assert_eq!(allocate(&txn, file).unwrap(), ids[cap - 1]);
+        txn.abort();
+        // Break it on purpose: the trunk names a page past the end.
+        let txn = pool.begin();
+        txn.write(ids[cap])
+            .unwrap()
+            .write(T_IDS, &u64::MAX.to_le_bytes())
+            .unwrap();
+        let e = allocate(&txn, file).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains(&format!("trunk page {}", ids[cap].0)),
+            "{e}"
+        );
+        txn.abort();
+        let txn = pool.begin();
+        txn.write(ids[cap])
+            .unwrap()
+            .write(T_COUNT, &u32::MAX.to_le_bytes())
+            .unwrap();
+        assert!(allocate(&txn, file).is_err());
+    }
 
     #[test]
     fn identity_is_created_then_checked() {

@@ -324,6 +324,14 @@ impl Store {
         checkpoint(&self.inner.ckpt, Exclusive::Wait)
     }
 
+    /// What the meta page says now (committed state): pages allocated, free ids in the meta
+    /// page's array, the newest free-list trunk page, the catalog root.
+    pub fn meta(&self) -> Result<MetaInfo> {
+        let _view = self.inner.lock.read();
+        let g = self.inner.pool.read(META_PAGE)?;
+        meta::read_meta(&g, self.inner.writer.data_path())
+    }
+
     /// Counters of every layer.
     pub fn stats(&self) -> StoreStats {
         let i = &self.inner;

@@ -175,7 +175,10 @@ impl PageStore for TxnPages<'_, '_> {
     }
 
     fn free(&mut self, id: PageId) -> keel_btree::Result<()> {
-        crate::meta::free(self.txn, id, self.file).map_err(store_err)?;
+        if crate::meta::free(self.txn, id, self.file).map_err(store_err)? {
+            // The page became a free-list trunk: it stays, holding free page ids.
+            return Ok(());
+        }
         self.txn.free_page(id).map_err(storage)
     }
 }
