@@ -12,6 +12,9 @@ use std::ops::{Bound, RangeBounds};
 /// Deepest tree walked before the structure is declared corrupt (a cycle of child pointers).
 const MAX_DEPTH: usize = 64;
 
+/// What a range step finds: a leaf's entries (in scan order) and the fence beyond that leaf.
+type LeafStep = (Vec<(Vec<u8>, FoundValue)>, Option<Vec<u8>>);
+
 /// A B+tree identified by its root page (which never changes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BTree {
@@ -613,96 +616,93 @@ impl BTree {
 
     /// Entries of the leaf holding the first keys above `low` (filtered by it), and the fence
     /// above that leaf (the smallest key the next leaf may hold).
-    #[allow(clippy::type_complexity)]
-    fn leaf_after<S: PageRead>(
-        &self,
-        store: &S,
-        low: &Bound<Vec<u8>>,
-    ) -> Result<(Vec<(Vec<u8>, FoundValue)>, Option<Vec<u8>>)> {
-        let mut id = self.root;
-        let mut fence: Option<Vec<u8>> = None;
-        for _ in 0..MAX_DEPTH {
-            let step = with_node(store, id, |n| {
-                if n.is_leaf() {
-                    let start = match low {
-                        Bound::Unbounded => 0,
-                        Bound::Included(k) => n.search(k)?.unwrap_or_else(|i| i),
-                        Bound::Excluded(k) => match n.search(k)? {
-                            Ok(i) => i + 1,
-                            Err(i) => i,
-                        },
-                    };
-                    let mut out = Vec::with_capacity(n.len().saturating_sub(start));
-                    for i in start..n.len() {
-                        out.push((n.key(i)?.to_vec(), FoundValue::from_ref(n.value(i)?)));
-                    }
-                    return Ok(Err(out));
-                }
+    fn leaf_after<S: PageRead>(&self, store: &S, low: &Bound<Vec<u8>>) -> Result<LeafStep> {
+        self.leaf_toward(
+            store,
+            |n| {
+                let start = match low {
+                    Bound::Unbounded => 0,
+                    Bound::Included(k) => n.search(k)?.unwrap_or_else(|i| i),
+                    Bound::Excluded(k) => match n.search(k)? {
+                        Ok(i) => i + 1,
+                        Err(i) => i,
+                    },
+                };
+                Ok(start..n.len())
+            },
+            |n| {
                 let c = match low {
                     Bound::Unbounded => 0,
                     Bound::Included(k) | Bound::Excluded(k) => n.child_index_for(k)?,
                 };
-                let f = if c < n.len() {
-                    Some(n.key(c)?.to_vec())
-                } else {
-                    None
-                };
-                Ok(Ok((n.child(c)?, f)))
-            })?;
-            match step {
-                Err(entries) => return Ok((entries, fence)),
-                Ok((child, f)) => {
-                    if f.is_some() {
-                        fence = f;
-                    }
-                    id = child;
-                }
-            }
-        }
-        Err(BTreeError::Corrupt {
-            page_id: id,
-            detail: "cycle of child pointers".into(),
-        })
+                // The separator after child c bounds it from above.
+                Ok((c, (c < n.len()).then_some(c)))
+            },
+            false,
+        )
     }
 
     /// Entries (descending) of the leaf holding the last keys below `high`, and the fence below
     /// that leaf (every key of the previous leaf is smaller).
-    #[allow(clippy::type_complexity)]
-    fn leaf_before<S: PageRead>(
-        &self,
-        store: &S,
-        high: &Bound<Vec<u8>>,
-    ) -> Result<(Vec<(Vec<u8>, FoundValue)>, Option<Vec<u8>>)> {
-        let mut id = self.root;
-        let mut fence: Option<Vec<u8>> = None;
-        for _ in 0..MAX_DEPTH {
-            let step = with_node(store, id, |n| {
-                if n.is_leaf() {
-                    let end = match high {
-                        Bound::Unbounded => n.len(),
-                        Bound::Included(k) => match n.search(k)? {
-                            Ok(i) => i + 1,
-                            Err(i) => i,
-                        },
-                        Bound::Excluded(k) => n.search(k)?.unwrap_or_else(|i| i),
-                    };
-                    let mut out = Vec::with_capacity(end);
-                    for i in (0..end).rev() {
-                        out.push((n.key(i)?.to_vec(), FoundValue::from_ref(n.value(i)?)));
-                    }
-                    return Ok(Err(out));
-                }
+    fn leaf_before<S: PageRead>(&self, store: &S, high: &Bound<Vec<u8>>) -> Result<LeafStep> {
+        self.leaf_toward(
+            store,
+            |n| {
+                let end = match high {
+                    Bound::Unbounded => n.len(),
+                    Bound::Included(k) => match n.search(k)? {
+                        Ok(i) => i + 1,
+                        Err(i) => i,
+                    },
+                    Bound::Excluded(k) => n.search(k)?.unwrap_or_else(|i| i),
+                };
+                Ok(0..end)
+            },
+            |n| {
                 let c = match high {
                     Bound::Unbounded => n.len(),
                     Bound::Included(k) => n.child_index_for(k)?,
                     // Keys below k: if k is separator i, they are in child i, not i + 1.
                     Bound::Excluded(k) => n.search(k)?.unwrap_or_else(|i| i),
                 };
-                let f = if c > 0 {
-                    Some(n.key(c - 1)?.to_vec())
-                } else {
-                    None
-                };
+                // The separator before child c bounds it from below.
+                Ok((c, c.checked_sub(1)))
+            },
+            true,
+        )
+    }
+
+    /// The descent both range directions share: `route` picks the child of an inner node and
+    /// the separator that fences it on the scan's far side; at the leaf, `entries` picks the
+    /// slots to return (in descending order when `descending`). Returns them and the innermost
+    /// fence met on the way down.
+    fn leaf_toward<S: PageRead>(
+        &self,
+        store: &S,
+        entries: impl Fn(&Node<'_>) -> Result<std::ops::Range<usize>>,
+        route: impl Fn(&Node<'_>) -> Result<(usize, Option<usize>)>,
+        descending: bool,
+    ) -> Result<LeafStep> {
+        let mut id = self.root;
+        let mut fence: Option<Vec<u8>> = None;
+        for _ in 0..MAX_DEPTH {
+            let step = with_node(store, id, |n| {
+                if n.is_leaf() {
+                    let mut range = entries(&n)?;
+                    let mut out = Vec::with_capacity(range.len());
+                    let mut push = |i: usize| -> Result<()> {
+                        out.push((n.key(i)?.to_vec(), FoundValue::from_ref(n.value(i)?)));
+                        Ok(())
+                    };
+                    if descending {
+                        range.rev().try_for_each(&mut push)?;
+                    } else {
+                        range.try_for_each(&mut push)?;
+                    }
+                    return Ok(Err(out));
+                }
+                let (c, sep) = route(&n)?;
+                let f = sep.map(|i| n.key(i).map(<[u8]>::to_vec)).transpose()?;
                 Ok(Ok((n.child(c)?, f)))
             })?;
             match step {
