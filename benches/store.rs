@@ -164,6 +164,26 @@ fn load(store: &Store) {
     );
 }
 
+/// Criterion case `get/<name>`: point gets of random keys of the loaded table (keys drawn with
+/// `seed`), with the on-CPU note.
+fn random_gets(c: &mut Criterion, store: &Store, name: &str, seed: u64) {
+    let r = store.read().expect("read txn");
+    let t = r.table(TABLE).expect("table");
+    let mut g = c.benchmark_group("get");
+    g.throughput(Throughput::Elements(1));
+    let mut rng = SplitMix64(seed);
+    let mut cpu = Cpu::default();
+    g.bench_function(name, |b| {
+        b.iter_custom(|iters| {
+            cpu.run(iters, 1, || {
+                black_box(t.get(&key(rng.next() % KEYS)).expect("get"));
+            })
+        })
+    });
+    g.finish();
+    cpu.note(&format!("get/{name}"), "get");
+}
+
 fn gets_and_ranges(c: &mut Criterion) {
     let dir = bench_dir("store/table");
     let resident_pool = 768 << 20;
@@ -171,23 +191,7 @@ fn gets_and_ranges(c: &mut Criterion) {
     load(&store);
     store.checkpoint().expect("checkpoint");
     let before = store.stats().pool;
-    {
-        let r = store.read().expect("read txn");
-        let t = r.table(TABLE).expect("table");
-        let mut g = c.benchmark_group("get");
-        g.throughput(Throughput::Elements(1));
-        let mut rng = SplitMix64(1);
-        let mut cpu = Cpu::default();
-        g.bench_function("resident_1m", |b| {
-            b.iter_custom(|iters| {
-                cpu.run(iters, 1, || {
-                    black_box(t.get(&key(rng.next() % KEYS)).expect("get"));
-                })
-            })
-        });
-        g.finish();
-        cpu.note("get/resident_1m", "get");
-    }
+    random_gets(c, &store, "resident_1m", 1);
     let after = store.stats().pool;
     println!(
         "NOTE: resident gets: pool {} frames, {} hits, {} misses over the run (data pages read: {})",
@@ -226,23 +230,7 @@ fn gets_and_ranges(c: &mut Criterion) {
     let small_pool = 16 << 20;
     let store = Store::open(&dir, config(Durability::Lazy, small_pool)).expect("reopen");
     let before = store.stats().pool;
-    {
-        let r = store.read().expect("read txn");
-        let t = r.table(TABLE).expect("table");
-        let mut g = c.benchmark_group("get");
-        g.throughput(Throughput::Elements(1));
-        let mut rng = SplitMix64(3);
-        let mut cpu = Cpu::default();
-        g.bench_function("not_resident", |b| {
-            b.iter_custom(|iters| {
-                cpu.run(iters, 1, || {
-                    black_box(t.get(&key(rng.next() % KEYS)).expect("get"));
-                })
-            })
-        });
-        g.finish();
-        cpu.note("get/not_resident", "get");
-    }
+    random_gets(c, &store, "not_resident", 3);
     let after = store.stats().pool;
     let (h, m) = (after.hits - before.hits, after.misses - before.misses);
     println!(
