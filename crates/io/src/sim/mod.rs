@@ -292,12 +292,16 @@ struct Machine {
     next_inode: AtomicU64,
     report: Option<CrashReport>,
     sabotage: Sabotage,
-    /// Mutating calls left before an armed crash point fires (0: none armed).
+    /// Mutating calls left before an armed crash point fires (0: none armed; [`FIRED`]: it
+    /// fired).
     crash_countdown: AtomicU64,
     crash_point_policy: Mutex<Option<CrashPolicy>>,
     /// The file system this one crashed into.
     after: Mutex<Option<SimFs>>,
 }
+
+/// `Machine::crash_countdown` once its crash point fired.
+const FIRED: u64 = u64::MAX;
 
 /// The simulated file system. Cheap to clone (an `Arc`); thread-safe. See the module docs.
 #[derive(Clone)]
@@ -399,10 +403,22 @@ impl Machine {
         if self.crash_countdown.load(Ordering::Relaxed) == 0 {
             return self.alive(path);
         }
-        let fire = self
-            .crash_countdown
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-            == Ok(1);
+        // The firing call leaves `FIRED` behind, atomically with taking the last count, so a
+        // call counted after it fails even while the crash is still being made (a countdown
+        // that merely reached 0 would look disarmed for that moment).
+        let prev =
+            self.crash_countdown
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| match n {
+                    0 | FIRED => None,
+                    1 => Some(FIRED),
+                    n => Some(n - 1),
+                });
+        if prev == Err(FIRED) {
+            return Err(IoError::Crashed {
+                path: path.to_path_buf(),
+            });
+        }
+        let fire = prev == Ok(1);
         if fire {
             let policy = *self.crash_point_policy.lock();
             // No lock of this machine is held here, so crashing cannot deadlock.
