@@ -270,10 +270,13 @@ fn inserts(c: &mut Criterion) {
         cpu.note(&format!("insert/lazy_{per_txn}_per_txn"), "insert");
         let s = store.stats();
         println!(
-            "NOTE: insert/lazy_{per_txn}_per_txn: {} commits, {:.0} log bytes per insert, pool evictions {}",
+            "NOTE: insert/lazy_{per_txn}_per_txn: {} commits, {:.0} log bytes per insert, pool evictions {}, {} checkpoints; writers waited at the sync checkpoint point {} times, {:.0} ms in all",
             s.commits,
             s.log.bytes_appended as f64 / (s.commits.max(1) * per_txn) as f64,
-            s.pool.evictions
+            s.pool.evictions,
+            s.checkpoints,
+            s.sync_checkpoint_waits,
+            s.sync_checkpoint_wait_us as f64 / 1000.0
         );
         drop(store);
     }

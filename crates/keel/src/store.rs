@@ -76,6 +76,14 @@ pub struct StoreStats {
     pub aborts: u64,
     /// Checkpoints taken.
     pub checkpoints: u64,
+    /// Times a writer found the log past the synchronous checkpoint point in `Store::write`
+    /// (InnoDB's "sync flush"): it waited for a running checkpoint and, if still needed, took
+    /// one itself before starting.
+    #[serde(default)]
+    pub sync_checkpoint_waits: u64,
+    /// Time writers spent there, microseconds (the part of write latency checkpoints cause).
+    #[serde(default)]
+    pub sync_checkpoint_wait_us: u64,
     /// The redo log.
     pub log: keel_redo_log::LogStats,
     /// The page writer (data writes, doublewrite writes, pages skipped, atomic writes, ...).
@@ -103,6 +111,8 @@ pub(crate) struct Inner {
     pub(crate) catalog_root: PageId,
     pub(crate) poison: Arc<Mutex<Option<String>>>,
     commits: AtomicU64,
+    sync_checkpoint_waits: AtomicU64,
+    sync_checkpoint_wait_ns: AtomicU64,
     aborts: AtomicU64,
     ckpt: Arc<CheckpointShared>,
     stop: Arc<(Mutex<bool>, Condvar)>,
@@ -265,6 +275,8 @@ impl Store {
             catalog_root,
             poison,
             commits: AtomicU64::new(0),
+            sync_checkpoint_waits: AtomicU64::new(0),
+            sync_checkpoint_wait_ns: AtomicU64::new(0),
             aborts: AtomicU64::new(0),
             ckpt,
             stop: Arc::new((Mutex::new(false), Condvar::new())),
@@ -294,7 +306,12 @@ impl Store {
         if over_sync_point() {
             // If the background checkpointer is running, its checkpoint usually frees enough:
             // wait for it and check again before flushing anything here.
-            checkpoint_if(&i.ckpt, Exclusive::Held, over_sync_point)?;
+            let t0 = Instant::now();
+            let r = checkpoint_if(&i.ckpt, Exclusive::Held, over_sync_point);
+            i.sync_checkpoint_waits.fetch_add(1, Ordering::Relaxed);
+            i.sync_checkpoint_wait_ns
+                .fetch_add(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
+            r?;
         }
         Ok(WriteTxn {
             txn: self.inner.pool.begin(),
@@ -337,6 +354,8 @@ impl Store {
         let i = &self.inner;
         StoreStats {
             commits: i.commits.load(Ordering::Relaxed),
+            sync_checkpoint_waits: i.sync_checkpoint_waits.load(Ordering::Relaxed),
+            sync_checkpoint_wait_us: i.sync_checkpoint_wait_ns.load(Ordering::Relaxed) / 1000,
             aborts: i.aborts.load(Ordering::Relaxed),
             checkpoints: i.ckpt.count.load(Ordering::Relaxed),
             log: i.log.stats(),

@@ -289,3 +289,36 @@ fn atomic_on_a_file_system_without_atomic_writes_is_recognisable() {
     assert!(!err.is_corruption());
     assert!(!Error::Config("x".into()).is_atomic_unavailable());
 }
+
+/// A log far smaller than the work makes writers reach the synchronous checkpoint point; the
+/// stats count those waits and their time, and nothing is lost.
+#[test]
+fn sync_checkpoint_waits_are_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(
+        dir.path(),
+        Config {
+            page_size: 4096,
+            pool_size: 4 << 20,
+            log_file_size: 256 * 1024,
+            log_file_count: 2,
+            durability: Durability::Lazy,
+            checkpoint_interval_ms: 60_000,
+            ..Config::default()
+        },
+    )
+    .unwrap();
+    for i in 0..4000u32 {
+        let tx = store.write().unwrap();
+        tx.table("t")
+            .unwrap()
+            .insert(&i.wrapping_mul(2_654_435_761).to_be_bytes(), &[7u8; 200])
+            .unwrap();
+        tx.commit().unwrap();
+    }
+    let s = store.stats();
+    assert!(s.sync_checkpoint_waits > 0, "{s:?}");
+    assert!(s.checkpoints > 0);
+    let r = store.read().unwrap();
+    assert_eq!(r.table("t").unwrap().range(..).unwrap().count(), 4000);
+}
