@@ -202,6 +202,32 @@ impl<'a> Node<'a> {
         rd_u32(self.page, SLOTS + i * SLOT_SIZE + 4)
     }
 
+    /// The first slot in `from..len()` whose hint fails `before` (hints never decrease, so the
+    /// slots where `before` holds come first).
+    fn hint_partition(&self, from: usize, before: impl Fn(u32) -> bool) -> usize {
+        let (mut lo, mut hi) = (from, self.nslots);
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            if before(self.slot_hint(mid)) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
+    }
+
+    /// Whether `key` may join this node without lowering its hint prefix: it starts with the
+    /// first `hint_prefix()` bytes of key 0 (always true for an empty node or prefix 0).
+    fn shares_hint_prefix(&self, key: &[u8]) -> Result<bool> {
+        let hp = self.hint_prefix();
+        if self.nslots == 0 || hp == 0 {
+            return Ok(true);
+        }
+        let k0 = self.key(0)?;
+        Ok(key.len() >= hp && k0.len() >= hp && key[..hp] == k0[..hp])
+    }
+
     /// Checks invariants 1 and 2 of this module for every slot (used by `BTree::check`).
     pub(crate) fn check_hints(&self) -> Result<()> {
         if self.nslots == 0 {
@@ -313,26 +339,8 @@ impl<'a> Node<'a> {
         }
         // The slots whose hint equals the key's: [lo, hi).
         let h = hint_of(key, hp);
-        let (mut lo, mut hi) = (0usize, n);
-        while lo < hi {
-            let mid = (lo + hi) / 2;
-            if self.slot_hint(mid) < h {
-                lo = mid + 1;
-            } else {
-                hi = mid;
-            }
-        }
-        let mut end = n;
-        let mut a = lo;
-        while a < end {
-            let mid = (a + end) / 2;
-            if self.slot_hint(mid) <= h {
-                a = mid + 1;
-            } else {
-                end = mid;
-            }
-        }
-        let mut hi = a;
+        let mut lo = self.hint_partition(0, |x| x < h);
+        let mut hi = self.hint_partition(lo, |x| x <= h);
         while lo < hi {
             let mid = (lo + hi) / 2;
             match self.key(mid)?.cmp(key) {
@@ -426,13 +434,13 @@ fn shared_hint_prefix(page: &mut [u8], id: PageId, key: &[u8]) -> Result<usize> 
     let (hp, n, p) = {
         let node = Node::new(page, id)?;
         let hp = node.hint_prefix();
-        if node.len() == 0 || hp == 0 {
-            return Ok(if node.len() == 0 { 0 } else { hp });
+        if node.len() == 0 {
+            return Ok(0);
         }
-        let k0 = node.key(0)?;
-        if key.len() >= hp && k0.len() >= hp && key[..hp] == k0[..hp] {
+        if node.shares_hint_prefix(key)? {
             return Ok(hp);
         }
+        let k0 = node.key(0)?;
         (hp, node.len(), common_prefix(key, &k0[..hp.min(k0.len())]))
     };
     debug_assert!(p < hp);
@@ -559,14 +567,11 @@ pub(crate) fn insert_edits(
         return Ok(None);
     }
     let key = cell_key(cell, node.is_leaf());
-    let hp = if n == 0 { 0 } else { node.hint_prefix() };
-    if hp > 0 {
-        let k0 = node.key(0)?;
-        if key.len() < hp || k0.len() < hp || key[..hp] != k0[..hp] {
-            // The key breaks the node's hint prefix: `insert` rewrites the hints.
-            return Ok(None);
-        }
+    if !node.shares_hint_prefix(key)? {
+        // The key breaks the node's hint prefix: `insert` rewrites the hints.
+        return Ok(None);
     }
+    let hp = if n == 0 { 0 } else { node.hint_prefix() };
     let mut slot_bytes = [0u8; 8];
     slot_bytes[4..].copy_from_slice(&hint_of(key, hp).to_le_bytes());
     let top = rd_u32(page, NH_CELL_START) as usize - cell_len;
