@@ -294,6 +294,11 @@ impl BufferPool {
                         lsn: g.end_lsn,
                         reason,
                     };
+                    // A byte range a recovered record may change: between header and trailer.
+                    let ps = page.len();
+                    let outside_payload = |off: usize, len: usize| {
+                        off < PAGE_HEADER_SIZE || off.saturating_add(len) > ps - PAGE_TRAILER_SIZE
+                    };
                     let (mut freed, mut init) = (freed, init);
                     match r {
                         Record::PageInit { page_type, .. } => {
@@ -325,8 +330,7 @@ impl BufferPool {
                         }
                         Record::PageWrite { offset, bytes, .. } => {
                             let off = *offset as usize;
-                            if off < PAGE_HEADER_SIZE || off + bytes.len() > ps - PAGE_TRAILER_SIZE
-                            {
+                            if outside_payload(off, bytes.len()) {
                                 return Err(bad(format!(
                                     "write of {} bytes at offset {off} is outside the payload",
                                     bytes.len()
@@ -341,9 +345,7 @@ impl BufferPool {
                         }
                         Record::PageMove { src, dst, len, .. } => {
                             let (src, dst, len) = (*src as usize, *dst as usize, *len as usize);
-                            let lo = PAGE_HEADER_SIZE;
-                            let hi = ps - PAGE_TRAILER_SIZE;
-                            if src.min(dst) < lo || src.max(dst).saturating_add(len) > hi {
+                            if outside_payload(src, len) || outside_payload(dst, len) {
                                 return Err(bad(format!(
                                     "move of {len} bytes from offset {src} to {dst} leaves the payload"
                                 )));
