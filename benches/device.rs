@@ -18,7 +18,7 @@
 #![allow(missing_docs)] // criterion_group! generates an undocumented pub fn
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use keel_benches::bench_dir;
+use keel_benches::{bench_dir, method_name};
 use keel_io::os::io_uring_status;
 use keel_io::{
     preallocate, AlignedBuf, Backend, File, FileClass, FileSystem, OpenOptions, OsFs,
@@ -41,15 +41,6 @@ fn config() -> Criterion {
         .measurement_time(Duration::from_millis(2000))
         .sample_size(20)
         .nresamples(20_000)
-}
-
-fn method_name(m: SyncMethod) -> &'static str {
-    match m {
-        SyncMethod::Fsync => "fsync",
-        SyncMethod::Fdatasync => "fdatasync",
-        SyncMethod::ODsync => "o_dsync",
-        SyncMethod::ODirect => "o_direct",
-    }
 }
 
 fn prealloc_name(p: Preallocation) -> &'static str {

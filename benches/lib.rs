@@ -1,6 +1,17 @@
 //! Shared helpers for Keel's criterion benches (which live beside this file, one per question).
 
+use keel_io::SyncMethod;
 use std::path::{Path, PathBuf};
+
+/// The short name benches use for a sync method in case ids and file names.
+pub fn method_name(m: SyncMethod) -> &'static str {
+    match m {
+        SyncMethod::Fsync => "fsync",
+        SyncMethod::Fdatasync => "fdatasync",
+        SyncMethod::ODsync => "o_dsync",
+        SyncMethod::ODirect => "o_direct",
+    }
+}
 
 /// Where benches put their files: `$KEEL_BENCH_DIR/NAME` if set (e.g. a mounted XFS image),
 /// otherwise `bench-files/NAME` under the cargo target directory (`$CARGO_TARGET_DIR`, else the

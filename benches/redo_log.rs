@@ -29,7 +29,7 @@
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use hdrhistogram::Histogram;
-use keel_benches::bench_dir;
+use keel_benches::{bench_dir, method_name};
 use keel_io::{
     preallocate, AlignedBuf, Backend, File, FileClass, FileSystem, OpenOptions, OsFs,
     Preallocation, SyncMethod,
@@ -54,15 +54,6 @@ fn config() -> Criterion {
         .measurement_time(Duration::from_millis(1000))
         .sample_size(10)
         .nresamples(10_000)
-}
-
-fn method_name(m: SyncMethod) -> &'static str {
-    match m {
-        SyncMethod::Fsync => "fsync",
-        SyncMethod::Fdatasync => "fdatasync",
-        SyncMethod::ODsync => "o_dsync",
-        SyncMethod::ODirect => "o_direct",
-    }
 }
 
 fn committer_counts() -> Vec<usize> {
