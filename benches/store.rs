@@ -14,7 +14,7 @@
 //! - `commit/raw_log_sync`: `RedoLog::append` + `wait_durable` of a group the size the `sync`
 //!   case appended on average (same log configuration, same run) — the floor for `commit/sync`.
 //!   Target: `commit/sync` within 10% of it, measured paired: the two are also run interleaved,
-//!   commit by commit (30,000 each, long enough for the store's checkpoints to happen), and the
+//!   commit by commit (100,000 each, about 5 s, long enough for the store's checkpoints to happen), and the
 //!   `paired commits` notes give p50, p90, mean, p99, p99.9 and max of both, and what the store's
 //!   checkpoints did meanwhile.
 //! - `commit/raw_write_fdatasync_4k`: `pwrite` of 4 KiB at the next position of a zero-filled
@@ -40,7 +40,7 @@ const VALUE: usize = 100;
 const TABLE: &str = "bench";
 /// Commits of each kind in the interleaved Sync-versus-raw-log comparison: enough (a few
 /// seconds) that the store's checkpoints happen during it, as they do in criterion's case.
-const PAIRED: usize = 30_000;
+const PAIRED: usize = 100_000;
 
 /// Whether the part `name` of the bench runs (`KEEL_STORE_BENCH` unset, or equal to it).
 fn part_enabled(name: &str) -> bool {
