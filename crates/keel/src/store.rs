@@ -260,6 +260,9 @@ impl Store {
             one_at_a_time: Mutex::new(()),
             poison: poison.clone(),
             count: AtomicU64::new(0),
+            parked_writers: AtomicU64::new(0),
+            progress: Condvar::new(),
+            progress_lock: Mutex::new(()),
         });
         let inner = Arc::new(Inner {
             dir,
@@ -304,10 +307,10 @@ impl Store {
             })
         };
         if over_sync_point() {
-            // If the background checkpointer is running, its checkpoint usually frees enough:
-            // wait for it and check again before flushing anything here.
+            // A running checkpoint records its progress step by step: wait until one of its
+            // steps frees enough, or take a checkpoint here if none is running.
             let t0 = Instant::now();
-            let r = checkpoint_if(&i.ckpt, Exclusive::Held, over_sync_point);
+            let r = wait_for_log_space(&i.ckpt, over_sync_point);
             i.sync_checkpoint_waits.fetch_add(1, Ordering::Relaxed);
             i.sync_checkpoint_wait_ns
                 .fetch_add(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
@@ -452,7 +455,20 @@ pub(crate) struct CheckpointShared {
     one_at_a_time: Mutex<()>,
     poison: Arc<Mutex<Option<String>>>,
     count: AtomicU64,
+    /// Writers waiting at the synchronous checkpoint point. Such a writer holds the store's
+    /// writer lock but has no transaction (it owns no page), so while this is non-zero a
+    /// checkpoint's exclusive phase runs without taking the lock (it could not get it).
+    parked_writers: AtomicU64,
+    /// Notified (under `progress_lock`) whenever a checkpoint records progress or ends.
+    progress: Condvar,
+    progress_lock: Mutex<()>,
 }
+
+/// A checkpoint's flush is split into this many steps of the LSN range it covers, oldest first;
+/// after each step the checkpoint LSN reached so far is recorded in the log, so log space frees
+/// up as the checkpoint goes instead of only at its end (a writer waiting for log space at the
+/// synchronous checkpoint point goes on as soon as enough is free).
+const CHECKPOINT_STEPS: u64 = 8;
 
 /// How a checkpoint may take the writer lock for its exclusive phase.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -469,41 +485,34 @@ enum Exclusive {
 /// then — only if pages owned by the running transaction (no-steal) held it back — take the
 /// writer lock briefly, write those few hot pages too, and record the checkpoint.
 fn checkpoint(c: &CheckpointShared, exclusive: Exclusive) -> Result<Lsn> {
-    checkpoint_if(c, exclusive, || true)
+    let _one = c.one_at_a_time.lock();
+    checkpoint_running(c, exclusive)
 }
 
-/// [`checkpoint`], if `needed()` still holds once no other checkpoint is running.
-fn checkpoint_if(
-    c: &CheckpointShared,
-    exclusive: Exclusive,
-    needed: impl Fn() -> bool,
-) -> Result<Lsn> {
-    let _one = c.one_at_a_time.lock();
-    if !needed() {
-        return Ok(c.log.checkpoint_lsn());
-    }
+/// The checkpoint itself; the caller holds `one_at_a_time`. Fuzzy, in
+/// [`CHECKPOINT_STEPS`] steps, then the exclusive phase if owned pages held it back.
+fn checkpoint_running(c: &CheckpointShared, exclusive: Exclusive) -> Result<Lsn> {
     let sink = &c.log;
     let run = || -> Result<Lsn> {
         let target = c.pool.begin_checkpoint(sink);
-        c.pool.flush_up_to(target)?;
-        let mut lsn = c.pool.checkpoint_lsn(sink);
-        if lsn < target {
-            let guard = match exclusive {
-                Exclusive::Held => None,
-                Exclusive::Wait => Some(c.store_lock.write()),
-                Exclusive::Try(t) => c.store_lock.try_write_for(t),
-            };
-            if guard.is_some() || exclusive == Exclusive::Held {
-                c.pool.flush_up_to(target)?;
-                lsn = c.pool.checkpoint_lsn(sink);
-            }
+        let start = c.pool.oldest_dirty_lsn().unwrap_or(target).min(target);
+        let span = target.0 - start.0;
+        let mut lsn = c.log.checkpoint_lsn();
+        for step in 1..=CHECKPOINT_STEPS {
+            let upto = Lsn(start.0 + span * step / CHECKPOINT_STEPS);
+            c.pool.flush_up_to(upto)?;
+            lsn = record_progress(c)?;
         }
-        if lsn > c.log.checkpoint_lsn() {
-            c.log.checkpoint(lsn)?;
+        if lsn < target {
+            let (allowed, _writer_lock) = exclusive_phase_allowed(c, exclusive);
+            if allowed {
+                c.pool.flush_up_to(target)?;
+                lsn = record_progress(c)?;
+            }
         }
         Ok(lsn)
     };
-    match run() {
+    let out = match run() {
         Ok(lsn) => {
             c.count.fetch_add(1, Ordering::Relaxed);
             Ok(lsn)
@@ -513,6 +522,81 @@ fn checkpoint_if(
                 c.poison.lock().get_or_insert(reason);
             }
             Err(e)
+        }
+    };
+    let _p = c.progress_lock.lock();
+    c.progress.notify_all();
+    out
+}
+
+/// Whether a checkpoint may run its exclusive phase now, with the writer lock's guard if it took
+/// it. A writer parked at the synchronous checkpoint point holds the lock but owns no page, so
+/// then the phase runs without the lock (waiting for it would deadlock: the parked writer waits
+/// for this checkpoint). `Try(t)` gives up after `t`.
+fn exclusive_phase_allowed(
+    c: &CheckpointShared,
+    exclusive: Exclusive,
+) -> (bool, Option<RwLockWriteGuard<'_, ()>>) {
+    let deadline = match exclusive {
+        Exclusive::Held => return (true, None),
+        Exclusive::Wait => None,
+        Exclusive::Try(t) => Some(Instant::now() + t),
+    };
+    loop {
+        if c.parked_writers.load(Ordering::Acquire) > 0 {
+            return (true, None);
+        }
+        if let Some(g) = c.store_lock.try_write_for(Duration::from_millis(5)) {
+            return (true, Some(g));
+        }
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            return (false, None);
+        }
+    }
+}
+
+/// Records in the log the checkpoint LSN the pool allows now, if it is newer, and wakes writers
+/// waiting for log space. Returns the log's checkpoint LSN.
+fn record_progress(c: &CheckpointShared) -> Result<Lsn> {
+    let lsn = c.pool.checkpoint_lsn(&c.log);
+    if lsn > c.log.checkpoint_lsn() {
+        c.log.checkpoint(lsn)?;
+        let _p = c.progress_lock.lock();
+        c.progress.notify_all();
+    }
+    Ok(c.log.checkpoint_lsn())
+}
+
+/// The synchronous checkpoint point: the caller holds the writer lock (and no transaction) and
+/// the log is past the point. Waits while a running checkpoint frees space step by step;
+/// takes a checkpoint itself when none is running and space is still short.
+fn wait_for_log_space(c: &CheckpointShared, over: impl Fn() -> bool) -> Result<()> {
+    struct Parked<'a>(&'a AtomicU64);
+    impl Drop for Parked<'_> {
+        fn drop(&mut self) {
+            self.0.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+    c.parked_writers.fetch_add(1, Ordering::AcqRel);
+    let _parked = Parked(&c.parked_writers);
+    loop {
+        if let Some(reason) = c.poison.lock().clone() {
+            return Err(Error::Poisoned(reason));
+        }
+        if !over() {
+            return Ok(());
+        }
+        if let Some(_one) = c.one_at_a_time.try_lock() {
+            if over() {
+                checkpoint_running(c, Exclusive::Held)?;
+            }
+            return Ok(());
+        }
+        let mut p = c.progress_lock.lock();
+        if over() {
+            // Progress is announced under `progress_lock`, so none is missed between the check
+            // and the wait; the timeout only bounds an unexpected stall.
+            c.progress.wait_for(&mut p, Duration::from_millis(50));
         }
     }
 }

@@ -322,3 +322,94 @@ fn sync_checkpoint_waits_are_counted() {
     let r = store.read().unwrap();
     assert_eq!(r.table("t").unwrap().range(..).unwrap().count(), 4000);
 }
+
+/// A checkpoint records its progress in the log step by step (oldest pages first), so log space
+/// frees up while it runs: one checkpoint of many dirty pages written at different LSNs writes
+/// the log's checkpoint slot more than once.
+#[test]
+fn a_checkpoint_records_its_progress_in_steps() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(
+        dir.path(),
+        Config {
+            page_size: 4096,
+            pool_size: 16 << 20,
+            durability: Durability::Lazy,
+            checkpoint_interval_ms: 600_000,
+            ..Config::default()
+        },
+    )
+    .unwrap();
+    for t in 0..200u32 {
+        let tx = store.write().unwrap();
+        {
+            let mut tab = tx.table("t").unwrap();
+            for i in 0..20u32 {
+                let k = (t * 20 + i).wrapping_mul(2_654_435_761);
+                tab.insert(&k.to_be_bytes(), &[9u8; 150]).unwrap();
+            }
+        }
+        tx.commit().unwrap();
+    }
+    let before = store.stats();
+    assert!(before.pool.dirty_pages > 50, "{:?}", before.pool);
+    store.checkpoint().unwrap();
+    let after = store.stats();
+    assert_eq!(after.checkpoints, before.checkpoints + 1);
+    let recorded = after.log.checkpoints - before.log.checkpoints;
+    assert!(
+        recorded >= 3,
+        "one checkpoint recorded its progress only {recorded} times"
+    );
+    assert_eq!(after.pool.dirty_pages, 0);
+}
+
+/// A writer waiting for log space at the synchronous checkpoint point holds the writer lock;
+/// checkpoints that want that lock for their exclusive phase (user calls, the background
+/// thread) must not wait for it then, or the two would wait for each other.
+#[test]
+fn checkpoints_and_writers_at_the_sync_point_never_wait_for_each_other() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(
+        dir.path(),
+        Config {
+            page_size: 4096,
+            pool_size: 4 << 20,
+            log_file_size: 256 * 1024,
+            log_file_count: 2,
+            durability: Durability::Lazy,
+            checkpoint_interval_ms: 1,
+            ..Config::default()
+        },
+    )
+    .unwrap();
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    std::thread::scope(|s| {
+        let st = &store;
+        let stop2 = stop.clone();
+        s.spawn(move || {
+            while !stop2.load(std::sync::atomic::Ordering::Relaxed) {
+                st.checkpoint().unwrap();
+            }
+        });
+        s.spawn(move || {
+            for i in 0..3000u32 {
+                let tx = st.write().unwrap();
+                tx.table("t")
+                    .unwrap()
+                    .insert(&i.wrapping_mul(2_654_435_761).to_be_bytes(), &[7u8; 200])
+                    .unwrap();
+                tx.commit().unwrap();
+            }
+            done_tx.send(()).unwrap();
+        });
+        let finished = done_rx.recv_timeout(std::time::Duration::from_secs(120));
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        assert!(finished.is_ok(), "writers and checkpoints are stuck");
+    });
+    let s = store.stats();
+    assert!(s.sync_checkpoint_waits > 0, "{s:?}");
+    let r = store.read().unwrap();
+    assert_eq!(r.table("t").unwrap().range(..).unwrap().count(), 3000);
+}
