@@ -25,6 +25,7 @@
 
 mod mem;
 mod node;
+mod optimistic;
 mod tree;
 
 pub use mem::MemPages;
@@ -32,6 +33,12 @@ pub use node::Limits;
 pub use tree::{BTree, Range, TreeStats};
 
 use keel_page::{PageId, PageType};
+use std::sync::atomic::AtomicU64;
+
+/// What an implementation of [`PageRead::read_optimistic`] validated (opaque to the tree: it
+/// only hands it back to [`PageRead::is_unchanged`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReadToken(pub u128);
 
 /// Errors from B-tree operations.
 #[derive(Debug, thiserror::Error)]
@@ -75,6 +82,30 @@ pub trait PageRead {
 
     /// Runs `f` on the bytes of page `id` (shared access).
     fn read<R>(&self, id: PageId, f: impl FnOnce(&[u8]) -> R) -> Result<R>;
+
+    /// Optimistic read of page `id`, without latching it: `f` gets the page as aligned
+    /// little-endian 8-byte words that may change while it reads them (it loads them
+    /// `Relaxed`, bounds-checks all it decodes and must terminate on any bytes). Returns
+    /// `Some((f's result, token))` only if the page provably did not change during `f`;
+    /// `None` if it may have, if the page is not at hand (e.g. not resident), or if the
+    /// implementation has no optimistic reads (the default) — the caller then uses
+    /// [`read`](Self::read). `BTree::get` uses it for its descent.
+    fn read_optimistic<R>(
+        &self,
+        id: PageId,
+        f: impl FnOnce(&[AtomicU64]) -> R,
+    ) -> Option<(R, ReadToken)> {
+        let _ = (id, f);
+        None
+    }
+
+    /// Whether the page an optimistic read validated under `token` is still unchanged (the
+    /// tree re-checks a parent after reading its child, so the child pointer it followed was
+    /// still current). Default: `false`.
+    fn is_unchanged(&self, token: ReadToken) -> bool {
+        let _ = token;
+        false
+    }
 }
 
 impl<T: PageRead + ?Sized> PageRead for &T {
@@ -84,6 +115,18 @@ impl<T: PageRead + ?Sized> PageRead for &T {
 
     fn read<R>(&self, id: PageId, f: impl FnOnce(&[u8]) -> R) -> Result<R> {
         (**self).read(id, f)
+    }
+
+    fn read_optimistic<R>(
+        &self,
+        id: PageId,
+        f: impl FnOnce(&[AtomicU64]) -> R,
+    ) -> Option<(R, ReadToken)> {
+        (**self).read_optimistic(id, f)
+    }
+
+    fn is_unchanged(&self, token: ReadToken) -> bool {
+        (**self).is_unchanged(token)
     }
 }
 

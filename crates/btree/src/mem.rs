@@ -1,8 +1,10 @@
 //! An in-memory [`PageStore`] for model tests and micro-benchmarks.
 
-use crate::{BTreeError, PageRead, PageStore, Result};
+use crate::{BTreeError, PageRead, PageStore, ReadToken, Result};
 use keel_page::{Lsn, PageHeader, PageId, PageType};
+use std::cell::Cell;
 use std::collections::HashMap;
+use std::sync::atomic::AtomicU64;
 
 /// Pages in a `HashMap`; freed pages are remembered so use-after-free is caught.
 #[derive(Debug, Clone)]
@@ -11,6 +13,8 @@ pub struct MemPages {
     pages: HashMap<PageId, Vec<u8>>,
     freed: Vec<PageId>,
     next: u64,
+    optimistic: bool,
+    optimistic_reads: Cell<u64>,
 }
 
 impl MemPages {
@@ -21,7 +25,21 @@ impl MemPages {
             pages: HashMap::new(),
             freed: Vec::new(),
             next: 1,
+            optimistic: false,
+            optimistic_reads: Cell::new(0),
         }
+    }
+
+    /// Serve [`PageRead::read_optimistic`] (from a copy of the page as words; pages never
+    /// change during a read here, so every read validates). Off by default, so the tree's
+    /// latched paths are what model tests exercise unless they turn this on.
+    pub fn set_optimistic_reads(&mut self, on: bool) {
+        self.optimistic = on;
+    }
+
+    /// Optimistic reads served so far.
+    pub fn optimistic_reads(&self) -> u64 {
+        self.optimistic_reads.get()
     }
 
     /// Pages currently allocated.
@@ -46,6 +64,31 @@ impl PageRead for MemPages {
             detail: "page is not allocated".into(),
         })?;
         Ok(f(p))
+    }
+
+    fn read_optimistic<R>(
+        &self,
+        id: PageId,
+        f: impl FnOnce(&[AtomicU64]) -> R,
+    ) -> Option<(R, ReadToken)> {
+        if !self.optimistic {
+            return None;
+        }
+        let p = self.pages.get(&id)?;
+        let words: Vec<AtomicU64> = p
+            .chunks(8)
+            .map(|c| {
+                let mut b = [0u8; 8];
+                b[..c.len()].copy_from_slice(c);
+                AtomicU64::new(u64::from_le_bytes(b))
+            })
+            .collect();
+        self.optimistic_reads.set(self.optimistic_reads.get() + 1);
+        Some((f(&words), ReadToken(u128::from(id.0))))
+    }
+
+    fn is_unchanged(&self, _token: ReadToken) -> bool {
+        self.optimistic
     }
 }
 

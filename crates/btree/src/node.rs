@@ -16,24 +16,24 @@ use crate::{BTreeError, Result};
 use keel_page::{PageId, PAGE_HEADER_SIZE, PAGE_TRAILER_SIZE};
 
 // Node header, right after the page header.
-const NH_KIND: usize = PAGE_HEADER_SIZE; // u8: 1 leaf, 2 inner
-const NH_LEVEL: usize = PAGE_HEADER_SIZE + 1; // u8: 0 for leaves
-const NH_HINT_PREFIX: usize = PAGE_HEADER_SIZE + 2; // u16: key bytes every key shares
-const NH_NSLOTS: usize = PAGE_HEADER_SIZE + 4; // u32
-const NH_CELL_START: usize = PAGE_HEADER_SIZE + 8; // u32: offset of the lowest cell
+pub(crate) const NH_KIND: usize = PAGE_HEADER_SIZE; // u8: 1 leaf, 2 inner
+pub(crate) const NH_LEVEL: usize = PAGE_HEADER_SIZE + 1; // u8: 0 for leaves
+pub(crate) const NH_HINT_PREFIX: usize = PAGE_HEADER_SIZE + 2; // u16: key bytes every key shares
+pub(crate) const NH_NSLOTS: usize = PAGE_HEADER_SIZE + 4; // u32
+pub(crate) const NH_CELL_START: usize = PAGE_HEADER_SIZE + 8; // u32: offset of the lowest cell
 const NH_FRAG: usize = PAGE_HEADER_SIZE + 12; // u32: bytes of dead cells
-const NH_LEFTMOST: usize = PAGE_HEADER_SIZE + 16; // u64: leftmost child (inner nodes)
+pub(crate) const NH_LEFTMOST: usize = PAGE_HEADER_SIZE + 16; // u64: leftmost child (inner nodes)
 /// Offset of the slot array.
-const SLOTS: usize = PAGE_HEADER_SIZE + 24;
-const SLOT_SIZE: usize = 8; // cell offset u32, key hint u32
+pub(crate) const SLOTS: usize = PAGE_HEADER_SIZE + 24;
+pub(crate) const SLOT_SIZE: usize = 8; // cell offset u32, key hint u32
 
 pub(crate) const KIND_LEAF: u8 = 1;
 pub(crate) const KIND_INNER: u8 = 2;
 
-const LEAF_CELL_HEADER: usize = 8; // klen u16, flag u8, pad u8, vlen u32
-const INNER_CELL_HEADER: usize = 12; // klen u16, pad u16, child u64
+pub(crate) const LEAF_CELL_HEADER: usize = 8; // klen u16, flag u8, pad u8, vlen u32
+pub(crate) const INNER_CELL_HEADER: usize = 12; // klen u16, pad u16, child u64
 pub(crate) const OVERFLOW_REF_LEN: usize = 16; // first page u64, total length u64
-const FLAG_OVERFLOW: u8 = 1;
+pub(crate) const FLAG_OVERFLOW: u8 = 1;
 
 /// Size limits that follow from the page size.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

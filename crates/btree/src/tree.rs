@@ -4,13 +4,17 @@ use crate::node::{
     self, cell_child, cell_key, inner_cell, leaf_cell_inline, leaf_cell_overflow, rd_u32, rd_u64,
     wr_u64, Limits, Node, ValueRef, KIND_INNER, KIND_LEAF, OVERFLOW_HEADER,
 };
-use crate::{BTreeError, PageRead, PageStore, Result};
+use crate::optimistic::{self, Step as OptStep};
+use crate::{BTreeError, PageRead, PageStore, ReadToken, Result};
 use keel_page::{PageHeader, PageId, PageType, PAGE_HEADER_SIZE};
 use std::collections::VecDeque;
 use std::ops::{Bound, RangeBounds};
 
 /// Deepest tree walked before the structure is declared corrupt (a cycle of child pointers).
 const MAX_DEPTH: usize = 64;
+
+/// Optimistic descents a `get` tries before it takes the latched path.
+const OPTIMISTIC_TRIES: usize = 2;
 
 /// What a range step finds: a leaf's entries (in scan order) and the fence beyond that leaf.
 type LeafStep = (Vec<(Vec<u8>, FoundValue)>, Option<Vec<u8>>);
@@ -110,7 +114,51 @@ impl BTree {
     }
 
     /// The value stored under `key`.
+    ///
+    /// First tries an optimistic descent ([`PageRead::read_optimistic`]: no latches, each page
+    /// validated after it is read and each parent re-validated after its child), then — if
+    /// the store has no optimistic reads, a page is not at hand, or pages kept changing — the
+    /// latched descent.
     pub fn get<S: PageRead>(&self, store: &S, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        if let Some(found) = self.get_optimistic(store, key) {
+            return found.map(|v| self.materialize(store, v)).transpose();
+        }
+        self.get_latched(store, key)
+    }
+
+    /// The optimistic descent of `get`: `None` if it did not succeed (fall back).
+    fn get_optimistic<S: PageRead>(&self, store: &S, key: &[u8]) -> Option<Option<FoundValue>> {
+        'attempt: for _ in 0..OPTIMISTIC_TRIES {
+            let mut id = self.root;
+            let mut expect: Option<u8> = None;
+            let mut parent: Option<ReadToken> = None;
+            for _ in 0..MAX_DEPTH {
+                let (step, token) =
+                    store.read_optimistic(id, |w| optimistic::step(w, key, expect))?;
+                if parent.is_some_and(|p| !store.is_unchanged(p)) {
+                    continue 'attempt;
+                }
+                // A validated page that does not decode: the latched path reports it.
+                match step? {
+                    OptStep::Child(c, lvl) => {
+                        id = c;
+                        expect = Some(lvl);
+                        parent = Some(token);
+                    }
+                    OptStep::Absent => return Some(None),
+                    OptStep::Inline(v) => return Some(Some(FoundValue::Inline(v))),
+                    OptStep::Overflow { first, len } => {
+                        return Some(Some(FoundValue::Overflow { first, len }))
+                    }
+                }
+            }
+            return None;
+        }
+        None
+    }
+
+    /// The latched descent of `get`.
+    fn get_latched<S: PageRead>(&self, store: &S, key: &[u8]) -> Result<Option<Vec<u8>>> {
         let mut id = self.root;
         let mut expect: Option<u8> = None;
         for _ in 0..MAX_DEPTH {

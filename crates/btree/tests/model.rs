@@ -73,7 +73,15 @@ fn run(ops: &[Op], page_size: usize) -> Result<(), TestCaseError> {
                 );
             }
             Op::Remove(k) => prop_assert_eq!(tree.remove(&mut pages, k).unwrap(), model.remove(k)),
-            Op::Get(k) => prop_assert_eq!(tree.get(&pages, k).unwrap(), model.get(k).cloned()),
+            Op::Get(k) => {
+                prop_assert_eq!(tree.get(&pages, k).unwrap(), model.get(k).cloned());
+                // The same get through the optimistic descent.
+                pages.set_optimistic_reads(true);
+                let before = pages.optimistic_reads();
+                prop_assert_eq!(tree.get(&pages, k).unwrap(), model.get(k).cloned());
+                prop_assert!(pages.optimistic_reads() > before, "no optimistic read");
+                pages.set_optimistic_reads(false);
+            }
             Op::Range(lo, hi, rev) => {
                 let got: Vec<_> = if *rev {
                     tree.range(

@@ -6,12 +6,20 @@
 //!   to reach the bytes);
 //! - `Frame::dirty`, `owned` and `flushing` mirror the fields of [`FrameMeta`] and are only
 //!   written with the meta mutex held (they exist so scans can skip frames without locking).
+//! - **Version (seqlock)**: `Frame::version` is odd exactly while the latch is held exclusive
+//!   (it is raised by one right after the latch is taken exclusive and again right before it
+//!   is released), and it changes (by two) whenever the frame's page identity changes
+//!   ([`Frame::bump_identity`]: eviction, unmapping). So a reader that reads the version (even),
+//!   then the bytes, then the same version again, read a consistent image of one page without
+//!   taking the latch ([`Frame::optimistic_words`], `BufferPool::read_optimistic`). Tests:
+//!   `optimistic_tests.rs` (a reader that skips the re-check sees torn and replaced pages, the
+//!   real one never does) and `exclusive_latch_makes_the_version_odd` below.
 
 use keel_page::Lsn;
 use parking_lot::lock_api::RawRwLock as _;
 use parking_lot::{Mutex, RawRwLock};
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
+use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 /// `Frame::page_id` of a frame that holds no page.
 pub(crate) const NO_PAGE: u64 = u64::MAX;
@@ -41,10 +49,18 @@ pub(crate) struct FrameMeta {
     pub next_oldest: Option<Lsn>,
 }
 
-/// One frame.
-#[repr(align(64))]
+/// One frame. `repr(C)`: the fields an optimistic read touches (latch, version, page id,
+/// valid, data pointer) share the first cache line.
+#[repr(C, align(64))]
 pub(crate) struct Frame {
     latch: RawRwLock,
+    /// Seqlock version: odd while latched exclusive; changes on every exclusive latch and on
+    /// every change of the page held (see the module invariants).
+    version: AtomicU64,
+    /// The page held, or [`NO_PAGE`].
+    pub page_id: AtomicU64,
+    data: NonNull<u8>,
+    len: usize,
     /// Pins: while non-zero the frame keeps its page (no eviction).
     pub pin: AtomicU32,
     /// CLOCK reference bit.
@@ -57,12 +73,8 @@ pub(crate) struct Frame {
     pub owned: AtomicBool,
     /// Mirror of `meta.flushing`.
     pub flushing: AtomicBool,
-    /// The page held, or [`NO_PAGE`].
-    pub page_id: AtomicU64,
     /// Dirty-tracking state.
     pub meta: Mutex<FrameMeta>,
-    data: NonNull<u8>,
-    len: usize,
 }
 
 // SAFETY: `data` points into the pool's arena, which outlives every frame (both are owned by the
@@ -78,6 +90,7 @@ impl Frame {
     pub fn new(data: NonNull<u8>, len: usize) -> Frame {
         Frame {
             latch: RawRwLock::INIT,
+            version: AtomicU64::new(0),
             pin: AtomicU32::new(0),
             referenced: AtomicBool::new(false),
             valid: AtomicBool::new(false),
@@ -89,6 +102,44 @@ impl Frame {
             data,
             len,
         }
+    }
+
+    /// The version now (Acquire: the reads of an optimistic reader that follow cannot move
+    /// before it).
+    #[inline]
+    pub fn version(&self) -> u64 {
+        self.version.load(Ordering::Acquire)
+    }
+
+    /// Whether the version is still `v`, after an optimistic reader's reads (an Acquire fence
+    /// orders those reads before this load).
+    #[inline]
+    pub fn version_is(&self, v: u64) -> bool {
+        fence(Ordering::Acquire);
+        self.version.load(Ordering::Relaxed) == v
+    }
+
+    /// Marks a change of the page the frame holds (eviction, unmapping): optimistic readers
+    /// that started before it fail their validation. Call after storing the new `page_id`.
+    pub fn bump_identity(&self) {
+        self.version.fetch_add(2, Ordering::Release);
+    }
+
+    /// The frame's bytes as aligned little-endian 8-byte words, for optimistic readers: the
+    /// words may change while they are read (a writer may hold the latch exclusive), so load
+    /// them with `Ordering::Relaxed`, decode them with bounds checks and trust nothing decoded
+    /// until the version has been validated (`version` before, `version_is` after).
+    #[inline]
+    pub fn optimistic_words(&self) -> &[AtomicU64] {
+        // SAFETY: `data` is valid for `len` bytes for the pool's lifetime (see Frame) and
+        // page-aligned (the arena is page-aligned and frames are page-size multiples apart), so
+        // it is aligned for `AtomicU64`; `len` is a multiple of 8 (page sizes are powers of two
+        // of at least 4 KiB). Every access through the slice is an atomic load, and nothing
+        // here creates a non-atomic reference to the bytes. Writers change the bytes through
+        // `ExclusiveLatch::bytes_mut` while such a slice may be read: that is the seqlock
+        // pattern, where a reader may observe a mix of old and new words but discards what it
+        // read unless the version shows no writer was active (see UNSAFE.md for the caveat).
+        unsafe { std::slice::from_raw_parts(self.data.as_ptr().cast::<AtomicU64>(), self.len / 8) }
     }
 
     /// Takes the latch shared (blocks).
@@ -108,9 +159,13 @@ impl Frame {
         }
     }
 
-    /// Takes the latch exclusive (blocks).
+    /// Takes the latch exclusive (blocks) and makes the version odd.
     pub fn exclusive(&self) -> ExclusiveLatch<'_> {
         self.latch.lock_exclusive();
+        // Odd before any byte changes: the Release fence keeps the writes that follow after
+        // the version change for a reader that sees them.
+        self.version.fetch_add(1, Ordering::Acquire);
+        fence(Ordering::Release);
         ExclusiveLatch { frame: self }
     }
 }
@@ -164,6 +219,8 @@ impl<'a> ExclusiveLatch<'a> {
 
 impl Drop for ExclusiveLatch<'_> {
     fn drop(&mut self) {
+        // Even again, after every byte change (Release).
+        self.frame.version.fetch_add(1, Ordering::Release);
         // SAFETY: this guard was created by lock_exclusive on this latch and is dropped once.
         unsafe { self.frame.latch.unlock_exclusive() }
     }
@@ -173,8 +230,40 @@ impl Drop for ExclusiveLatch<'_> {
 mod tests {
     use super::*;
     use keel_io::AlignedBuf;
-    use std::sync::atomic::Ordering;
     use std::time::{Duration, Instant};
+
+    /// The version is odd exactly while the latch is held exclusive, a shared latch leaves it
+    /// alone, and an identity change moves it without making it odd. An optimistic read
+    /// overlapping any of these sees a different version at its end.
+    #[test]
+    fn exclusive_latch_makes_the_version_odd() {
+        let mut buf = AlignedBuf::page(4096);
+        let f = Frame::new(NonNull::new(buf.as_mut_ptr()).unwrap(), 4096);
+        let v0 = f.version();
+        assert_eq!(v0 % 2, 0);
+        {
+            let _s = f.shared();
+            assert_eq!(f.version(), v0, "a shared latch changes nothing");
+        }
+        {
+            let mut x = f.exclusive();
+            assert_eq!(f.version() % 2, 1, "odd while latched exclusive");
+            x.bytes_mut()[9] = 1;
+        }
+        let v1 = f.version();
+        assert_eq!(v1 % 2, 0);
+        assert!(!f.version_is(v0), "a write in between must be seen");
+        f.bump_identity();
+        assert_eq!(f.version() % 2, 0);
+        assert!(!f.version_is(v1), "an identity change must be seen");
+        assert_eq!(f.optimistic_words().len(), 512);
+        assert_eq!(
+            f.optimistic_words()[1]
+                .load(Ordering::Relaxed)
+                .to_le_bytes()[1],
+            1
+        );
+    }
 
     /// A guard exists only for a latch actually taken: a failed `try_shared` must leave the
     /// latch exactly as it was. A try fails when a writer has announced itself while readers

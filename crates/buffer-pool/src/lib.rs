@@ -75,6 +75,8 @@ mod cleaner;
 mod error;
 mod frame;
 mod guard;
+#[cfg(test)]
+mod optimistic_tests;
 mod pool;
 pub mod recovery;
 pub mod redo;
@@ -85,7 +87,7 @@ mod txn;
 pub use cleaner::PageCleaner;
 pub use error::{PoolError, Result};
 pub use guard::PageReadGuard;
-pub use pool::{BufferPool, PoolConfig, PoolStats, PrefetchReport, TestKnobs};
+pub use pool::{BufferPool, OptimisticToken, PoolConfig, PoolStats, PrefetchReport, TestKnobs};
 pub use recovery::RedoApplyReport;
 pub use redo::{Record, RecoveredGroup};
 pub use store::{MemLog, MemStore, MemStoreStats, PageOut, PageStore, RedoSink};

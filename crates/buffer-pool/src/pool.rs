@@ -12,7 +12,7 @@ use parking_lot::{Condvar, Mutex, RwLock};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -191,7 +191,59 @@ pub struct TestKnobs {
     pub skip_full_page_images: AtomicBool,
     /// Every page is handed to the writer as rebuildable from redo (breaks init-on-flush).
     pub claim_all_rebuildable: AtomicBool,
+    /// `read_optimistic` does not re-check the frame's version after the read (breaks the
+    /// seqlock validation: torn or replaced pages are returned as if read consistently).
+    pub skip_optimistic_validation: AtomicBool,
 }
+
+/// What [`BufferPool::read_optimistic`] validated: a frame and its version. Hand it to
+/// [`BufferPool::is_unchanged`] to check later that the page read has not changed since
+/// (optimistic lock coupling: a parent re-validated after its child was read).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OptimisticToken {
+    frame: u32,
+    version: u64,
+}
+
+impl OptimisticToken {
+    /// The token as one integer (for layers that carry it opaquely).
+    pub fn to_bits(self) -> u128 {
+        (u128::from(self.frame) << 64) | u128::from(self.version)
+    }
+
+    /// The token from [`to_bits`](Self::to_bits). Any value is safe to check: one that names
+    /// no frame is never valid.
+    pub fn from_bits(bits: u128) -> OptimisticToken {
+        OptimisticToken {
+            frame: u32::try_from(bits >> 64).unwrap_or(u32::MAX),
+            version: bits as u64,
+        }
+    }
+}
+
+/// Cache lines at the start of a page that `read_optimistic` prefetches (1 KiB: the header
+/// and a B-tree leaf's slot array).
+const OPTIMISTIC_PREFETCH_LINES: usize = 16;
+
+/// Asks the CPU to start loading the cache line at address `addr` (a hint: never blocks, never
+/// faults, whatever the address).
+#[inline(always)]
+fn prefetch(addr: usize) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: `_mm_prefetch` has no architectural effect and cannot fault on any address; it
+    // is `unsafe` only because it is a `#[target_feature(enable = "sse")]` function, and SSE
+    // is part of the x86_64 baseline.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(addr as *const i8);
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = addr;
+}
+
+/// A counter alone on its cache line.
+#[repr(align(128))]
+#[derive(Default)]
+struct PaddedCounter(AtomicU64);
 
 /// What `prefetch` did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -217,6 +269,16 @@ pub struct BufferPool {
     pub(crate) store: Arc<dyn PageStore>,
     pub(crate) frames: Box<[Frame]>,
     pub(crate) table: Box<[Shard]>,
+    /// Frame hints for optimistic reads: `hints[id & hint_mask]` is the frame that last held
+    /// page `id` (or any frame: a hint is only a guess, checked against the frame's page id
+    /// under its version).
+    hints: Box<[AtomicU32]>,
+    hint_mask: usize,
+    /// Address of frame 0's bytes (frames are `page_size` apart), for prefetching a page
+    /// before its frame's line has arrived.
+    arena_base: usize,
+    /// Page hits of optimistic reads (added by callers in batches, see `add_optimistic_hits`).
+    optimistic_hits: PaddedCounter,
     free: Mutex<Vec<u32>>,
     pub(crate) free_len: AtomicUsize,
     hand: AtomicUsize,
@@ -287,6 +349,14 @@ impl BufferPool {
         }
         let mut arena = AlignedBuf::huge(n * page_size);
         let base = arena.as_mut_ptr();
+        if base.is_null() || !(base as usize).is_multiple_of(8) || !page_size.is_multiple_of(8) {
+            // Frame::optimistic_words relies on 8-byte aligned frames.
+            return Err(PoolError::Config(
+                "the pool's arena is not 8-byte aligned".into(),
+            ));
+        }
+        let hint_len = (2 * n).next_power_of_two();
+        let hints: Box<[AtomicU32]> = (0..hint_len).map(|_| AtomicU32::new(u32::MAX)).collect();
         let frames: Box<[Frame]> = (0..n)
             .map(|i| {
                 let p =
@@ -306,6 +376,10 @@ impl BufferPool {
             store,
             frames,
             table,
+            hints,
+            hint_mask: hint_len - 1,
+            arena_base: base as usize,
+            optimistic_hits: PaddedCounter::default(),
             free: Mutex::new((0..n as u32).rev().collect()),
             free_len: AtomicUsize::new(n),
             hand: AtomicUsize::new(0),
@@ -365,9 +439,94 @@ impl BufferPool {
             let latch = frame.shared();
             if frame.valid.load(Ordering::Acquire) && frame.page_id.load(Ordering::Relaxed) == id.0
             {
+                self.set_hint(id, f);
                 return Ok(PageReadGuard::new(id, latch, pin));
             }
             // The load this reader waited for failed: retry (and see its error ourselves).
+        }
+    }
+
+    /// Optimistic read of a resident page: no pin, no latch, no page-table lock — only loads.
+    /// Finds the frame through a hint table, reads its version (must be even: no exclusive
+    /// holder), checks that the frame holds page `id`, runs `f` on the frame's bytes as aligned
+    /// little-endian words, and returns `f`'s result only if the version is unchanged after it
+    /// (a seqlock; see the `frame` module invariants). `None`: the page is not resident under its
+    /// hint, is latched exclusive, or changed during the read — use [`read`](Self::read).
+    ///
+    /// The words may change while `f` runs: `f` must load them with `Ordering::Relaxed`,
+    /// bounds-check everything it decodes (garbage may be read before the validation fails),
+    /// must terminate on any bytes, and must not act on what it read (its result is discarded
+    /// unless validated). Does not count a page hit: callers add their validated reads with
+    /// [`add_optimistic_hits`](Self::add_optimistic_hits) (one counter update per operation
+    /// instead of one per page).
+    #[inline]
+    pub fn read_optimistic<R>(
+        &self,
+        id: PageId,
+        f: impl FnOnce(&[AtomicU64]) -> R,
+    ) -> Option<(R, OptimisticToken)> {
+        let hint = self.hints[id.0 as usize & self.hint_mask].load(Ordering::Relaxed);
+        let fr = self.frames.get(hint as usize)?;
+        // Start loading the page's first lines (header, slot array) in parallel with the
+        // frame's line: the page is usually the slower of the two.
+        let page = self.arena_base + hint as usize * self.page_size;
+        for line in 0..(self.page_size / 64).min(OPTIMISTIC_PREFETCH_LINES) {
+            prefetch(page + line * 64);
+        }
+        let v = fr.version();
+        if v & 1 != 0
+            || fr.page_id.load(Ordering::Acquire) != id.0
+            || !fr.valid.load(Ordering::Acquire)
+        {
+            return None;
+        }
+        let r = f(fr.optimistic_words());
+        if !fr.version_is(v)
+            && !self
+                .knobs
+                .skip_optimistic_validation
+                .load(Ordering::Relaxed)
+        {
+            return None;
+        }
+        if !fr.referenced.load(Ordering::Relaxed) {
+            fr.referenced.store(true, Ordering::Relaxed);
+        }
+        Some((
+            r,
+            OptimisticToken {
+                frame: hint,
+                version: v,
+            },
+        ))
+    }
+
+    /// Whether the page read under `token` is unchanged since (same frame version).
+    #[inline]
+    pub fn is_unchanged(&self, token: OptimisticToken) -> bool {
+        self.frames
+            .get(token.frame as usize)
+            .is_some_and(|fr| fr.version_is(token.version))
+            || self
+                .knobs
+                .skip_optimistic_validation
+                .load(Ordering::Relaxed)
+    }
+
+    /// Counts `n` page hits of validated optimistic reads in the pool's statistics.
+    pub fn add_optimistic_hits(&self, n: u64) {
+        if n > 0 {
+            self.optimistic_hits.0.fetch_add(n, Ordering::Relaxed);
+        }
+    }
+
+    /// Records that frame `f` holds page `id` for optimistic readers (a store only if the
+    /// hint differs, so a hot hint's cache line stays shared).
+    #[inline]
+    fn set_hint(&self, id: PageId, f: u32) {
+        let h = &self.hints[id.0 as usize & self.hint_mask];
+        if h.load(Ordering::Relaxed) != f {
+            h.store(f, Ordering::Relaxed);
         }
     }
 
@@ -466,6 +625,7 @@ impl BufferPool {
         map.remove(&id.0);
         fr.page_id.store(NO_PAGE, Ordering::Release);
         fr.valid.store(false, Ordering::Relaxed);
+        fr.bump_identity();
         drop(map);
         *fr.meta.lock() = Default::default();
         bump(&self.c.evictions, 1);
@@ -564,7 +724,10 @@ impl BufferPool {
         let fr = &self.frames[f as usize];
         fr.valid.store(false, Ordering::Relaxed);
         fr.page_id.store(id.0, Ordering::Release);
+        fr.bump_identity();
         map.insert(id.0, f);
+        drop(map);
+        self.set_hint(id, f);
         None
     }
 
@@ -605,6 +768,7 @@ impl BufferPool {
         }
         fr.valid.store(false, Ordering::Relaxed);
         fr.page_id.store(NO_PAGE, Ordering::Release);
+        fr.bump_identity();
     }
 
     /// Reads page `id` into a new frame. Returns the frame pinned.
@@ -1184,7 +1348,7 @@ impl BufferPool {
             frames: self.frames.len() as u64,
             free_frames: self.free_len.load(Ordering::Relaxed) as u64,
             dirty_pages: self.dirty_pages() as u64,
-            hits: self.table.iter().map(|s| r(&s.hits)).sum(),
+            hits: self.table.iter().map(|s| r(&s.hits)).sum::<u64>() + r(&self.optimistic_hits.0),
             misses: self.table.iter().map(|s| r(&s.misses)).sum(),
             pages_read: r(&c.pages_read),
             evictions: r(&c.evictions),

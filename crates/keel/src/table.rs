@@ -8,11 +8,13 @@
 
 use crate::store::{Inner, WriteTxn};
 use crate::{Error, Result};
-use keel_btree::{BTree, BTreeError, PageEdit, PageRead, PageStore, Range};
-use keel_buffer_pool::{BufferPool, PageTxn};
+use keel_btree::{BTree, BTreeError, PageEdit, PageRead, PageStore, Range, ReadToken};
+use keel_buffer_pool::{BufferPool, OptimisticToken, PageTxn};
 use keel_page::{PageId, PageType, PAGE_HEADER_SIZE, PAGE_TRAILER_SIZE};
+use std::cell::Cell;
 use std::ops::RangeBounds;
 use std::path::Path;
+use std::sync::atomic::AtomicU64;
 
 /// Unchanged gaps shorter than this are logged with their neighbours (a record header costs
 /// about as much).
@@ -335,9 +337,16 @@ impl<'r> ReadTable<'r> {
         })
     }
 
-    /// The committed value under `key`.
+    /// The committed value under `key` (an optimistic, latch-free descent when the pages are
+    /// resident; see [`BTree::get`]).
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        Ok(self.tree.get(&PoolReader { pool: self.pool }, key)?)
+        let reader = GetReader {
+            pool: self.pool,
+            hits: Cell::new(0),
+        };
+        let r = self.tree.get(&reader, key);
+        self.pool.add_optimistic_hits(reader.hits.get());
+        Ok(r?)
     }
 
     /// Ordered iteration over a key range (`.rev()` for descending).
@@ -360,6 +369,41 @@ impl PageRead for PoolReader<'_> {
     fn read<R>(&self, id: PageId, f: impl FnOnce(&[u8]) -> R) -> keel_btree::Result<R> {
         let g = self.pool.read(id).map_err(storage)?;
         Ok(f(&g))
+    }
+}
+
+/// The page access of one [`ReadTable::get`]: optimistic reads through the pool, counted
+/// here and added to the pool's hits once per get (one counter update instead of one per
+/// level).
+struct GetReader<'a> {
+    pool: &'a BufferPool,
+    hits: Cell<u64>,
+}
+
+impl PageRead for GetReader<'_> {
+    fn page_size(&self) -> usize {
+        self.pool.page_size()
+    }
+
+    fn read<R>(&self, id: PageId, f: impl FnOnce(&[u8]) -> R) -> keel_btree::Result<R> {
+        let g = self.pool.read(id).map_err(storage)?;
+        Ok(f(&g))
+    }
+
+    #[inline]
+    fn read_optimistic<R>(
+        &self,
+        id: PageId,
+        f: impl FnOnce(&[AtomicU64]) -> R,
+    ) -> Option<(R, ReadToken)> {
+        let (r, t) = self.pool.read_optimistic(id, f)?;
+        self.hits.set(self.hits.get() + 1);
+        Some((r, ReadToken(t.to_bits())))
+    }
+
+    #[inline]
+    fn is_unchanged(&self, token: ReadToken) -> bool {
+        self.pool.is_unchanged(OptimisticToken::from_bits(token.0))
     }
 }
 
