@@ -156,8 +156,11 @@ pub struct LogConfig {
     /// blocked threads just wait for it (one more thread hand-off per commit).
     pub waiter_flush: bool,
     /// A thread waiting for another thread's write and sync first spins (yielding the CPU) for
-    /// up to this long before it sleeps (InnoDB's spin-then-wait): a sync of a few tens of µs
-    /// is cheaper to wait out than a sleep and wakeup. Zero: sleep at once.
+    /// up to this long before it sleeps (InnoDB's spin-then-wait). Zero (the default): sleep at
+    /// once. Measured with 16 committers on 2 cores, a 50 µs spin doubled the CPU time per
+    /// commit (≈10 µs vs ≈5.7 µs) and stretched each sync (the syncing thread waits for a CPU),
+    /// for ≈15% fewer commits/s; since a waiter sleeps on its own parker and is woken only
+    /// when its commit is durable, sleeping costs one wakeup per commit.
     pub spin_before_sleep: Duration,
 }
 
@@ -174,7 +177,7 @@ impl Default for LogConfig {
             group_commit_delay: Duration::ZERO,
             tail_policy: TailPolicy::Auto,
             waiter_flush: true,
-            spin_before_sleep: Duration::from_micros(50),
+            spin_before_sleep: Duration::ZERO,
         }
     }
 }

@@ -40,11 +40,16 @@
 //! segments), and publishes completion; the completed prefix of the stream is what may be
 //! written. One thread at a time owns the writer: the flusher thread, or — with
 //! [`LogConfig::waiter_flush`] (default) — a thread blocked in `wait_durable` when the writer is
-//! idle. Whoever owns it writes everything completed, syncs once, and wakes every blocked waiter
-//! and every future whose LSN is now durable. A thread waiting for someone else's sync spins
-//! (yielding) for up to [`LogConfig::spin_before_sleep`] before it sleeps: on this project's VMs a
-//! sync takes ~30 µs and a sleep/wakeup about as long. Futures never do I/O: they ask the flusher
-//! thread.
+//! idle. Whoever owns it writes everything completed and syncs once. A thread that finds the
+//! writer busy queues itself by the LSN it needs, each with its own parker, and sleeps: after a
+//! sync exactly the queued threads (and futures) whose LSN is now durable are woken, each once,
+//! and no other (no thundering herd). If threads are still queued when the writer is released,
+//! it is handed to the flusher thread, which keeps syncing while commits queue up behind its
+//! syncs; so under load no sleeping thread has to be woken before each sync, while a single
+//! committer still writes and syncs itself without a thread switch. A waiter may first spin
+//! (yielding) for [`LogConfig::spin_before_sleep`] (default: not at all — with more committers
+//! than cores the spinning takes the CPU the appenders need). Futures never do I/O: they ask the
+//! flusher thread.
 //!
 //! # Tail blocks
 //!
@@ -84,6 +89,11 @@
 //!    `tests/log.rs: random_bytes_never_panic`, `resealed_random_blocks_never_panic`).
 //! 9. A log buffer byte is overwritten only after it was written to the file
 //!    (`tests/log.rs: ring_overwrite_corrupts_the_log`).
+//! 10. No wakeup is lost: every thread blocked in `wait_durable` / `flush_to` /
+//!     `wait_committed` returns once a sync (or write) covers its LSN, or with the poison
+//!     (`tests/wakeups.rs: many_threads_many_small_commits_all_return`,
+//!     `poison_wakes_every_blocked_committer`); without the hand-off of the writer to the
+//!     flusher thread, queued waiters are stranded (`without_the_handoff_waiters_are_stranded`).
 
 mod block;
 mod config;

@@ -1,5 +1,15 @@
 //! [`RedoLog`]: appending, group commit, the flusher thread, checkpoints, and opening with
 //! recovery.
+//!
+//! Invariants of the wait path (`tests/wakeups.rs` breaks and checks them):
+//!
+//! 1. A thread blocked in `wait_flushed` sits in a wait queue keyed by its LSN with its own
+//!    parker; it is taken out of the queue and woken in one step under `sig`, so it is woken
+//!    exactly once: when `durable` (or `written`) covers its LSN, or on poison.
+//! 2. No wakeup is lost: a waiter checks its LSN, the poison and the writer's generation under
+//!    `sig` before it queues; `publish` and `io_released` take `sig` after changing them.
+//! 3. A release of the writer that leaves threads queued hands the writer to the flusher
+//!    thread (`want_*` holds what they need); switching that off strands them.
 
 use crate::block::{payload_size, Geometry};
 use crate::config::{Durability, LogConfig, LogFiles, TailPolicy};
@@ -22,7 +32,7 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
-use std::thread::JoinHandle;
+use std::thread::{JoinHandle, Thread};
 use std::time::Instant;
 
 /// A complete group found by the recovery scan.
@@ -71,6 +81,10 @@ pub struct TestSwitches {
     /// Appenders copy into the log buffer without waiting for room: bytes not yet written to
     /// the file may be overwritten.
     pub no_ring_wait: bool,
+    /// Releasing the writer wakes only the threads it made durable, never a next leader: a
+    /// thread that queued behind a sync that did not cover it may sleep until some other
+    /// thread happens to lead (or forever).
+    pub no_handoff: bool,
 }
 
 #[derive(Debug)]
@@ -85,6 +99,70 @@ struct Done {
     pending: BTreeMap<u64, u64>,
 }
 
+/// A blocked thread's wakeup: set once, by whoever removes the thread from its queue.
+#[derive(Debug)]
+struct Parker {
+    woken: AtomicBool,
+    thread: Thread,
+    /// Threads this one wakes as soon as it runs (set before [`Parker::wake`]).
+    chain: Mutex<Vec<Arc<Parker>>>,
+}
+
+impl Parker {
+    fn new() -> Arc<Parker> {
+        Arc::new(Parker {
+            woken: AtomicBool::new(false),
+            thread: std::thread::current(),
+            chain: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// Wakes the thread (it must already be out of every queue, so this happens once).
+    fn wake(&self) {
+        self.woken.store(true, SeqCst);
+        self.thread.unpark();
+    }
+
+    /// Blocks until [`Parker::wake`] (a leftover unpark token only costs one more check), then
+    /// wakes the threads chained to this one.
+    fn wait(&self) {
+        while !self.woken.load(SeqCst) {
+            std::thread::park();
+        }
+        let chain = std::mem::take(&mut *self.chain.lock());
+        for p in chain {
+            p.wake();
+        }
+    }
+
+    /// Wakes all of `ps`: the first directly, the others through it, so the caller (the
+    /// writer's owner, about to write and sync again) makes one wakeup call instead of many.
+    fn wake_all(mut ps: Vec<Arc<Parker>>) {
+        if ps.is_empty() {
+            return;
+        }
+        let first = ps.swap_remove(0);
+        *first.chain.lock() = ps;
+        first.wake();
+    }
+}
+
+/// Threads blocked until the log reaches an LSN, keyed by (LSN, ticket): sorted, so a sync
+/// wakes exactly the prefix it made durable.
+type WaitQueue = BTreeMap<(u64, u64), Arc<Parker>>;
+
+/// Moves every entry of `q` with an LSN at or below `upto` into `out`.
+fn take_upto(q: &mut WaitQueue, upto: u64, out: &mut Vec<Arc<Parker>>) {
+    if q.is_empty() {
+        return;
+    }
+    let rest = match upto.checked_add(1) {
+        Some(next) => q.split_off(&(next, 0)),
+        None => WaitQueue::new(),
+    };
+    out.extend(std::mem::replace(q, rest).into_values());
+}
+
 #[derive(Debug, Default)]
 struct Sig {
     /// Futures: id → (lsn, only the write is awaited, waker).
@@ -93,7 +171,12 @@ struct Sig {
     want_durable: u64,
     want_written: u64,
     space_wanted: bool,
-    sleepers: usize,
+    /// Threads in `wait_flushed` waiting for `durable`, and for `written`.
+    durable_waiters: WaitQueue,
+    written_waiters: WaitQueue,
+    /// Threads sleeping on `completion_cv` (the writer's owner) and on `ring_cv` (appenders).
+    completion_sleepers: usize,
+    ring_sleepers: usize,
     shutdown: bool,
 }
 
@@ -130,7 +213,8 @@ pub(crate) struct Shared {
     written: AtomicU64,
     durable: AtomicU64,
     sig: Mutex<Sig>,
-    progress_cv: Condvar,
+    completion_cv: Condvar,
+    ring_cv: Condvar,
     work_cv: Condvar,
     io: Mutex<Writer>,
     io_gen: AtomicU64,
@@ -142,6 +226,7 @@ pub(crate) struct Shared {
     closed: AtomicBool,
     stats: Counters,
     no_ring_wait: bool,
+    no_handoff: bool,
 }
 
 /// The redo log: a shared handle (`Clone`, `Send`, `Sync`) that owns the flusher thread, which
@@ -491,7 +576,8 @@ impl RedoLog {
             written: AtomicU64::new(start),
             durable: AtomicU64::new(start),
             sig: Mutex::new(Sig::default()),
-            progress_cv: Condvar::new(),
+            completion_cv: Condvar::new(),
+            ring_cv: Condvar::new(),
             work_cv: Condvar::new(),
             io: Mutex::new(w),
             io_gen: AtomicU64::new(0),
@@ -510,6 +596,7 @@ impl RedoLog {
             stats,
             cfg,
             no_ring_wait: switches.no_ring_wait,
+            no_handoff: switches.no_handoff,
         });
         let sh2 = sh.clone();
         let t = std::thread::Builder::new()
@@ -864,11 +951,11 @@ impl Shared {
         let mut g = self.sig.lock();
         g.space_wanted = true;
         self.work_cv.notify_all();
-        g.sleepers += 1;
+        g.ring_sleepers += 1;
         while self.written.load(SeqCst) + size < need_end && !self.poisoned.load(SeqCst) {
-            self.progress_cv.wait(&mut g);
+            self.ring_cv.wait(&mut g);
         }
-        g.sleepers -= 1;
+        g.ring_sleepers -= 1;
         drop(g);
         self.check_poison()
     }
@@ -893,8 +980,8 @@ impl Shared {
         // Two appenders may get here out of order after releasing `done`: never move back.
         self.completed.fetch_max(c, SeqCst);
         let g = self.sig.lock();
-        if g.sleepers > 0 {
-            self.progress_cv.notify_all();
+        if g.completion_sleepers > 0 {
+            self.completion_cv.notify_all();
         }
         let durable = self.durable.load(SeqCst);
         let written = self.written.load(SeqCst);
@@ -907,32 +994,58 @@ impl Shared {
         }
     }
 
-    /// Wakes blocked waiters and futures after `written` / `durable` moved (or on poison).
+    /// Wakes the blocked threads and futures whose LSN `written` / `durable` now covers (all
+    /// of them on poison), each exactly once; the others stay queued.
     fn publish(&self) {
+        self.publish_but(false)
+    }
+
+    /// [`Shared::publish`]; with `keep_durable_waiters`, threads waiting for `durable` are left
+    /// for [`Shared::io_released`] (the writer's owner calls this right after a sync; they are
+    /// woken with one chained wakeup once the writer is free again).
+    fn publish_but(&self, keep_durable_waiters: bool) {
         let d = self.durable.load(SeqCst);
         let w = self.written.load(SeqCst);
         let poisoned = self.poisoned.load(SeqCst);
         let mut wake = Vec::new();
+        let mut threads = Vec::new();
         {
             let mut g = self.sig.lock();
-            g.wakers.retain(|_, (lsn, written_only, waker)| {
-                let ready = poisoned || if *written_only { w >= *lsn } else { d >= *lsn };
-                if ready {
-                    wake.push(waker.clone());
-                }
-                !ready
-            });
-            if g.sleepers > 0 {
-                self.progress_cv.notify_all();
+            if !g.wakers.is_empty() {
+                g.wakers.retain(|_, (lsn, written_only, waker)| {
+                    let ready = poisoned || if *written_only { w >= *lsn } else { d >= *lsn };
+                    if ready {
+                        wake.push(waker.clone());
+                    }
+                    !ready
+                });
             }
+            let (d, w) = if poisoned {
+                (u64::MAX, u64::MAX)
+            } else {
+                (d, w)
+            };
+            if poisoned || !keep_durable_waiters {
+                take_upto(&mut g.durable_waiters, d, &mut threads);
+            }
+            take_upto(&mut g.written_waiters, w, &mut threads);
+            if g.ring_sleepers > 0 {
+                self.ring_cv.notify_all();
+            }
+            if poisoned && g.completion_sleepers > 0 {
+                self.completion_cv.notify_all();
+            }
+        }
+        for p in threads {
+            p.wake();
         }
         for w in wake {
             w.wake();
         }
     }
 
-    /// Runs `f` with the writer locked; afterwards bumps the generation so blocked waiters
-    /// retry leading (after the lock is released, so none of them misses it).
+    /// Runs `f` with the writer locked; afterwards wakes the waiters it covered and hands the
+    /// writer on if others wait (see [`Shared::io_released`]).
     fn with_io<R>(&self, f: impl FnOnce(&mut Writer) -> R) -> R {
         let r = {
             let mut g = self.io.lock();
@@ -952,12 +1065,28 @@ impl Shared {
         Some(r)
     }
 
+    /// After the writer was released: bumps the generation (a waiter that failed to take the
+    /// writer before this does not go to sleep), wakes the queued threads whose LSN is now
+    /// durable, each once, and — with `waiter_flush`, if threads are still queued — hands the
+    /// writer to the flusher thread (they recorded what they need in `want_*`). The flusher
+    /// keeps syncing while waiters queue up behind its syncs, so under load no sleeping thread
+    /// has to be woken before each sync; a single committer still leads itself. Every release
+    /// either leaves the queue empty or has the flusher on its way, so no waiter is stranded.
     fn io_released(&self) {
         self.io_gen.fetch_add(1, SeqCst);
-        let g = self.sig.lock();
-        if g.sleepers > 0 {
-            self.progress_cv.notify_all();
+        let d = self.durable.load(SeqCst);
+        let mut ready = Vec::new();
+        {
+            let mut g = self.sig.lock();
+            take_upto(&mut g.durable_waiters, d, &mut ready);
+            if self.cfg.waiter_flush
+                && !self.no_handoff
+                && !(g.durable_waiters.is_empty() && g.written_waiters.is_empty())
+            {
+                self.work_cv.notify_one();
+            }
         }
+        Parker::wake_all(ready);
     }
 
     /// Seals the tail before a sync (`SealOnSync`): the rest of a partly filled last block is
@@ -981,11 +1110,11 @@ impl Shared {
 
     fn wait_completion(&self, beyond: u64) -> Result<()> {
         let mut g = self.sig.lock();
-        g.sleepers += 1;
+        g.completion_sleepers += 1;
         while self.completed.load(SeqCst) <= beyond && !self.poisoned.load(SeqCst) {
-            self.progress_cv.wait(&mut g);
+            self.completion_cv.wait(&mut g);
         }
-        g.sleepers -= 1;
+        g.completion_sleepers -= 1;
         drop(g);
         self.check_poison()
     }
@@ -1018,12 +1147,19 @@ impl Shared {
                 Err(f) => return Err(self.poison_with(f)),
             }
             self.durable.store(io.durable, SeqCst);
-            self.publish();
+            // The threads now durable are woken when the writer is released.
+            self.publish_but(true);
         }
         Ok(())
     }
 
     /// Waits until `lsn` is durable (`sync`) or written.
+    ///
+    /// With `waiter_flush`, a thread that finds the writer free leads: it writes and syncs
+    /// everything completed. Otherwise it queues itself by LSN (recording it in `want_*` for
+    /// the flusher thread, which the writer's owner wakes on release) and sleeps until a sync
+    /// covers it; it is woken exactly once, by `io_released` or `publish`. Without
+    /// `waiter_flush` it asks the flusher thread at once and sleeps until covered.
     fn wait_flushed(&self, lsn: u64, sync: bool) -> Result<()> {
         let lsn = lsn.min(self.reserved.load(SeqCst));
         let reached = |sh: &Shared| {
@@ -1033,14 +1169,15 @@ impl Shared {
                 sh.written.load(SeqCst) >= lsn
             }
         };
+        let lead = self.cfg.waiter_flush;
         loop {
             if reached(self) {
                 return Ok(());
             }
             self.check_poison()?;
-            if self.cfg.waiter_flush {
-                let gen = self.io_gen.load(SeqCst);
-                let led = self.try_with_io(|w| {
+            let gen = self.io_gen.load(SeqCst);
+            if lead {
+                let led = self.try_with_io(|w| -> Result<()> {
                     if reached(self) {
                         return Ok(());
                     }
@@ -1053,8 +1190,9 @@ impl Shared {
                     r?;
                     continue;
                 }
-                // Another thread is writing: its sync usually ends within tens of µs, so spin
-                // (yielding) for a while before sleeping; a wakeup costs more than that.
+                // Another thread is writing: optionally spin (yielding) for a while before
+                // sleeping. With more threads than cores the spinning steals the CPU the
+                // appenders need, so the default is not to.
                 let spin = self.cfg.spin_before_sleep;
                 if !spin.is_zero() {
                     let t0 = Instant::now();
@@ -1069,29 +1207,40 @@ impl Shared {
                         continue;
                     }
                 }
-                let mut g = self.sig.lock();
-                g.sleepers += 1;
-                while !reached(self)
-                    && !self.poisoned.load(SeqCst)
-                    && self.io_gen.load(SeqCst) == gen
-                {
-                    self.progress_cv.wait(&mut g);
-                }
-                g.sleepers -= 1;
-            } else {
-                let mut g = self.sig.lock();
-                if sync {
-                    g.want_durable = g.want_durable.max(lsn);
-                } else {
-                    g.want_written = g.want_written.max(lsn);
-                }
-                self.work_cv.notify_all();
-                g.sleepers += 1;
-                while !reached(self) && !self.poisoned.load(SeqCst) {
-                    self.progress_cv.wait(&mut g);
-                }
-                g.sleepers -= 1;
             }
+            let me = Parker::new();
+            {
+                let mut g = self.sig.lock();
+                // Checked under the lock that `publish` and `io_released` take after moving
+                // `durable` / `written` / the generation: none of them can be missed.
+                if reached(self)
+                    || self.poisoned.load(SeqCst)
+                    || (lead && self.io_gen.load(SeqCst) != gen)
+                {
+                    continue;
+                }
+                // The flusher thread serves every queued waiter: asked now without
+                // `waiter_flush`, else when the writer is released (`io_released`).
+                if !(lead && self.no_handoff) {
+                    if sync {
+                        g.want_durable = g.want_durable.max(lsn);
+                    } else {
+                        g.want_written = g.want_written.max(lsn);
+                    }
+                }
+                if !lead {
+                    self.work_cv.notify_all();
+                }
+                let ticket = g.next_id;
+                g.next_id += 1;
+                let q = if sync {
+                    &mut g.durable_waiters
+                } else {
+                    &mut g.written_waiters
+                };
+                q.insert((lsn, ticket), me.clone());
+            }
+            me.wait();
         }
     }
 
