@@ -21,6 +21,9 @@
 //! the bytes the process read from the device meanwhile (`/proc/self/io` `read_bytes`): the
 //! read-before-write that padding avoids.
 //!
+//! Each target line gives the median, the range of the rounds and, for log sides, the commits per
+//! sync over the measured rounds.
+//!
 //! `KEEL_LOG_BENCH_QUICK=1`: committers 1 and 16 only (for a fast look).
 //! `KEEL_LOG_BENCH=matrix` or `=targets`: run only that part. `KEEL_LOG_TARGET=<text>`: only the
 //! targets whose title contains it. `KEEL_LOG_SPIN_US=<µs>`: override
@@ -534,6 +537,13 @@ fn ab(title: &str, sides: &mut [(&str, Side)], cold: bool) -> Vec<f64> {
     for side in sides.iter_mut() {
         side.1.round(); // warm-up
     }
+    let base: Vec<Option<LogStats>> = sides
+        .iter()
+        .map(|s| match &s.1 {
+            Side::Log(b) => Some(b.log.stats()),
+            Side::Raw(_) => None,
+        })
+        .collect();
     for _ in 0..ROUNDS {
         for (i, side) in sides.iter_mut().enumerate() {
             if cold {
@@ -550,10 +560,25 @@ fn ab(title: &str, sides: &mut [(&str, Side)], cold: bool) -> Vec<f64> {
     let mut out = Vec::new();
     for (i, side) in sides.iter().enumerate() {
         let m = median(rates[i].clone());
+        let mut spread = rates[i].clone();
+        spread.sort_by(|a, b| a.total_cmp(b));
+        let syncs = match (&side.1, &base[i]) {
+            (Side::Log(b), Some(s0)) => {
+                let s = b.log.stats();
+                let commits = (s.groups_appended - s0.groups_appended).max(1);
+                format!(
+                    ", {:.2} commits/sync",
+                    commits as f64 / (s.syncs - s0.syncs).max(1) as f64
+                )
+            }
+            _ => String::new(),
+        };
         println!(
-            "  {:<44} {:>8.0} commits/s (median of {ROUNDS}), p50 {} µs, p99 {} µs{}",
+            "  {:<44} {:>8.0} commits/s (median of {ROUNDS}; {:.0}..{:.0}), p50 {} µs, p99 {} µs{syncs}{}",
             side.0,
             m,
+            spread[0],
+            spread[spread.len() - 1],
             lats[i].value_at_quantile(0.5),
             lats[i].value_at_quantile(0.99),
             if cold {
