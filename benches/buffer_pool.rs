@@ -13,7 +13,7 @@
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
 use keel_buffer_pool::{BufferPool, MemStore, PageOut, PageStore, PoolConfig};
 use keel_flush::{PageWriter, PageWriterConfig, TornPageProtection, WalError, WalFlush};
-use keel_io::{AlignedBuf, OsFs};
+use keel_io::{AlignedBuf, OsFs, SplitMix64};
 use keel_page::{Lsn, PageHeader, PageId, PageSize, PageType};
 use std::sync::Arc;
 
@@ -69,17 +69,6 @@ fn pool_over(store: Arc<dyn PageStore>, frames: usize) -> BufferPool {
     BufferPool::new(cfg, store).expect("pool")
 }
 
-struct SplitMix(u64);
-impl SplitMix {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-}
-
 fn hit(c: &mut Criterion) {
     let store = Arc::new(MemStore::new(PS));
     seed(&*store, 1024);
@@ -121,10 +110,10 @@ fn miss(c: &mut Criterion) {
     let mem = Arc::new(MemStore::new(PS));
     seed(&*mem, PAGES);
     let pool = pool_over(mem, FRAMES);
-    let mut rng = SplitMix(1);
+    let mut rng = SplitMix64::new(1);
     g.bench_function("mem_store_pool_1_8", |b| {
         b.iter(|| {
-            let id = rng.next() % PAGES;
+            let id = rng.next_u64() % PAGES;
             let p = pool.read(PageId(id)).expect("read");
             black_box(p[100]);
         })
@@ -151,7 +140,7 @@ fn miss(c: &mut Criterion) {
     let pool = pool_over(writer, FRAMES);
     g.bench_function("file_page_cache_pool_1_8", |b| {
         b.iter(|| {
-            let id = rng.next() % PAGES;
+            let id = rng.next_u64() % PAGES;
             let p = pool.read(PageId(id)).expect("read");
             black_box(p[100]);
         })

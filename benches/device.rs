@@ -22,7 +22,7 @@ use keel_benches::{bench_dir, method_name};
 use keel_io::os::io_uring_status;
 use keel_io::{
     preallocate, AlignedBuf, Backend, File, FileClass, FileSystem, OpenOptions, OsFs,
-    Preallocation, SyncMethod, WriteOp,
+    Preallocation, SplitMix64, SyncMethod, WriteOp,
 };
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -48,19 +48,6 @@ fn prealloc_name(p: Preallocation) -> &'static str {
         Preallocation::Zeroed => "zeroed",
         Preallocation::Fallocate => "fallocate",
         Preallocation::Grow => "grow",
-    }
-}
-
-/// Deterministic page positions (SplitMix64).
-struct SplitMix64(u64);
-
-impl SplitMix64 {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
     }
 }
 
@@ -182,11 +169,11 @@ fn page_benches(c: &mut Criterion, group_name: &str, dir: &Path, atomic: bool) {
 
     let pwrite = OsFs::new(Backend::Pwrite);
     let f = page_file(&pwrite, &path);
-    let mut rng = SplitMix64(1);
+    let mut rng = SplitMix64::new(1);
     group.throughput(Throughput::Elements(1));
     group.bench_function(format!("{kind}pwrite_qd1"), |b| {
         b.iter(|| {
-            let off = (rng.next() % pages) * PAGE as u64;
+            let off = (rng.next_u64() % pages) * PAGE as u64;
             if atomic {
                 f.write_atomic(&data[0], off).expect("atomic page write");
             } else {
@@ -206,7 +193,7 @@ fn page_benches(c: &mut Criterion, group_name: &str, dir: &Path, atomic: bool) {
                     // 64 distinct random pages, submitted together.
                     let mut slots: Vec<u64> = Vec::with_capacity(BATCH);
                     while slots.len() < BATCH {
-                        let s = rng.next() % pages;
+                        let s = rng.next_u64() % pages;
                         if !slots.contains(&s) {
                             slots.push(s);
                         }

@@ -35,7 +35,7 @@ use keel_benches::bench_dir;
 use keel_flush::{
     full_page_image_record, FlushPage, FlushStats, PageWriter, PageWriterConfig, TornPageProtection,
 };
-use keel_io::{FileSystem, IoStats, OsFs};
+use keel_io::{FileSystem, IoStats, OsFs, SplitMix64};
 use keel_page::{Lsn, PageHeader, PageId, PageSize, PageType, PAGE_HEADER_SIZE};
 use keel_redo_log::{LogConfig, Record, RedoLog};
 use std::collections::HashSet;
@@ -51,17 +51,6 @@ const ROUND: usize = 128;
 /// Fresh pages in the E2 writebench: 32 MiB.
 const E2_PAGES: u64 = 2048;
 
-struct SplitMix(u64);
-impl SplitMix {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-}
-
 /// One mode's writer and log on their own files, with the page buffers of one batch.
 struct Rig {
     name: String,
@@ -69,7 +58,7 @@ struct Rig {
     log: RedoLog,
     fs: Arc<OsFs>,
     full_page_images: bool,
-    rng: SplitMix,
+    rng: SplitMix64,
     pages: Vec<Vec<u8>>,
 }
 
@@ -119,7 +108,7 @@ impl Rig {
             writer,
             log,
             fs,
-            rng: SplitMix(0x5EED ^ name.len() as u64),
+            rng: SplitMix64::new(0x5EED ^ name.len() as u64),
             pages,
         })
     }
@@ -200,7 +189,7 @@ impl Rig {
         let mut seen = HashSet::with_capacity(ROUND);
         let mut ids = Vec::with_capacity(ROUND);
         while ids.len() < ROUND {
-            let id = self.rng.next() % FILE_PAGES;
+            let id = self.rng.next_u64() % FILE_PAGES;
             if seen.insert(id) {
                 ids.push(id);
             }

@@ -28,6 +28,7 @@
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
 use keel::{Config, Durability, Store};
 use keel_benches::bench_dir;
+use keel_io::SplitMix64;
 use keel_page::PageId;
 use keel_redo_log::{Record, RedoLog};
 use std::os::unix::fs::FileExt;
@@ -45,19 +46,6 @@ const PAIRED: usize = 100_000;
 /// Whether the part `name` of the bench runs (`KEEL_STORE_BENCH` unset, or equal to it).
 fn part_enabled(name: &str) -> bool {
     std::env::var("KEEL_STORE_BENCH").map_or(true, |v| v == name)
-}
-
-/// Deterministic keys (SplitMix64).
-struct SplitMix64(u64);
-
-impl SplitMix64 {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
 }
 
 /// 16 bytes, ordered by `i`.
@@ -180,12 +168,12 @@ fn random_gets(c: &mut Criterion, store: &Store, name: &str, seed: u64) {
     let t = r.table(TABLE).expect("table");
     let mut g = c.benchmark_group("get");
     g.throughput(Throughput::Elements(1));
-    let mut rng = SplitMix64(seed);
+    let mut rng = SplitMix64::new(seed);
     let mut cpu = Cpu::default();
     g.bench_function(name, |b| {
         b.iter_custom(|iters| {
             cpu.run(iters, 1, || {
-                black_box(t.get(&key(rng.next() % KEYS)).expect("get"));
+                black_box(t.get(&key(rng.next_u64() % KEYS)).expect("get"));
             })
         })
     });
@@ -218,12 +206,12 @@ fn gets_and_ranges(c: &mut Criterion) {
         let mut g = c.benchmark_group("range");
         const ROWS: usize = 10_000;
         g.throughput(Throughput::Elements(ROWS as u64));
-        let mut rng = SplitMix64(2);
+        let mut rng = SplitMix64::new(2);
         let mut cpu = Cpu::default();
         g.bench_function("10k_rows", |b| {
             b.iter_custom(|iters| {
                 cpu.run(iters, ROWS as u64, || {
-                    let start = key(rng.next() % (KEYS - ROWS as u64));
+                    let start = key(rng.next_u64() % (KEYS - ROWS as u64));
                     let mut n = 0usize;
                     for kv in t.range(start.as_slice()..).expect("range").take(ROWS) {
                         black_box(kv.expect("row"));
@@ -262,7 +250,7 @@ fn inserts(c: &mut Criterion) {
     for per_txn in [100u64, 1000] {
         let dir = bench_dir(&format!("store/insert-{per_txn}"));
         let store = Store::open(&dir, config(Durability::Lazy, 768 << 20)).expect("open");
-        let mut rng = SplitMix64(10 + per_txn);
+        let mut rng = SplitMix64::new(10 + per_txn);
         let mut cpu = Cpu::default();
         g.bench_function(format!("lazy_{per_txn}_per_txn"), |b| {
             b.iter_custom(|iters| {
@@ -273,7 +261,7 @@ fn inserts(c: &mut Criterion) {
                     {
                         let mut t = tx.table(TABLE).expect("table");
                         for _ in 0..per_txn {
-                            let k = rng.next();
+                            let k = rng.next_u64();
                             t.insert(&key(k), &value(k)).expect("insert");
                         }
                     }
@@ -313,13 +301,13 @@ fn commits(c: &mut Criterion) {
     ] {
         let dir = bench_dir(&format!("store/commit-{name}"));
         let store = Store::open(&dir, config(d, 64 << 20)).expect("open");
-        let mut rng = SplitMix64(20);
+        let mut rng = SplitMix64::new(20);
         let before_all = store.stats();
         let before = before_all.log.clone();
         g.bench_function(name, |b| {
             b.iter(|| {
                 let tx = store.write().expect("write txn");
-                let k = rng.next();
+                let k = rng.next_u64();
                 tx.table(TABLE)
                     .expect("table")
                     .insert(&key(k), &value(k))
@@ -389,7 +377,7 @@ fn commits(c: &mut Criterion) {
     // The same two, interleaved commit by commit, so that both see the same disk and the same
     // background load (other processes on a shared machine move the separate cases' means).
     if let Some(store) = sync_store.take() {
-        let mut rng = SplitMix64(30);
+        let mut rng = SplitMix64::new(30);
         let (mut keel, mut raw) = (Vec::new(), Vec::new());
         let s0 = store.stats();
         for i in 0..PAIRED {
@@ -398,7 +386,7 @@ fn commits(c: &mut Criterion) {
             }
             let t0 = Instant::now();
             let tx = store.write().expect("write txn");
-            let k = rng.next();
+            let k = rng.next_u64();
             tx.table(TABLE)
                 .expect("table")
                 .insert(&key(k), &value(k))

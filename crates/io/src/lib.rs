@@ -29,6 +29,7 @@ pub use caps::{AtomicSupport, AtomicWriteLimits, Capabilities, DirectIoAlignment
 pub use counters::{ClassStats, FileClass, IoCounters, IoStats};
 pub use error::{IoError, Result};
 pub use os::{Backend, OsFs};
+pub use sim::SplitMix64;
 pub use sim::{
     CrashPolicy, CrashReport, Fates, Fault, FaultStats, FileSnapshot, PendingWrite, SimConfig,
     SimFile, SimFs,

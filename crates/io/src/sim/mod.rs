@@ -124,7 +124,7 @@ use crate::{
 };
 use fault::Faults;
 use parking_lot::Mutex;
-use rng::SplitMix64;
+pub use rng::SplitMix64;
 use state::{FileState, Op};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;

@@ -1,27 +1,28 @@
-//! SplitMix64: the small deterministic PRNG behind every random choice [`super::SimFs`] makes.
+//! SplitMix64: the small deterministic PRNG behind every random choice [`super::SimFs`] makes,
+//! also used by the benches and tests of the other crates for reproducible inputs.
 
 /// SplitMix64 (Steele, Lea, Flood 2014): 64 bits of state, good enough statistics for fault
 /// injection, and trivially reproducible from a seed.
 #[derive(Clone, Debug)]
-pub(crate) struct SplitMix64 {
+pub struct SplitMix64 {
     state: u64,
 }
 
 impl SplitMix64 {
     /// A generator whose whole output is fixed by `seed`.
-    pub(crate) fn new(seed: u64) -> SplitMix64 {
+    pub fn new(seed: u64) -> SplitMix64 {
         SplitMix64 { state: seed }
     }
 
     /// A generator for stream `stream` of `seed` (streams of one seed are unrelated).
-    pub(crate) fn derive(seed: u64, stream: u64) -> SplitMix64 {
+    pub fn derive(seed: u64, stream: u64) -> SplitMix64 {
         let mut g = SplitMix64::new(seed ^ stream.wrapping_mul(0xD1B5_4A32_D192_ED03));
         let s = g.next_u64();
         SplitMix64::new(s)
     }
 
     /// The next 64 random bits.
-    pub(crate) fn next_u64(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.state;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -30,7 +31,7 @@ impl SplitMix64 {
     }
 
     /// Uniform in `0..n` (`n > 0`; returns 0 for `n == 0`).
-    pub(crate) fn below(&mut self, n: u64) -> u64 {
+    pub fn below(&mut self, n: u64) -> u64 {
         if n == 0 {
             return 0;
         }
@@ -39,7 +40,7 @@ impl SplitMix64 {
     }
 
     /// True with probability `p` (clamped to `0.0..=1.0`).
-    pub(crate) fn chance(&mut self, p: f64) -> bool {
+    pub fn chance(&mut self, p: f64) -> bool {
         if p <= 0.0 {
             return false;
         }
@@ -50,7 +51,7 @@ impl SplitMix64 {
     }
 
     /// A fair coin.
-    pub(crate) fn coin(&mut self) -> bool {
+    pub fn coin(&mut self) -> bool {
         self.next_u64() & 1 == 1
     }
 }
