@@ -290,24 +290,26 @@ fn atomic_on_a_file_system_without_atomic_writes_is_recognisable() {
     assert!(!Error::Config("x".into()).is_atomic_unavailable());
 }
 
+/// Lazy commits into a 512 KiB log: small enough that writers keep reaching the synchronous
+/// checkpoint point. Checkpoints also run every `checkpoint_interval_ms`.
+fn tiny_log(checkpoint_interval_ms: u64) -> Config {
+    Config {
+        page_size: 4096,
+        pool_size: 4 << 20,
+        log_file_size: 256 * 1024,
+        log_file_count: 2,
+        durability: Durability::Lazy,
+        checkpoint_interval_ms,
+        ..Config::default()
+    }
+}
+
 /// A log far smaller than the work makes writers reach the synchronous checkpoint point; the
 /// stats count those waits and their time, and nothing is lost.
 #[test]
 fn sync_checkpoint_waits_are_counted() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(
-        dir.path(),
-        Config {
-            page_size: 4096,
-            pool_size: 4 << 20,
-            log_file_size: 256 * 1024,
-            log_file_count: 2,
-            durability: Durability::Lazy,
-            checkpoint_interval_ms: 60_000,
-            ..Config::default()
-        },
-    )
-    .unwrap();
+    let store = Store::open(dir.path(), tiny_log(60_000)).unwrap();
     for i in 0..4000u32 {
         let tx = store.write().unwrap();
         tx.table("t")
@@ -370,19 +372,7 @@ fn a_checkpoint_records_its_progress_in_steps() {
 #[test]
 fn checkpoints_and_writers_at_the_sync_point_never_wait_for_each_other() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(
-        dir.path(),
-        Config {
-            page_size: 4096,
-            pool_size: 4 << 20,
-            log_file_size: 256 * 1024,
-            log_file_count: 2,
-            durability: Durability::Lazy,
-            checkpoint_interval_ms: 1,
-            ..Config::default()
-        },
-    )
-    .unwrap();
+    let store = Store::open(dir.path(), tiny_log(1)).unwrap();
     let (done_tx, done_rx) = std::sync::mpsc::channel();
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     std::thread::scope(|s| {
