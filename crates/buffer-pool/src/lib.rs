@@ -32,6 +32,10 @@
 //!    lock exclusive and moves the pin 0 → 1 by compare-exchange). Guards release their latch,
 //!    then their pin. Tests: `tests/pool.rs: eviction_never_takes_a_pinned_page`;
 //!    `tests/concurrency.rs` (every page read under two threads + cleaner is self-consistent).
+//!    A frame belongs to whoever moved its pin 0 → 1: the free list takes a frame without a page
+//!    only by that compare-exchange too, so a last unpin racing an evictor never frees the
+//!    frame the evictor took (test: `a_last_unpin_never_frees_a_frame_an_evictor_took`, which
+//!    breaks it with the knob `free_without_taking`).
 //! 2. **No-steal**: a page with changes of an uncommitted transaction is pinned and owned: never
 //!    evicted or written before commit; a transaction larger than `max_txn_pct` of the pool
 //!    fails with [`PoolError::TxnTooLarge`] and changes nothing. Tests: `tests/pool.rs:

@@ -194,6 +194,9 @@ pub struct TestKnobs {
     /// `read_optimistic` does not re-check the frame's version after the read (breaks the
     /// seqlock validation: torn or replaced pages are returned as if read consistently).
     pub skip_optimistic_validation: AtomicBool,
+    /// The last unpin of a frame without a page frees it without taking it first (breaks the
+    /// frame ownership rule of `free_if_orphan`).
+    pub free_without_taking: AtomicBool,
 }
 
 /// What [`BufferPool::read_optimistic`] validated: a frame and its version. Hand it to
@@ -279,7 +282,7 @@ pub struct BufferPool {
     arena_base: usize,
     /// Page hits of optimistic reads (added by callers in batches, see `add_optimistic_hits`).
     optimistic_hits: PaddedCounter,
-    free: Mutex<Vec<u32>>,
+    pub(crate) free: Mutex<Vec<u32>>,
     pub(crate) free_len: AtomicUsize,
     hand: AtomicUsize,
     /// Dirty pages by (oldest modification, page, frame).
@@ -304,6 +307,11 @@ pub struct BufferPool {
     pub(crate) batch_pages: usize,
     #[doc(hidden)]
     pub knobs: TestKnobs,
+    /// Test hook: runs in `unpin` right after a frame's last pin went, before its page id is
+    /// read (to interleave an evictor there deterministically).
+    #[cfg(test)]
+    #[allow(clippy::type_complexity)]
+    pub(crate) after_last_unpin: Mutex<Option<Box<dyn Fn(u32) + Send + Sync>>>,
     // Declared last: dropped after the frames that point into it.
     _arena: AlignedBuf,
 }
@@ -396,6 +404,8 @@ impl BufferPool {
             free_reserve,
             batch_pages: config.cleaner_batch_pages.min(n / 4).max(1),
             knobs: TestKnobs::default(),
+            #[cfg(test)]
+            after_last_unpin: Mutex::new(None),
             cfg: config,
             _arena: arena,
         })
@@ -570,12 +580,44 @@ impl BufferPool {
     #[inline]
     pub(crate) fn unpin(&self, f: u32) {
         let fr = &self.frames[f as usize];
-        if fr.pin.fetch_sub(1, Ordering::Release) == 1
-            && fr.page_id.load(Ordering::Acquire) == NO_PAGE
-        {
-            std::sync::atomic::fence(Ordering::Acquire);
-            self.push_free(f);
+        if fr.pin.fetch_sub(1, Ordering::Release) == 1 {
+            #[cfg(test)]
+            if let Some(hook) = &*self.after_last_unpin.lock() {
+                hook(f);
+            }
+            if fr.page_id.load(Ordering::Acquire) == NO_PAGE {
+                self.free_if_orphan(f);
+            }
         }
+    }
+
+    /// The last pin of frame `f` went while it held no page: free it, but only after taking it
+    /// (pin 0 → 1). Once the pin reached 0 an evictor may have claimed the frame (it holds a pin
+    /// then, and the page id reads `NO_PAGE` until it maps the frame to its new page) — freeing
+    /// it then would hand one frame to two pages, and a page-table entry would point at a frame
+    /// holding another page (readers of it would retry forever). Test:
+    /// `a_last_unpin_never_frees_a_frame_an_evictor_took`.
+    #[cold]
+    fn free_if_orphan(&self, f: u32) {
+        let fr = &self.frames[f as usize];
+        if self.knobs.free_without_taking.load(Ordering::Relaxed) {
+            self.push_free(f);
+            return;
+        }
+        if fr
+            .pin
+            .compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            return;
+        }
+        if fr.page_id.load(Ordering::Acquire) != NO_PAGE {
+            // Claimed, mapped and released again meanwhile: a resident page, not ours.
+            fr.pin.fetch_sub(1, Ordering::Release);
+            return;
+        }
+        fr.pin.store(0, Ordering::Release);
+        self.push_free(f);
     }
 
     fn push_free(&self, f: u32) {
