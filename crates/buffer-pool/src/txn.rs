@@ -50,17 +50,15 @@ impl Entry {
     }
 }
 
+/// One undo step: entry `entry`'s page had, at `offset`, the `len` bytes stored at `at` in
+/// the transaction's undo arena (`TxnState::undo_bytes`: one buffer for all steps instead of
+/// an allocation per step).
 #[derive(Debug)]
-enum Undo {
-    Bytes {
-        entry: usize,
-        offset: usize,
-        old: Vec<u8>,
-    },
-    Page {
-        entry: usize,
-        old: Vec<u8>,
-    },
+struct Undo {
+    entry: usize,
+    offset: usize,
+    at: usize,
+    len: usize,
 }
 
 #[derive(Debug, Default)]
@@ -69,9 +67,24 @@ struct TxnState {
     index: HashMap<PageId, usize>,
     records: Vec<Record>,
     undo: Vec<Undo>,
+    /// The old bytes of every undo step, back to back.
+    undo_bytes: Vec<u8>,
     /// Entries that hold a frame.
     held: usize,
     redo_bytes: usize,
+}
+
+impl TxnState {
+    /// Records that entry `entry`'s page had `old` at `offset`.
+    fn push_undo(&mut self, entry: usize, offset: usize, old: &[u8]) {
+        self.undo.push(Undo {
+            entry,
+            offset,
+            at: self.undo_bytes.len(),
+            len: old.len(),
+        });
+        self.undo_bytes.extend_from_slice(old);
+    }
 }
 
 /// A write transaction's view of the pool: the pages it changed (pinned, owned: no-steal), the
@@ -436,14 +449,9 @@ impl<'p> PageTxn<'p> {
                     continue;
                 }
                 let mut image = pool.frames[f as usize].shared().bytes().to_vec();
-                for u in st.undo.iter().rev() {
-                    match u {
-                        Undo::Bytes { entry, offset, old } if *entry == i => {
-                            image[*offset..*offset + old.len()].copy_from_slice(old);
-                        }
-                        Undo::Page { entry, old } if *entry == i => image.copy_from_slice(old),
-                        _ => {}
-                    }
+                for u in st.undo.iter().rev().filter(|u| u.entry == i) {
+                    image[u.offset..u.offset + u.len]
+                        .copy_from_slice(&st.undo_bytes[u.at..u.at + u.len]);
                 }
                 fpi_bytes += image.len();
                 group.push(Record::PageImage {
@@ -525,18 +533,16 @@ impl<'p> PageTxn<'p> {
     fn rollback(&self, st: &mut TxnState) {
         let pool = self.pool;
         for u in st.undo.drain(..).rev() {
-            let (entry, offset, old) = match &u {
-                Undo::Bytes { entry, offset, old } => (*entry, *offset, old),
-                Undo::Page { entry, old } => (*entry, 0, old),
-            };
-            let e = &st.entries[entry];
+            let e = &st.entries[u.entry];
             if e.fresh {
                 continue;
             }
             let Some(f) = e.frame else { continue };
             let mut x = pool.frames[f as usize].exclusive();
-            x.bytes_mut()[offset..offset + old.len()].copy_from_slice(old);
+            x.bytes_mut()[u.offset..u.offset + u.len]
+                .copy_from_slice(&st.undo_bytes[u.at..u.at + u.len]);
         }
+        st.undo_bytes.clear();
         for e in st.entries.drain(..) {
             let Some(f) = e.frame else { continue };
             let fr = &pool.frames[f as usize];
@@ -620,16 +626,11 @@ impl PageWriteGuard<'_> {
             return Ok(());
         }
         let page = self.latch.bytes_mut();
-        let old = page[offset..offset + bytes.len()].to_vec();
-        page[offset..offset + bytes.len()].copy_from_slice(bytes);
         let mut st = self.txn.st.borrow_mut();
         if !st.entries[self.entry].fresh {
-            st.undo.push(Undo::Bytes {
-                entry: self.entry,
-                offset,
-                old,
-            });
+            st.push_undo(self.entry, offset, &page[offset..offset + bytes.len()]);
         }
+        page[offset..offset + bytes.len()].copy_from_slice(bytes);
         st.redo_bytes += bytes.len() + 12;
         st.records.push(Record::PageWrite {
             page_id: self.id,
@@ -651,11 +652,7 @@ impl PageWriteGuard<'_> {
         let page = self.latch.bytes_mut();
         let mut st = self.txn.st.borrow_mut();
         if !st.entries[self.entry].fresh {
-            st.undo.push(Undo::Bytes {
-                entry: self.entry,
-                offset: dst,
-                old: page[dst..dst + len].to_vec(),
-            });
+            st.push_undo(self.entry, dst, &page[dst..dst + len]);
         }
         page.copy_within(src..src + len, dst);
         st.redo_bytes += 21;
@@ -689,11 +686,7 @@ impl PageWriteGuard<'_> {
         let bytes = new[a..b].to_vec();
         let mut st = self.txn.st.borrow_mut();
         if !st.entries[self.entry].fresh {
-            st.undo.push(Undo::Bytes {
-                entry: self.entry,
-                offset: offset + a,
-                old: old[a..b].to_vec(),
-            });
+            st.push_undo(self.entry, offset + a, &old[a..b]);
         }
         st.redo_bytes += bytes.len() + 12;
         st.records.push(Record::PageWrite {
@@ -711,10 +704,7 @@ impl PageWriteGuard<'_> {
         let page = self.latch.bytes_mut();
         let mut st = self.txn.st.borrow_mut();
         if !st.entries[self.entry].fresh {
-            st.undo.push(Undo::Page {
-                entry: self.entry,
-                old: page.to_vec(),
-            });
+            st.push_undo(self.entry, 0, page);
         }
         apply_init(page, id, page_type);
         st.redo_bytes += 10;
