@@ -1259,6 +1259,13 @@ impl BufferPool {
     /// appended, nor (full-page-writes) above the published horizon. Publishes the result as
     /// the horizon, so later init-on-flush decisions account for it. Write it with the log's
     /// `checkpoint`.
+    ///
+    /// In full-page-writes mode record it only once `flush_up_to` of the LSN
+    /// [`begin_checkpoint`](Self::begin_checkpoint) returned has completed: before that, the
+    /// value can pass the last full image of a page that was changed since the previous horizon,
+    /// written clean and changed again (no new image), and that page's next write, if torn,
+    /// could not be rebuilt from the recorded checkpoint. (The keel facade's stepwise
+    /// checkpoints skip their intermediate records in that mode for this reason.)
     pub fn checkpoint_lsn(&self, log: &dyn RedoSink) -> Lsn {
         if self.knobs.checkpoint_overreport.load(Ordering::Relaxed) {
             // Test knob: breaks invariant 3 on purpose.
