@@ -197,6 +197,10 @@ pub struct TestKnobs {
     /// The last unpin of a frame without a page frees it without taking it first (breaks the
     /// frame ownership rule of `free_if_orphan`).
     pub free_without_taking: AtomicBool,
+    /// Full-page-writes mode: `checkpoint_lsn` returns the oldest dirty page's LSN even when it
+    /// is below the horizon (breaks the rule that a checkpoint never passes the last image of a
+    /// page still to be written).
+    pub fpw_checkpoint_passes_images: AtomicBool,
 }
 
 /// What [`BufferPool::read_optimistic`] validated: a frame and its version. Hand it to
@@ -290,6 +294,9 @@ pub struct BufferPool {
     /// The newest checkpoint horizon published: no checkpoint above it is ever written, and
     /// full-page-image decisions compare page LSNs with it.
     pub(crate) horizon: AtomicU64,
+    /// Full-page-writes mode: the newest checkpoint LSN `checkpoint_lsn` returned (it advances
+    /// only when nothing older than the horizon is dirty).
+    fpw_checkpoint: AtomicU64,
     /// Held shared by committers from reading the log's end to putting their pages on the flush
     /// list; exclusive while a checkpoint LSN is computed.
     pub(crate) decision: RwLock<()>,
@@ -393,6 +400,7 @@ impl BufferPool {
             hand: AtomicUsize::new(0),
             flush_list: Mutex::new(BTreeSet::new()),
             horizon: AtomicU64::new(0),
+            fpw_checkpoint: AtomicU64::new(0),
             decision: RwLock::new(()),
             txn_pages: AtomicUsize::new(0),
             next_txn: AtomicU64::new(1),
@@ -1260,12 +1268,12 @@ impl BufferPool {
     /// the horizon, so later init-on-flush decisions account for it. Write it with the log's
     /// `checkpoint`.
     ///
-    /// In full-page-writes mode record it only once `flush_up_to` of the LSN
-    /// [`begin_checkpoint`](Self::begin_checkpoint) returned has completed: before that, the
-    /// value can pass the last full image of a page that was changed since the previous horizon,
-    /// written clean and changed again (no new image), and that page's next write, if torn,
-    /// could not be rebuilt from the recorded checkpoint. (The keel facade's stepwise
-    /// checkpoints skip their intermediate records in that mode for this reason.)
+    /// In full-page-writes mode the value advances only once nothing older than the horizon
+    /// [`begin_checkpoint`](Self::begin_checkpoint) published is dirty, and then to that
+    /// horizon: before that, it could pass the last full image of a page that was changed since
+    /// the previous horizon, written clean and changed again (no new image), and that page's
+    /// next write, if torn, could not be rebuilt from the recorded checkpoint. Test:
+    /// `a_full_page_writes_checkpoint_never_passes_a_dirty_pages_image`.
     pub fn checkpoint_lsn(&self, log: &dyn RedoSink) -> Lsn {
         if self.knobs.checkpoint_overreport.load(Ordering::Relaxed) {
             // Test knob: breaks invariant 3 on purpose.
@@ -1278,7 +1286,29 @@ impl BufferPool {
         let fl = self.flush_list.lock();
         let h = Lsn(self.horizon.load(Ordering::Acquire));
         let oldest = fl.first().map(|k| k.0);
-        let c = if d.is_some() && !fpw {
+        let c = if fpw {
+            // A page changed after the previous horizon logged its image then; written clean
+            // and changed again before this horizon, it logs none. A checkpoint between that
+            // image and its next write could not rebuild the page if the write tore, so the
+            // checkpoint moves (to the horizon) only once nothing older than the horizon is
+            // dirty, and otherwise stays where it was. Every commit in flight starts at or
+            // after the published horizon.
+            let c = match oldest {
+                Some(o) if o < h => Lsn(self.fpw_checkpoint.load(Ordering::Acquire)),
+                _ => h,
+            };
+            if !self
+                .knobs
+                .fpw_checkpoint_passes_images
+                .load(Ordering::Relaxed)
+            {
+                self.fpw_checkpoint.fetch_max(c.0, Ordering::AcqRel);
+                c
+            } else {
+                // Test knob: the old rule, the oldest dirty page (can pass a page's image).
+                oldest.unwrap_or(h).min(h)
+            }
+        } else if d.is_some() {
             // No commit is between reading the log's end and listing its pages.
             let end = log.end_lsn();
             oldest.unwrap_or(end).min(end)
@@ -1294,6 +1324,7 @@ impl BufferPool {
     pub(crate) fn set_horizon(&self, lsn: Lsn) {
         let _fl = self.flush_list.lock();
         self.horizon.store(lsn.0, Ordering::Release);
+        self.fpw_checkpoint.store(lsn.0, Ordering::Release);
     }
 
     /// The published checkpoint horizon.

@@ -822,3 +822,76 @@ fn a_page_freed_while_being_written_is_not_written_twice_at_once() {
     store.inner.read_page(PageId(5), &mut buf).unwrap();
     assert_eq!(&buf[P..P + 2], b"v2");
 }
+
+/// Full-page-writes mode: a checkpoint never passes the last full image of a page still to be
+/// written. Page 1 logs its image after checkpoint A, is written clean, and is changed again
+/// (no new image: its LSN is past A's horizon). When checkpoint B has written only part of what
+/// is older than its horizon, recording the oldest dirty page's LSN would put the checkpoint
+/// after page 1's image: page 1's next write, if torn, could not be rebuilt. With the knob
+/// `fpw_checkpoint_passes_images` (the old rule) the check below fails.
+#[test]
+fn a_full_page_writes_checkpoint_never_passes_a_dirty_pages_image() {
+    for broken in [false, true] {
+        let store = Arc::new(MemStore::new(PageSize::K4).with_full_page_writes(true));
+        let cfg = keel_buffer_pool::PoolConfig {
+            page_size: PageSize::K4,
+            pool_bytes: 16 * 4096,
+            ..Default::default()
+        };
+        let pool = keel_buffer_pool::BufferPool::new(cfg, store.clone()).unwrap();
+        pool.knobs
+            .fpw_checkpoint_passes_images
+            .store(broken, Ordering::Relaxed);
+        let log = MemLog::new();
+        let change = |id: u64, what: &[u8]| {
+            let t = pool.begin();
+            t.write(PageId(id)).unwrap().write(P, what).unwrap();
+            t.commit(&log).unwrap();
+        };
+        let t = pool.begin();
+        for id in [1, 2] {
+            t.new_page(PageId(id), PageType::RAW)
+                .unwrap()
+                .write(P, b"new")
+                .unwrap();
+        }
+        t.commit(&log).unwrap();
+        // Checkpoint A.
+        let a = pool.begin_checkpoint(&log);
+        pool.flush_up_to(a).unwrap();
+        assert_eq!(pool.checkpoint_lsn(&log), a);
+        // Page 1: image (first change after A), then written clean.
+        change(1, b"one");
+        pool.flush_up_to(log.end_lsn()).unwrap();
+        // Page 2 changes (with its image), then page 1 again: no image this time.
+        change(2, b"two");
+        let images_before = images(&log).len();
+        change(1, b"one again");
+        assert_eq!(
+            images(&log).len(),
+            images_before,
+            "page 1 logs no new image"
+        );
+        // Checkpoint B writes only page 2 (the older of the two dirty pages) so far.
+        let b = pool.begin_checkpoint(&log);
+        let page1_oldest = log.groups_since(a).last().unwrap().start_lsn;
+        pool.flush_up_to(page1_oldest).unwrap();
+        let c = pool.checkpoint_lsn(&log);
+        // Every dirty page's redo since the checkpoint must hold an image (or init) of it.
+        let has_image = log.groups_since(c).iter().any(|g| {
+            g.records.iter().any(|r| {
+                matches!(r, Record::PageImage { page_id, .. } | Record::PageInit { page_id, .. }
+                    if *page_id == PageId(1))
+            })
+        });
+        assert_eq!(
+            has_image, !broken,
+            "checkpoint {c} (horizon {b}): page 1's redo since it holds an image: {has_image}"
+        );
+        if !broken {
+            // Once everything older than the horizon is written, the checkpoint moves to it.
+            pool.flush_up_to(b).unwrap();
+            assert_eq!(pool.checkpoint_lsn(&log), b);
+        }
+    }
+}
