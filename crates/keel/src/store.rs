@@ -467,9 +467,10 @@ pub(crate) struct CheckpointShared {
 /// A checkpoint's flush is split into this many steps of the LSN range it covers, oldest first;
 /// after each step the checkpoint LSN reached so far is recorded in the log, so log space frees
 /// up as the checkpoint goes instead of only at its end (a writer waiting for log space at the
-/// synchronous checkpoint point goes on as soon as enough is free). Not in full-page-writes mode
-/// (see `checkpoint_running`; test `crash.rs` matrix, which fails within 100,000 cases when
-/// full-page-writes checkpoints record steps).
+/// synchronous checkpoint point goes on as soon as enough is free). In full-page-writes mode the
+/// pool's checkpoint LSN moves only once everything older than the horizon is written, so the
+/// steps record nothing new there (`BufferPool::checkpoint_lsn`; the 100,000-case crash matrix
+/// failed 2-3 cases when they did).
 const CHECKPOINT_STEPS: u64 = 8;
 
 /// How a checkpoint may take the writer lock for its exclusive phase.
@@ -499,19 +500,11 @@ fn checkpoint_running(c: &CheckpointShared, exclusive: Exclusive) -> Result<Lsn>
         let target = c.pool.begin_checkpoint(sink);
         let start = c.pool.oldest_dirty_lsn().unwrap_or(target).min(target);
         let span = target.0 - start.0;
-        // Full-page-writes mode records no step: a page changed after the previous horizon
-        // but before this checkpoint's, flushed clean and changed again, logged its full image
-        // before a step's LSN and none since; written (and torn) after that step was recorded,
-        // recovery from there could not rebuild it. The checkpoint LSN is safe to record only
-        // once every page changed before this checkpoint's horizon is written.
-        let steps = if c.writer.wants_full_page_images() {
-            1
-        } else {
-            CHECKPOINT_STEPS
-        };
+        // (In full-page-writes mode the pool's checkpoint LSN does not move before the last
+        // step: see `BufferPool::checkpoint_lsn`.)
         let mut lsn = c.log.checkpoint_lsn();
-        for step in 1..=steps {
-            let upto = Lsn(start.0 + span * step / steps);
+        for step in 1..=CHECKPOINT_STEPS {
+            let upto = Lsn(start.0 + span * step / CHECKPOINT_STEPS);
             c.pool.flush_up_to(upto)?;
             lsn = record_progress(c)?;
         }
