@@ -411,15 +411,20 @@ fn images(log: &MemLog) -> Vec<(PageId, Vec<u8>)> {
         .collect()
 }
 
-#[test]
-fn full_page_image_logged_once_per_checkpoint() {
+/// A 16-frame pool of 4 KiB pages over a memory store in full-page-writes mode.
+fn fpw_pool() -> keel_buffer_pool::BufferPool {
     let store = Arc::new(MemStore::new(PageSize::K4).with_full_page_writes(true));
     let cfg = keel_buffer_pool::PoolConfig {
         page_size: PageSize::K4,
         pool_bytes: 16 * 4096,
         ..Default::default()
     };
-    let pool = keel_buffer_pool::BufferPool::new(cfg, store.clone()).unwrap();
+    keel_buffer_pool::BufferPool::new(cfg, store).unwrap()
+}
+
+#[test]
+fn full_page_image_logged_once_per_checkpoint() {
+    let pool = fpw_pool();
     let log = MemLog::new();
     // A new page starts with PageInit: redo rebuilds it, no image.
     let t = pool.begin();
@@ -832,13 +837,7 @@ fn a_page_freed_while_being_written_is_not_written_twice_at_once() {
 #[test]
 fn a_full_page_writes_checkpoint_never_passes_a_dirty_pages_image() {
     for broken in [false, true] {
-        let store = Arc::new(MemStore::new(PageSize::K4).with_full_page_writes(true));
-        let cfg = keel_buffer_pool::PoolConfig {
-            page_size: PageSize::K4,
-            pool_bytes: 16 * 4096,
-            ..Default::default()
-        };
-        let pool = keel_buffer_pool::BufferPool::new(cfg, store.clone()).unwrap();
+        let pool = fpw_pool();
         pool.knobs
             .fpw_checkpoint_passes_images
             .store(broken, Ordering::Relaxed);
