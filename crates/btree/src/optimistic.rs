@@ -325,6 +325,7 @@ mod tests {
     use super::*;
     use crate::node::{Node, ValueRef};
     use crate::{BTree, MemPages, PageRead};
+    use keel_io::SplitMix64;
 
     fn words(page: &[u8]) -> Vec<AtomicU64> {
         page.chunks(8)
@@ -352,32 +353,21 @@ mod tests {
         Some(Step::Child(n.child(c).ok()?, n.level().wrapping_sub(1)))
     }
 
-    struct Rng(u64);
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut z = self.0;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            z ^ (z >> 31)
-        }
-    }
-
     /// A tree with keys of varied length and shared prefixes (so hint prefixes are non-zero),
     /// some values in overflow pages.
     fn tree(seed: u64, page_size: usize, n: usize) -> (MemPages, BTree, Vec<Vec<u8>>) {
         let mut pages = MemPages::new(page_size);
         let t = BTree::create(&mut pages).unwrap();
-        let mut rng = Rng(seed);
+        let mut rng = SplitMix64::new(seed);
         let mut keys = Vec::new();
         for i in 0..n {
-            let len = 1 + (rng.next() % 40) as usize;
+            let len = 1 + (rng.next_u64() % 40) as usize;
             let mut k = b"prefix/".to_vec();
-            k.extend((0..len).map(|_| (rng.next() % 7) as u8 + b'a'));
+            k.extend((0..len).map(|_| (rng.next_u64() % 7) as u8 + b'a'));
             let vlen = if i % 97 == 0 {
                 3000
             } else {
-                (rng.next() % 120) as usize
+                (rng.next_u64() % 120) as usize
             };
             let v: Vec<u8> = (0..vlen).map(|j| (i + j) as u8).collect();
             t.insert(&mut pages, &k, &v).unwrap();
@@ -392,15 +382,15 @@ mod tests {
     fn the_word_decoder_agrees_with_node() {
         for (seed, ps) in [(1u64, 4096usize), (2, 4096), (3, 16384)] {
             let (pages, _t, keys) = tree(seed, ps, 1500);
-            let mut rng = Rng(seed * 31);
+            let mut rng = SplitMix64::new(seed * 31);
             let mut probes: Vec<Vec<u8>> = keys.iter().step_by(7).cloned().collect();
             for _ in 0..200 {
-                let mut k = if rng.next().is_multiple_of(2) {
+                let mut k = if rng.next_u64().is_multiple_of(2) {
                     b"prefix/".to_vec()
                 } else {
                     b"pre".to_vec()
                 };
-                k.extend((0..rng.next() % 12).map(|_| (rng.next() % 9) as u8 + b'`'));
+                k.extend((0..rng.next_u64() % 12).map(|_| (rng.next_u64() % 9) as u8 + b'`'));
                 probes.push(k);
             }
             probes.push(Vec::new());
@@ -430,30 +420,30 @@ mod tests {
     /// different answer or a panic.
     #[test]
     fn garbage_never_panics_or_hangs() {
-        let mut rng = Rng(99);
+        let mut rng = SplitMix64::new(99);
         let (pages, _t, keys) = tree(7, 4096, 800);
         let real: Vec<Vec<u8>> = (1..=pages.live_pages() as u64)
             .filter_map(|id| pages.read(PageId(id), |p| p.to_vec()).ok())
             .collect();
         for round in 0..20_000 {
             let mut page = if round % 2 == 0 {
-                real[(rng.next() as usize) % real.len()].clone()
+                real[(rng.next_u64() as usize) % real.len()].clone()
             } else {
-                (0..4096).map(|_| rng.next() as u8).collect()
+                (0..4096).map(|_| rng.next_u64() as u8).collect()
             };
-            for _ in 0..1 + rng.next() % 8 {
-                let at = (rng.next() as usize) % page.len();
-                page[at] = rng.next() as u8;
+            for _ in 0..1 + rng.next_u64() % 8 {
+                let at = (rng.next_u64() as usize) % page.len();
+                page[at] = rng.next_u64() as u8;
             }
             if round % 4 == 1 {
                 // Plausible header: a node kind and a slot count that fits.
-                page[NH_KIND] = [KIND_LEAF, KIND_INNER][(rng.next() % 2) as usize];
+                page[NH_KIND] = [KIND_LEAF, KIND_INNER][(rng.next_u64() % 2) as usize];
                 page[NH_NSLOTS..NH_NSLOTS + 4]
-                    .copy_from_slice(&((rng.next() % 300) as u32).to_le_bytes());
+                    .copy_from_slice(&((rng.next_u64() % 300) as u32).to_le_bytes());
                 page[NH_CELL_START..NH_CELL_START + 4]
-                    .copy_from_slice(&(3000 + (rng.next() % 1000) as u32).to_le_bytes());
+                    .copy_from_slice(&(3000 + (rng.next_u64() % 1000) as u32).to_le_bytes());
             }
-            let k = &keys[(rng.next() as usize) % keys.len()];
+            let k = &keys[(rng.next_u64() as usize) % keys.len()];
             assert_eq!(
                 step(&words(&page), k, None),
                 node_step(&page, PageId(1), k),
