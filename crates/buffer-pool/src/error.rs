@@ -117,9 +117,23 @@ impl PoolError {
         PoolError::Log(Box::new(e))
     }
 
-    /// True for [`PoolError::Corruption`].
+    /// True when stored bytes are damaged: a page that failed its checks
+    /// ([`PoolError::Corruption`]), redo that cannot be applied ([`PoolError::BadRedo`]), a page
+    /// that cannot be rebuilt ([`PoolError::Unrecoverable`]), or a corruption reported by the page
+    /// writer or the redo log below.
     pub fn is_corruption(&self) -> bool {
-        matches!(self, PoolError::Corruption(_))
+        match self {
+            PoolError::Corruption(_)
+            | PoolError::BadRedo { .. }
+            | PoolError::Unrecoverable { .. } => true,
+            PoolError::Store(_) => self
+                .flush_error()
+                .is_some_and(keel_flush::FlushError::is_corruption),
+            PoolError::Log(_) => self
+                .log_error()
+                .is_some_and(keel_redo_log::LogError::is_corruption),
+            _ => false,
+        }
     }
 
     /// The page writer's error, if this is one (e.g. to tell `FlushError::Poisoned`).

@@ -107,3 +107,15 @@ pub enum FlushError {
 
 /// Result with [`FlushError`].
 pub type Result<T, E = FlushError> = std::result::Result<T, E>;
+
+impl FlushError {
+    /// True when stored bytes are damaged: a page that failed its checks
+    /// ([`FlushError::Corruption`]) or a damaged doublewrite area
+    /// ([`FlushError::DoublewriteArea`]).
+    pub fn is_corruption(&self) -> bool {
+        matches!(
+            self,
+            FlushError::Corruption(_) | FlushError::DoublewriteArea { .. }
+        )
+    }
+}

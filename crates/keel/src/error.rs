@@ -2,12 +2,22 @@
 
 use keel_page::{Lsn, PageId};
 use std::path::PathBuf;
+use std::sync::Arc;
 
 /// Result with [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Everything a store operation can fail with.
+///
+/// The enum is `#[non_exhaustive]`: match the variants you handle and keep a `_` arm. Use the
+/// predicates rather than matching nested layers: [`Error::is_corruption`] is true for every
+/// variant (at any depth) that means stored bytes are damaged, [`Error::is_no_space`] for a full
+/// device, [`Error::is_poisoned`] when the store takes no more writes. The nested error types
+/// ([`LogError`](crate::LogError), [`FlushError`](crate::FlushError),
+/// [`PoolError`](crate::PoolError), [`BTreeError`](crate::BTreeError),
+/// [`IoError`](crate::IoError)) are re-exported so callers can match them too.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// A file operation failed.
     #[error(transparent)]
@@ -31,15 +41,44 @@ pub enum Error {
     /// The buffer pool refused (e.g. a transaction larger than the pool).
     #[error(transparent)]
     Pool(keel_buffer_pool::PoolError),
-    /// A B-tree node is inconsistent.
+    /// A B-tree operation failed: a node's bytes are inconsistent
+    /// ([`BTreeError::Corrupt`](keel_btree::BTreeError::Corrupt), a corruption), or its storage
+    /// failed in a way no other variant describes.
     #[error(transparent)]
     BTree(keel_btree::BTreeError),
+    /// The key is longer than this store's page size allows. The limit is
+    /// [`max_key_len`](crate::max_key_len)`(page_size)`: 976 bytes on 4 KiB pages, 2,000 on
+    /// 8 KiB, 4,048 on 16 KiB (a node must always hold at least four cells). Nothing was changed.
+    #[error("key of {len} bytes is longer than the maximum of {max} bytes for this page size")]
+    KeyTooLarge {
+        /// Key length.
+        len: usize,
+        /// The limit for this page size.
+        max: usize,
+    },
+    /// The value is longer than [`MAX_VALUE_LEN`](crate::MAX_VALUE_LEN) (4 GiB - 1; values
+    /// larger than a page fraction live in overflow chains). Nothing was changed.
+    #[error("value of {len} bytes is longer than the maximum of {max} bytes")]
+    ValueTooLarge {
+        /// Value length.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
     /// A setting is invalid or does not match the existing store.
     #[error("configuration: {0}")]
     Config(String),
-    /// A sync failed earlier: the store takes no more writes. Reopen it to recover.
-    #[error("the store is poisoned after a failed sync ({0}); reopen it to recover")]
-    Poisoned(String),
+    /// An earlier write or sync failed (a full device, an I/O error): the store takes no more
+    /// writes, because data written since the last successful sync may not be durable and a
+    /// failed sync is never retried as if it had worked. Reopen the store to recover everything
+    /// that was acknowledged.
+    #[error("the store takes no more writes: {cause}; reopen it to recover")]
+    Poisoned {
+        /// The first failure, as it was reported (names the file and the operation).
+        cause: String,
+        /// The failure was a full device (ENOSPC), not a failed sync or an I/O error.
+        no_space: bool,
+    },
     /// The store files are not a Keel store, or of another format version.
     #[error("{path}: {detail}")]
     Format {
@@ -73,6 +112,21 @@ pub enum Error {
 impl From<keel_buffer_pool::PoolError> for Error {
     fn from(e: keel_buffer_pool::PoolError) -> Error {
         match e {
+            keel_buffer_pool::PoolError::Store(inner) => {
+                match inner.downcast::<keel_flush::FlushError>() {
+                    Ok(f) => Error::Flush(*f),
+                    Err(other) => match other.downcast::<keel_io::IoError>() {
+                        Ok(io) => Error::Io(*io),
+                        Err(other) => Error::Pool(keel_buffer_pool::PoolError::Store(other)),
+                    },
+                }
+            }
+            keel_buffer_pool::PoolError::Log(inner) => {
+                match inner.downcast::<keel_redo_log::LogError>() {
+                    Ok(l) => Error::Log(*l),
+                    Err(other) => Error::Pool(keel_buffer_pool::PoolError::Log(other)),
+                }
+            }
             keel_buffer_pool::PoolError::Corruption(keel_page::PageError::Corruption {
                 file,
                 page_id,
@@ -106,15 +160,77 @@ impl From<keel_btree::BTreeError> for Error {
                     Err(other) => Error::BTree(keel_btree::BTreeError::Storage(other)),
                 },
             },
+            keel_btree::BTreeError::KeyTooLarge { len, max } => Error::KeyTooLarge { len, max },
+            keel_btree::BTreeError::ValueTooLarge { len } => Error::ValueTooLarge {
+                len,
+                max: crate::MAX_VALUE_LEN,
+            },
             other => Error::BTree(other),
         }
     }
 }
 
 impl Error {
-    /// True for [`Error::Corruption`].
+    /// True when stored bytes are damaged, whichever layer found it: a page that failed its
+    /// checks ([`Error::Corruption`]), a damaged B-tree node, log block, log header, doublewrite
+    /// area or store identity ([`Error::Format`]), or redo that cannot be applied
+    /// ([`Error::Recovery`]). Such data is never used; the error names the file and the page,
+    /// block or LSN.
     pub fn is_corruption(&self) -> bool {
-        matches!(self, Error::Corruption { .. })
+        match self {
+            Error::Corruption { .. } | Error::Format { .. } | Error::Recovery { .. } => true,
+            Error::Log(e) => e.is_corruption(),
+            Error::Flush(e) => e.is_corruption(),
+            Error::Pool(e) => pool_is_corruption(e),
+            Error::BTree(e) => btree_is_corruption(e),
+            _ => false,
+        }
+    }
+
+    /// True when a write failed because the device is full (ENOSPC), directly or as the cause
+    /// of the store's poisoning.
+    pub fn is_no_space(&self) -> bool {
+        if let Error::Poisoned { no_space, .. } = self {
+            return *no_space;
+        }
+        // Transparent variants forward `source()` past the wrapped error, so start from it.
+        let start: &(dyn std::error::Error + 'static) = match self {
+            Error::Io(e) => e,
+            Error::Log(e) => e,
+            Error::Flush(e) => e,
+            Error::Pool(e) => e,
+            Error::BTree(e) => e,
+            other => other,
+        };
+        let mut cur = Some(start);
+        while let Some(e) = cur {
+            let io = e
+                .downcast_ref::<keel_io::IoError>()
+                .or_else(|| e.downcast_ref::<Arc<keel_io::IoError>>().map(|a| &**a));
+            if let Some(keel_io::IoError::NoSpace { .. }) = io {
+                return true;
+            }
+            if let Some(keel_redo_log::LogError::Poisoned { cause, .. }) =
+                e.downcast_ref::<keel_redo_log::LogError>()
+            {
+                if matches!(**cause, keel_io::IoError::NoSpace { .. }) {
+                    return true;
+                }
+            }
+            cur = e.source();
+        }
+        false
+    }
+
+    /// True for [`Error::Poisoned`], or a lower layer's refusal after its own failed write or
+    /// sync: the store takes no more writes until it is reopened.
+    pub fn is_poisoned(&self) -> bool {
+        match self {
+            Error::Poisoned { .. } => true,
+            Error::Log(e) => e.is_poisoned(),
+            Error::Flush(e) => matches!(e, keel_flush::FlushError::Poisoned { .. }),
+            _ => false,
+        }
     }
 
     /// True when the store could not open because `torn_page = "atomic"` was asked for and the
@@ -125,5 +241,25 @@ impl Error {
             self,
             Error::Flush(keel_flush::FlushError::AtomicUnavailable { .. })
         )
+    }
+}
+
+fn pool_is_corruption(e: &keel_buffer_pool::PoolError) -> bool {
+    e.is_corruption()
+}
+
+fn btree_is_corruption(e: &keel_btree::BTreeError) -> bool {
+    match e {
+        keel_btree::BTreeError::Corrupt { .. } => true,
+        keel_btree::BTreeError::Storage(inner) => {
+            if let Some(e) = inner.downcast_ref::<Error>() {
+                e.is_corruption()
+            } else if let Some(p) = inner.downcast_ref::<keel_buffer_pool::PoolError>() {
+                pool_is_corruption(p)
+            } else {
+                false
+            }
+        }
+        _ => false,
     }
 }

@@ -42,6 +42,21 @@ mod table;
 
 pub use config::{Config, LogFileMode, TornPage};
 pub use error::{Error, Result};
+pub use keel_btree::BTreeError;
+pub use keel_buffer_pool::PoolError;
+pub use keel_flush::FlushError;
+pub use keel_io::IoError;
+pub use keel_redo_log::LogError;
+
+/// The longest value a table accepts: 4 GiB - 1 bytes ([`Error::ValueTooLarge`] above it).
+pub const MAX_VALUE_LEN: usize = u32::MAX as usize;
+
+/// The longest key a table accepts on pages of `page_size` bytes ([`Error::KeyTooLarge`] above
+/// it): a quarter of the page minus cell overheads, so that a node always holds four cells.
+/// 976 bytes on 4 KiB pages, 2,000 on 8 KiB, 4,048 on 16 KiB.
+pub fn max_key_len(page_size: usize) -> usize {
+    keel_btree::Limits::new(page_size).max_key
+}
 pub use keel_io::SyncMethod;
 pub use keel_page::Checksum;
 pub use keel_redo_log::Durability;

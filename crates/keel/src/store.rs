@@ -109,7 +109,7 @@ pub(crate) struct Inner {
     /// Committed tables: name → root page.
     pub(crate) catalog: RwLock<HashMap<String, PageId>>,
     pub(crate) catalog_root: PageId,
-    pub(crate) poison: Arc<Mutex<Option<String>>>,
+    pub(crate) poison: Arc<Mutex<Option<PoisonCause>>>,
     commits: AtomicU64,
     sync_checkpoint_waits: AtomicU64,
     sync_checkpoint_wait_ns: AtomicU64,
@@ -133,13 +133,32 @@ impl std::fmt::Debug for Store {
     }
 }
 
-fn poison_reason(
-    log: &RedoLog,
-    writer: &PageWriter,
-    err: &dyn std::fmt::Display,
-) -> Option<String> {
+/// Why the store takes no more writes: the first write or sync failure, as reported.
+#[derive(Clone, Debug)]
+pub(crate) struct PoisonCause {
+    cause: String,
+    no_space: bool,
+}
+
+impl PoisonCause {
+    fn of(err: &Error) -> PoisonCause {
+        PoisonCause {
+            cause: err.to_string(),
+            no_space: err.is_no_space(),
+        }
+    }
+
+    fn error(&self) -> Error {
+        Error::Poisoned {
+            cause: self.cause.clone(),
+            no_space: self.no_space,
+        }
+    }
+}
+
+fn poison_reason(log: &RedoLog, writer: &PageWriter, err: &Error) -> Option<PoisonCause> {
     if log.is_poisoned() || writer.is_poisoned() {
-        Some(err.to_string())
+        Some(PoisonCause::of(err))
     } else {
         None
     }
@@ -383,7 +402,8 @@ impl Store {
         &self.inner.dir
     }
 
-    /// Whether a failed sync has poisoned the store.
+    /// Whether a failed write or sync has poisoned the store (it takes no more writes; reopen
+    /// it to recover).
     pub fn is_poisoned(&self) -> bool {
         self.inner.poison.lock().is_some()
     }
@@ -403,7 +423,7 @@ impl Store {
 
     fn check_poison(&self) -> Result<()> {
         match &*self.inner.poison.lock() {
-            Some(reason) => Err(Error::Poisoned(reason.clone())),
+            Some(reason) => Err(reason.error()),
             None => Ok(()),
         }
     }
@@ -428,7 +448,7 @@ impl Inner {
         if let Some(reason) = poison_reason(&self.log, &self.writer, e) {
             let mut p = self.poison.lock();
             if p.is_none() {
-                tracing::error!(%reason, "store poisoned");
+                tracing::error!(reason = %reason.cause, no_space = reason.no_space, "store poisoned");
                 *p = Some(reason);
             }
         }
@@ -453,7 +473,7 @@ pub(crate) struct CheckpointShared {
     pool: Arc<BufferPool>,
     store_lock: Arc<RwLock<()>>,
     one_at_a_time: Mutex<()>,
-    poison: Arc<Mutex<Option<String>>>,
+    poison: Arc<Mutex<Option<PoisonCause>>>,
     count: AtomicU64,
     /// Writers waiting at the synchronous checkpoint point. Such a writer holds the store's
     /// writer lock but has no transaction (it owns no page), so while this is non-zero a
@@ -586,7 +606,7 @@ fn wait_for_log_space(c: &CheckpointShared, over: impl Fn() -> bool) -> Result<(
     let _parked = Parked(&c.parked_writers);
     loop {
         if let Some(reason) = c.poison.lock().clone() {
-            return Err(Error::Poisoned(reason));
+            return Err(reason.error());
         }
         if !over() {
             return Ok(());
@@ -705,7 +725,7 @@ impl<'s> WriteTxn<'s> {
             let (durable, poison) = waiting?;
             durable.await.map_err(|e| {
                 let e = Error::Log(e);
-                poison.lock().get_or_insert_with(|| e.to_string());
+                poison.lock().get_or_insert_with(|| PoisonCause::of(&e));
                 e
             })
         }

@@ -311,7 +311,7 @@ fn a_failed_sync_poisons_and_reopen_recovers() {
     }
     assert!(saw_error, "an injected sync failure must surface");
     assert!(store.is_poisoned());
-    assert!(matches!(store.write(), Err(Error::Poisoned(_))));
+    assert!(matches!(store.write(), Err(Error::Poisoned { .. })));
     let post = crash_now(&fs);
     drop(store);
     let store = Store::open_with_fs(Arc::new(post), dir, cfg).unwrap();

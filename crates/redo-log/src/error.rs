@@ -134,4 +134,13 @@ impl LogError {
     pub fn is_poisoned(&self) -> bool {
         matches!(self, LogError::Poisoned { .. })
     }
+
+    /// True when durable log bytes are damaged: [`LogError::Corrupt`] (a block recovery needs
+    /// fails verification) or [`LogError::CorruptHeader`].
+    pub fn is_corruption(&self) -> bool {
+        matches!(
+            self,
+            LogError::Corrupt { .. } | LogError::CorruptHeader { .. }
+        )
+    }
 }

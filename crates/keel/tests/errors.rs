@@ -1,0 +1,141 @@
+//! The error enum says what happened (issue 11, item 7): one corruption predicate that covers
+//! every damaged-data variant at any depth, key and value limits as their own variants, and a
+//! poisoned store that names its real cause (a full device is not "a failed sync").
+
+use keel::{BTreeError, Config, Error, FlushError, LogError, PoolError, Store};
+use keel_io::{Fault, SimConfig, SimFs};
+use keel_page::{Lsn, PageId};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+fn small() -> Config {
+    Config {
+        page_size: 4096,
+        pool_size: 64 * 4096,
+        log_file_size: 256 * 1024,
+        log_file_count: 2,
+        ..Config::default()
+    }
+}
+
+#[test]
+fn every_damaged_data_variant_is_corruption() {
+    let file = PathBuf::from("/db/data");
+    let damaged: Vec<Error> = vec![
+        Error::from(BTreeError::Corrupt {
+            page_id: PageId(7),
+            detail: "slot 3 points outside the page".into(),
+        }),
+        Error::from(LogError::Corrupt {
+            path: file.clone(),
+            lsn: Lsn(4096),
+            reason: "checksum mismatch".into(),
+        }),
+        Error::from(LogError::CorruptHeader {
+            path: file.clone(),
+            reason: "both slots fail their checksums".into(),
+        }),
+        Error::from(FlushError::DoublewriteArea {
+            file: file.clone(),
+            reason: "header unreadable".into(),
+        }),
+        Error::from(PoolError::BadRedo {
+            page_id: PageId(3),
+            lsn: Lsn(100),
+            reason: "offset past the page".into(),
+        }),
+        Error::from(PoolError::Unrecoverable {
+            file: file.clone(),
+            page_id: PageId(3),
+            reason: "torn, no image".into(),
+        }),
+        Error::from(PoolError::store(FlushError::DoublewriteArea {
+            file: file.clone(),
+            reason: "header unreadable".into(),
+        })),
+        Error::from(BTreeError::Storage(Box::new(PoolError::BadRedo {
+            page_id: PageId(3),
+            lsn: Lsn(100),
+            reason: "x".into(),
+        }))),
+    ];
+    for e in &damaged {
+        assert!(e.is_corruption(), "not reported as corruption: {e:?}");
+    }
+    let not_damaged: Vec<Error> = vec![
+        Error::Config("x".into()),
+        Error::TableNotFound("t".into()),
+        Error::from(BTreeError::KeyTooLarge { len: 5000, max: 10 }),
+        Error::from(LogError::InvalidConfig { reason: "x".into() }),
+    ];
+    for e in &not_damaged {
+        assert!(!e.is_corruption(), "reported as corruption: {e:?}");
+    }
+}
+
+#[test]
+fn key_and_value_limits_are_their_own_variants() {
+    assert_eq!(keel::max_key_len(4096), 976);
+    assert_eq!(keel::max_key_len(8192), 2000);
+    assert_eq!(keel::max_key_len(16384), 4048);
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), small()).unwrap();
+    let tx = store.write().unwrap();
+    let mut t = tx.table("t").unwrap();
+    let max = keel::max_key_len(4096);
+    t.insert(&vec![b'k'; max], b"fits").unwrap();
+    match t.insert(&vec![b'k'; max + 1], b"v") {
+        Err(Error::KeyTooLarge { len, max: m }) => {
+            assert_eq!((len, m), (max + 1, max));
+        }
+        other => panic!("expected KeyTooLarge, got {other:?}"),
+    }
+    let e = Error::from(BTreeError::ValueTooLarge { len: 1 << 33 });
+    assert!(
+        matches!(e, Error::ValueTooLarge { len, max } if len == 1 << 33 && max == keel::MAX_VALUE_LEN)
+    );
+    tx.commit().unwrap();
+}
+
+#[test]
+fn a_full_device_poisons_with_its_own_cause() {
+    let fs = SimFs::new(SimConfig::seeded(9));
+    let dir = Path::new("/db");
+    let store = Store::open_with_fs(Arc::new(fs.clone()), dir, small()).unwrap();
+    for i in 0..5u32 {
+        let tx = store.write().unwrap();
+        tx.table("t")
+            .unwrap()
+            .insert(&i.to_be_bytes(), b"acked")
+            .unwrap();
+        tx.commit().unwrap();
+    }
+    fs.inject(Fault::NoSpaceOnNthWrite(1));
+    let mut first = None;
+    for i in 5..50u32 {
+        let r = store.write().and_then(|tx| {
+            tx.table("t")?.insert(&i.to_be_bytes(), &[7u8; 100])?;
+            tx.commit()
+        });
+        if let Err(e) = r {
+            first = Some(e);
+            break;
+        }
+    }
+    let first = first.expect("an injected ENOSPC must surface");
+    assert!(
+        first.is_no_space(),
+        "the failed commit hides ENOSPC: {first}"
+    );
+    let later = store
+        .write()
+        .err()
+        .expect("a poisoned store takes no writes");
+    assert!(later.is_poisoned(), "{later:?}");
+    assert!(later.is_no_space(), "the poisoning lost its cause: {later}");
+    let msg = later.to_string();
+    assert!(
+        !msg.contains("failed sync") && msg.contains("no space"),
+        "a full device reported as: {msg}"
+    );
+}
