@@ -349,7 +349,7 @@ fn matrix(cases: u64, seed_base: u64) {
         failures.len(),
         failures
             .iter()
-            .take(12)
+            .take(40)
             .cloned()
             .collect::<Vec<_>>()
             .join("\n")
