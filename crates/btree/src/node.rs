@@ -11,6 +11,9 @@
 //!
 //! 1. Every key of a node starts with the first `hp` bytes of key 0 (`hint_prefix_is_kept`).
 //! 2. Every slot's hint is the hint of its cell's key under `hp` (`a_stale_hint_is_reported`).
+//! 3. An empty node has `hp` 0: the first key to arrive is hinted under prefix 0
+//!    (`an_emptied_node_forgets_its_hint_prefix`). Broken, it made a key overwritten in a leaf
+//!    of one key unfindable by gets and forward scans (issue 11, item 1).
 
 use crate::{BTreeError, Result};
 use keel_page::{PageId, PAGE_HEADER_SIZE, PAGE_TRAILER_SIZE};
@@ -231,6 +234,12 @@ impl<'a> Node<'a> {
     /// Checks invariants 1 and 2 of this module for every slot (used by `BTree::check`).
     pub(crate) fn check_hints(&self) -> Result<()> {
         if self.nslots == 0 {
+            if self.hint_prefix() != 0 {
+                return Err(self.corrupt(format!(
+                    "empty node with hint prefix {}",
+                    self.hint_prefix()
+                )));
+            }
             return Ok(());
         }
         let hp = self.hint_prefix();
@@ -435,6 +444,8 @@ fn shared_hint_prefix(page: &mut [u8], id: PageId, key: &[u8]) -> Result<usize> 
         let node = Node::new(page, id)?;
         let hp = node.hint_prefix();
         if node.len() == 0 {
+            // Invariant 3 (also repairs an empty node written before it held).
+            page[NH_HINT_PREFIX..NH_HINT_PREFIX + 2].fill(0);
             return Ok(0);
         }
         if node.shares_hint_prefix(key)? {
@@ -571,7 +582,11 @@ pub(crate) fn insert_edits(
         // The key breaks the node's hint prefix: `insert` rewrites the hints.
         return Ok(None);
     }
-    let hp = if n == 0 { 0 } else { node.hint_prefix() };
+    if n == 0 && node.hint_prefix() != 0 {
+        // An empty node with a stale prefix (invariant 3): `insert` resets it.
+        return Ok(None);
+    }
+    let hp = node.hint_prefix();
     let mut slot_bytes = [0u8; 8];
     slot_bytes[4..].copy_from_slice(&hint_of(key, hp).to_le_bytes());
     let top = rd_u32(page, NH_CELL_START) as usize - cell_len;
@@ -629,10 +644,19 @@ pub(crate) fn remove(page: &mut [u8], id: PageId, idx: usize) -> Result<()> {
         let node = Node::new(page, id)?;
         (node.len(), node.cell(idx)?.len())
     };
+    if idx >= n {
+        return Err(Node::new(page, id)?.corrupt(format!("remove of slot {idx} of {n}")));
+    }
     let slot = SLOTS + idx * SLOT_SIZE;
     page.copy_within(slot + SLOT_SIZE..SLOTS + n * SLOT_SIZE, slot);
     page[SLOTS + (n - 1) * SLOT_SIZE..SLOTS + n * SLOT_SIZE].fill(0);
     wr_u32(page, NH_NSLOTS, (n - 1) as u32);
+    if n == 1 {
+        // Invariant 3: an empty node has hint prefix 0. The next key to arrive is hinted under
+        // prefix 0 (`insert_edits`, `shared_hint_prefix`), so a stale prefix left here would make
+        // later hints disagree with the header and searches miss keys (issue 11, item 1).
+        page[NH_HINT_PREFIX..NH_HINT_PREFIX + 2].fill(0);
+    }
     let frag = rd_u32(page, NH_FRAG) as usize + len;
     wr_u32(page, NH_FRAG, frag as u32);
     Ok(())
@@ -751,6 +775,51 @@ mod tests {
             assert_eq!(n.search(&k).unwrap(), Err(want), "{k:?}");
         }
         assert_eq!(n.search(&[7, 7, 7, 3]).unwrap(), Err(3));
+    }
+
+    /// Invariant 3: removing a node's last key resets its hint prefix, so the next key (hinted
+    /// under prefix 0 by the exact edits) and every later one agree with the header. Broken on
+    /// purpose (a stale prefix written back into an emptied node), the check reports it and the
+    /// edits refuse, leaving `insert` to repair it.
+    #[test]
+    fn an_emptied_node_forgets_its_hint_prefix() {
+        let id = PageId(6);
+        let mut p = leaf(4096);
+        let cells: Vec<Vec<u8>> = [b"k01121a".as_slice(), b"k01121z"]
+            .iter()
+            .map(|k| leaf_cell_inline(k, b"v"))
+            .collect();
+        assert!(rebuild(&mut p, KIND_LEAF, 0, PageId(0), &cells));
+        assert_eq!(Node::new(&p, id).unwrap().hint_prefix(), 6);
+        remove(&mut p, id, 1).unwrap();
+        remove(&mut p, id, 0).unwrap();
+        let n = Node::new(&p, id).unwrap();
+        assert_eq!(n.hint_prefix(), 0);
+        n.check_hints().unwrap();
+        // The overwrite sequence of issue 11 item 1: re-insert by the exact edits, then a
+        // neighbour; every key stays findable.
+        let c = leaf_cell_inline(b"k01121defg", b"v2");
+        let e = insert_edits(&p, id, 0, &c).unwrap().unwrap();
+        for edit in e.edits(&c) {
+            assert!(edit.apply(&mut p));
+        }
+        assert!(insert(&mut p, id, 1, &leaf_cell_inline(b"k01185", b"v")).unwrap());
+        let n = Node::new(&p, id).unwrap();
+        n.check_hints().unwrap();
+        assert_eq!(n.search(b"k01121defg").unwrap(), Ok(0));
+        assert_eq!(n.search(b"k01185").unwrap(), Ok(1));
+        // Broken on purpose: an empty node that kept a stale prefix.
+        remove(&mut p, id, 1).unwrap();
+        remove(&mut p, id, 0).unwrap();
+        wr_u16(&mut p, NH_HINT_PREFIX, 5);
+        let err = Node::new(&p, id).unwrap().check_hints().unwrap_err();
+        assert!(
+            err.to_string().contains("empty node with hint prefix 5"),
+            "{err}"
+        );
+        assert!(insert_edits(&p, id, 0, &c).unwrap().is_none());
+        assert!(insert(&mut p, id, 0, &c).unwrap());
+        Node::new(&p, id).unwrap().check_hints().unwrap();
     }
 
     /// Invariant 2 broken on purpose: a slot whose hint does not match its key is reported by
