@@ -100,6 +100,21 @@ pub enum FlushError {
         reason: String,
     },
 
+    /// A page (read from the data file or found in the doublewrite area) carries an LSN above
+    /// what the redo log holds durably. Pages are written only after the log is durable up to
+    /// their LSN, so durable log data was lost: the page is refused, never used.
+    #[error("{file}: {page_id} has LSN {page_lsn}, above the end of the durable redo log ({log_durable}): durable log data was lost (page LSN in the future)")]
+    PageLsnInFuture {
+        /// The data file (or doublewrite area).
+        file: PathBuf,
+        /// The page.
+        page_id: PageId,
+        /// The page's LSN.
+        page_lsn: Lsn,
+        /// How far the log is durable.
+        log_durable: Lsn,
+    },
+
     /// The configuration cannot work.
     #[error("invalid page writer configuration: {0}")]
     Config(String),
@@ -115,7 +130,9 @@ impl FlushError {
     pub fn is_corruption(&self) -> bool {
         matches!(
             self,
-            FlushError::Corruption(_) | FlushError::DoublewriteArea { .. }
+            FlushError::Corruption(_)
+                | FlushError::DoublewriteArea { .. }
+                | FlushError::PageLsnInFuture { .. }
         )
     }
 }

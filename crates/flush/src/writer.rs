@@ -566,7 +566,29 @@ impl PageWriter {
 
     fn verify(&self, id: PageId, buf: &[u8]) -> Result<PageState> {
         add(&self.counters.pages_read, 1);
-        Ok(verify(buf, id, self.config.checksum, self.data.path())?)
+        let st = verify(buf, id, self.config.checksum, self.data.path())?;
+        if let PageState::Valid(h) = &st {
+            self.check_not_in_future(id, h.lsn)?;
+        }
+        Ok(st)
+    }
+
+    /// WAL rule, read side: a page reaches the disk only after the log is durable up to its
+    /// LSN, so a page whose LSN is above what the log holds durably proves that durable log
+    /// data was lost (a damaged log, or a log from another store). Such a page is refused
+    /// (InnoDB: "page LSN in the future"), never used: its changes belong to commits recovery
+    /// did not see.
+    fn check_not_in_future(&self, id: PageId, lsn: Lsn) -> Result<()> {
+        let durable = self.log.durable_lsn();
+        if lsn > durable {
+            return Err(FlushError::PageLsnInFuture {
+                file: self.data.path().to_path_buf(),
+                page_id: id,
+                page_lsn: lsn,
+                log_durable: durable,
+            });
+        }
+        Ok(())
     }
 
     /// Reads the bytes of page `id` (aligned `buf` if the file is direct); bytes beyond the end of
@@ -682,25 +704,11 @@ impl PageWriter {
             return Ok(DoublewriteRecovery::default());
         };
         let _guard = self.recovery.lock();
-        let scan = area.scan(self.config.checksum, self.config.page_size)?;
-        let mut best: BTreeMap<PageId, Candidate> = BTreeMap::new();
-        for c in scan.candidates {
-            match best.get(&c.page_id) {
-                Some(b) if (b.lsn, b.seq) >= (c.lsn, c.seq) => {}
-                _ => {
-                    best.insert(c.page_id, c);
-                }
-            }
-        }
-        let ps = self.config.page_size.bytes();
-        let mut home = AlignedBuf::page(ps);
+        let (scan, best) = self.restore_candidates(area)?;
         let mut restore: Vec<(&Candidate, Option<Lsn>)> = Vec::new();
-        for c in best.values() {
-            self.read_raw(c.page_id, &mut home)?;
-            match verify(&home, c.page_id, self.config.checksum, self.data.path()) {
-                Ok(PageState::Valid(h)) if h.lsn >= c.lsn => {}
-                Ok(PageState::Valid(h)) => restore.push((c, Some(h.lsn))),
-                Ok(PageState::Unwritten) | Err(_) => restore.push((c, None)),
+        for (c, home_lsn) in best.values() {
+            if let Some(home_lsn) = home_lsn {
+                restore.push((c, *home_lsn));
             }
         }
         let mut report = DoublewriteRecovery {
@@ -753,6 +761,73 @@ impl PageWriter {
             "doublewrite recovery done"
         );
         Ok(report)
+    }
+
+    /// The best doublewrite image of each page in the area and, for each, whether its home page
+    /// needs it (`Some(home LSN or None)`: restore; `None`: the home copy is as new).
+    #[allow(clippy::type_complexity)]
+    fn restore_candidates(
+        &self,
+        area: &DoublewriteArea,
+    ) -> Result<(
+        crate::area::Scan,
+        BTreeMap<PageId, (Candidate, Option<Option<Lsn>>)>,
+    )> {
+        let mut scan = area.scan(self.config.checksum, self.config.page_size)?;
+        let mut best: BTreeMap<PageId, Candidate> = BTreeMap::new();
+        for c in std::mem::take(&mut scan.candidates) {
+            match best.get(&c.page_id) {
+                Some(b) if (b.lsn, b.seq) >= (c.lsn, c.seq) => {}
+                _ => {
+                    best.insert(c.page_id, c);
+                }
+            }
+        }
+        let ps = self.config.page_size.bytes();
+        let mut home = AlignedBuf::page(ps);
+        let mut out = BTreeMap::new();
+        for (id, c) in best {
+            self.check_not_in_future(id, c.lsn).map_err(|e| match e {
+                FlushError::PageLsnInFuture {
+                    page_id,
+                    page_lsn,
+                    log_durable,
+                    ..
+                } => FlushError::PageLsnInFuture {
+                    file: area.path().to_path_buf(),
+                    page_id,
+                    page_lsn,
+                    log_durable,
+                },
+                other => other,
+            })?;
+            self.read_raw(c.page_id, &mut home)?;
+            let need = match verify(&home, c.page_id, self.config.checksum, self.data.path()) {
+                Ok(PageState::Valid(h)) if h.lsn >= c.lsn => None,
+                Ok(PageState::Valid(h)) => Some(Some(h.lsn)),
+                Ok(PageState::Unwritten) | Err(_) => Some(None),
+            };
+            out.insert(id, (c, need));
+        }
+        Ok((scan, out))
+    }
+
+    /// The pages [`PageWriter::recover_doublewrite`] would restore, computed without writing
+    /// anything (for read-only opens, which refuse a store that needs recovery).
+    ///
+    /// # Errors
+    /// I/O errors reading the area or the data file; [`FlushError::DoublewriteArea`] when the
+    /// area's own structures are damaged.
+    pub fn doublewrite_pages_to_restore(&self) -> Result<Vec<PageId>> {
+        let Some(area) = &self.area else {
+            return Ok(Vec::new());
+        };
+        let (_, best) = self.restore_candidates(area)?;
+        Ok(best
+            .into_iter()
+            .filter(|(_, (_, need))| need.is_some())
+            .map(|(id, _)| id)
+            .collect())
     }
 
     /// Test-only: set deliberate faults.

@@ -102,6 +102,23 @@ pub enum IoError {
         /// The file.
         path: PathBuf,
     },
+    /// A lock file is locked by another holder (another process, or another open in this one).
+    #[error("{path} is locked by {}", holder.map_or_else(|| "another opener".to_string(), |p| format!("process {p}")))]
+    Locked {
+        /// The lock file.
+        path: PathBuf,
+        /// The holder's process id, where the lock file records it.
+        holder: Option<u32>,
+    },
+    /// A write, sync, creation or removal was attempted through a read-only file system or
+    /// handle ([`crate::ReadOnlyFs`], or a file opened read-only).
+    #[error("{path}: {op} refused: opened read-only")]
+    ReadOnly {
+        /// The file or directory.
+        path: PathBuf,
+        /// The operation.
+        op: &'static str,
+    },
 }
 
 impl IoError {

@@ -22,6 +22,7 @@ mod caps;
 mod counters;
 mod error;
 pub mod os;
+mod read_only;
 pub mod sim;
 
 pub use aligned::{AlignedBuf, HUGE_PAGE, PAGE_ALIGN};
@@ -29,6 +30,7 @@ pub use caps::{AtomicSupport, AtomicWriteLimits, Capabilities, DirectIoAlignment
 pub use counters::{ClassStats, FileClass, IoCounters, IoStats};
 pub use error::{IoError, Result};
 pub use os::{Backend, OsFs};
+pub use read_only::ReadOnlyFs;
 pub use sim::SplitMix64;
 pub use sim::{
     CrashPolicy, CrashReport, Fates, Fault, FaultStats, FileSnapshot, PendingWrite, SimConfig,
@@ -52,6 +54,9 @@ pub struct OpenOptions {
     pub write_through: bool,
     /// What the file is for (selects its counters).
     pub class: FileClass,
+    /// Open for reading only (O_RDONLY): writes and syncs of the handle fail. Needed on a
+    /// read-only mount, where opening for writing fails.
+    pub read_only: bool,
 }
 
 impl OpenOptions {
@@ -62,7 +67,14 @@ impl OpenOptions {
             direct: false,
             write_through: false,
             class,
+            read_only: false,
         }
+    }
+
+    /// Sets `read_only` (O_RDONLY).
+    pub fn read_only(mut self, yes: bool) -> OpenOptions {
+        self.read_only = yes;
+        self
     }
 
     /// Sets `create`.
@@ -249,7 +261,29 @@ pub trait FileSystem: Send + Sync + Debug {
 
     /// The counters every file of this file system reports to.
     fn counters(&self) -> Arc<IoCounters>;
+
+    /// Takes an advisory lock on the lock file `path` without waiting, creating the file if it
+    /// is missing (an exclusive lock also records this process's id in it). The lock is held
+    /// until the returned guard drops. Locks conflict across processes *and* between two
+    /// holders in one process (each lock is its own open file description, as with `flock`).
+    ///
+    /// # Errors
+    /// [`IoError::Locked`] (naming the holder's pid where the lock file records it) when a
+    /// conflicting lock is held; I/O errors creating or opening the file.
+    fn lock(&self, path: &Path, mode: LockMode) -> Result<Box<dyn LockGuard>>;
 }
+
+/// How [`FileSystem::lock`] holds a lock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LockMode {
+    /// One holder, no shared holders (a store opened for writing).
+    Exclusive,
+    /// Any number of shared holders, no exclusive one (read-only opens).
+    Shared,
+}
+
+/// A held lock (see [`FileSystem::lock`]); dropping it releases the lock.
+pub trait LockGuard: Send + Sync + Debug {}
 
 /// Sets up `len` bytes of `file` the way `how` says (see [`Preallocation`]), then syncs it with
 /// `fsync` so size and extents are durable.

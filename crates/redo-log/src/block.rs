@@ -11,7 +11,7 @@
 //! | 16..18 | bytes used: payload bytes that belong to the log (`0..=P`) |
 //! | 18..20 | offset in the payload of the first record group starting in this block, `0xFFFF` none |
 //! | 20 | flags: bit 0 = restart (first block written by a new incarnation) |
-//! | 21..24 | zero |
+//! | 21..24 | durable lag `d` (u24): when the block was written, every block numbered below `n - d` had been made durable by this incarnation (0: no claim). Lets recovery tell a damaged block in the middle of synced data from a torn tail (see `scan.rs`) |
 //! | 24..B-4 | payload (bytes past "bytes used" are zero) |
 //! | B-4..B | CRC-32C of the 4-byte log salt followed by bytes `0..B-4` |
 //!
@@ -50,6 +50,20 @@ pub struct BlockHeader {
     pub first_group: Option<u16>,
     /// First block of a new incarnation.
     pub restart: bool,
+    /// Durable lag: when this block was written, every block below `number - durable_lag` was
+    /// durable (0: no claim; at most [`MAX_DURABLE_LAG`]).
+    pub durable_lag: u32,
+}
+
+/// The largest durable lag a block header can carry (24 bits).
+pub const MAX_DURABLE_LAG: u32 = 0x00FF_FFFF;
+
+impl BlockHeader {
+    /// The first block this block claims was not yet durable when it was written (every block
+    /// below it was), or `None` when it makes no claim.
+    pub fn durable_below(&self) -> Option<u64> {
+        (self.durable_lag > 0).then(|| self.number.saturating_sub(self.durable_lag as u64))
+    }
 }
 
 impl BlockHeader {
@@ -61,7 +75,8 @@ impl BlockHeader {
         block[16..18].copy_from_slice(&self.used.to_le_bytes());
         block[18..20].copy_from_slice(&self.first_group.unwrap_or(NO_GROUP).to_le_bytes());
         block[20] = if self.restart { FLAG_RESTART } else { 0 };
-        block[21..24].fill(0);
+        let lag = self.durable_lag.min(MAX_DURABLE_LAG).to_le_bytes();
+        block[21..24].copy_from_slice(&lag[..3]);
     }
 }
 
@@ -181,8 +196,14 @@ pub fn check_block(
             "first group at {fg}, past the {used} bytes used"
         )));
     };
-    if flags & !FLAG_RESTART != 0 || block[21..24] != [0, 0, 0] {
+    if flags & !FLAG_RESTART != 0 {
         return Err(BlockFault::Malformed(format!("unknown flags {flags:#04x}")));
+    }
+    let durable_lag = u32::from_le_bytes([block[21], block[22], block[23], 0]);
+    if durable_lag as u64 > number {
+        return Err(BlockFault::Malformed(format!(
+            "durable lag {durable_lag} beyond block {number}"
+        )));
     }
     Ok(BlockHeader {
         number,
@@ -191,6 +212,7 @@ pub fn check_block(
         used,
         first_group,
         restart: flags & FLAG_RESTART != 0,
+        durable_lag,
     })
 }
 
@@ -273,6 +295,7 @@ mod tests {
         used: 100,
         first_group: Some(10),
         restart: true,
+        durable_lag: 5,
     };
 
     #[test]

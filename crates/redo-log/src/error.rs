@@ -77,6 +77,18 @@ pub enum LogError {
         reason: String,
     },
 
+    /// A piece of an existing log is missing (e.g. `log.header` deleted): the log is never
+    /// re-created over the store's data.
+    #[error(
+        "{path}: {what} is missing; the store's log cannot be opened (it is never re-created)"
+    )]
+    Missing {
+        /// The missing file.
+        path: PathBuf,
+        /// What it is.
+        what: &'static str,
+    },
+
     /// A log file is missing or has the wrong size.
     #[error("{path}: {reason}")]
     BadFile {
@@ -97,6 +109,24 @@ pub enum LogError {
         lsn: Lsn,
         /// What is wrong.
         reason: String,
+    },
+
+    /// The recovery scan met a damaged block that had been durable — a later valid block proves
+    /// it — so the log did not end there: what follows it would be silently lost. The open is
+    /// refused (a torn tail, which only ever holds unsynced data, still opens). To give the rest
+    /// of the log up explicitly, open with `accept_loss` ([`crate::RedoLog::open_mode`]).
+    #[error("{path}: log block {block} (offset {offset}, {lsn}) is damaged in the middle of durable log data: {evidence}; refusing to open (the data after it would be lost; see accept_log_loss)")]
+    CorruptMiddle {
+        /// The log file holding the block.
+        path: PathBuf,
+        /// The block number.
+        block: u64,
+        /// Its byte offset in the file.
+        offset: u64,
+        /// The LSN where the block's payload starts.
+        lsn: Lsn,
+        /// Why the block is known to have been durable.
+        evidence: String,
     },
 
     /// A group is larger than the log can ever hold.
@@ -136,11 +166,14 @@ impl LogError {
     }
 
     /// True when durable log bytes are damaged: [`LogError::Corrupt`] (a block recovery needs
-    /// fails verification) or [`LogError::CorruptHeader`].
+    /// fails verification), [`LogError::CorruptHeader`] or [`LogError::Missing`].
     pub fn is_corruption(&self) -> bool {
         matches!(
             self,
-            LogError::Corrupt { .. } | LogError::CorruptHeader { .. }
+            LogError::Corrupt { .. }
+                | LogError::CorruptHeader { .. }
+                | LogError::Missing { .. }
+                | LogError::CorruptMiddle { .. }
         )
     }
 }

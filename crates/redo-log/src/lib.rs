@@ -111,7 +111,7 @@ pub use config::{Durability, LogBlockSize, LogConfig, LogFiles, TailPolicy};
 pub use error::{LogError, Result};
 #[doc(hidden)]
 pub use log::TestSwitches;
-pub use log::{Durable, Recovered, RecoveredGroup, RedoLog};
+pub use log::{Durable, LogOpenMode, Recovered, RecoveredGroup, RedoLog};
 pub use record::Record;
 pub use stats::{HistogramSummary, LogStats};
 
@@ -159,6 +159,7 @@ pub mod inspect {
             start,
             max_incarnation,
             verify: true,
+            lookahead: 64,
         };
         let mut groups = Vec::new();
         let end = scan(&mut src, &params, &mut |ev| {

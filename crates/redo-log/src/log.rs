@@ -66,6 +66,10 @@ pub struct Recovered {
     pub end_reason: String,
     /// This opening's incarnation number (1 for a new log).
     pub incarnation: u32,
+    /// Durable log data given up because the open accepted a damaged block in the middle
+    /// (`accept_loss` of [`RedoLog::open_mode`]): which block, why it was known durable, and
+    /// where the recovered log ends. `None` when nothing durable was lost.
+    pub log_loss: Option<String>,
 }
 
 /// Switches that disable safety checks on purpose, for the tests that show the checks matter.
@@ -288,6 +292,22 @@ fn salt_now(dir: &Path) -> u32 {
     (z as u32) | 1
 }
 
+/// How far past a damaged block recovery looks for proof that it had been durable, at least
+/// (the log buffer's size when that is larger): a torn tail is confined to what was written
+/// after the last completed sync, which the log buffer bounds.
+const LOOKAHEAD_BYTES: usize = 16 << 20;
+
+/// How [`RedoLog::open_mode`] treats the log directory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogOpenMode {
+    /// Create a new, empty log if `dir` has none (what [`RedoLog::open`] does).
+    CreateIfMissing,
+    /// The log must exist: a missing header is an error, never a new log.
+    Existing,
+    /// The log must exist and nothing is written: scan only, no appends.
+    ReadOnly,
+}
+
 /// Creates a new, empty log in `dir`.
 fn create_log(
     fs: &Arc<dyn FileSystem>,
@@ -378,8 +398,46 @@ impl RedoLog {
         cfg: LogConfig,
         switches: TestSwitches,
     ) -> Result<(RedoLog, Recovered)> {
+        RedoLog::open_inner(fs, dir, cfg, switches, LogOpenMode::CreateIfMissing, false)
+    }
+
+    /// Opens the log in `dir` the way `mode` says: [`LogOpenMode::CreateIfMissing`] is
+    /// [`RedoLog::open`]; [`LogOpenMode::Existing`] refuses a directory without a log (a missing
+    /// `log.header` is [`LogError::Missing`], never replaced by a new empty log);
+    /// [`LogOpenMode::ReadOnly`] also writes nothing at all: it runs the recovery scan and returns
+    /// a log that takes no appends ([`LogError::Closed`]) and has no flusher thread.
+    ///
+    /// `accept_loss`: when the recovery scan ends at a damaged block that had been durable (a
+    /// corrupt middle, [`LogError::CorruptMiddle`]), accept the loss of everything after it
+    /// instead of refusing; [`Recovered::log_loss`] then says what was given up. Never the
+    /// default: it discards acknowledged commits.
+    ///
+    /// # Errors
+    /// As [`RedoLog::open`], plus [`LogError::Missing`] when the log is absent and `mode` does
+    /// not create it, and [`LogError::CorruptMiddle`] (unless `accept_loss`).
+    pub fn open_mode(
+        fs: Arc<dyn FileSystem>,
+        dir: &Path,
+        cfg: LogConfig,
+        mode: LogOpenMode,
+        accept_loss: bool,
+    ) -> Result<(RedoLog, Recovered)> {
+        RedoLog::open_inner(fs, dir, cfg, TestSwitches::default(), mode, accept_loss)
+    }
+
+    fn open_inner(
+        fs: Arc<dyn FileSystem>,
+        dir: &Path,
+        cfg: LogConfig,
+        switches: TestSwitches,
+        mode: LogOpenMode,
+        accept_loss: bool,
+    ) -> Result<(RedoLog, Recovered)> {
         cfg.validate()?;
-        fs.create_dir_all(dir)?;
+        let read_only = mode == LogOpenMode::ReadOnly;
+        if mode == LogOpenMode::CreateIfMissing {
+            fs.create_dir_all(dir)?;
+        }
         let caps = fs.capabilities(dir)?;
         let b = cfg.block_size.bytes();
         if cfg.sync_method == SyncMethod::ODirect {
@@ -410,6 +468,12 @@ impl RedoLog {
         let opts = OpenOptions::new(FileClass::Log).for_sync_method(cfg.sync_method);
         let hpath = dir.join(HEADER_FILE);
         if !fs.exists(&hpath)? {
+            if mode != LogOpenMode::CreateIfMissing {
+                return Err(LogError::Missing {
+                    path: hpath,
+                    what: "the log header",
+                });
+            }
             create_log(&fs, dir, &cfg, opts)?;
         }
         let header = fs.open(&hpath, &OpenOptions::new(FileClass::Log))?;
@@ -464,6 +528,7 @@ impl RedoLog {
                 start: slot.scan_start,
                 max_incarnation: slot.incarnation,
                 verify: !switches.skip_block_checks,
+                lookahead: (cfg.buffer_size.max(LOOKAHEAD_BYTES) / geo.payload) as u64,
             };
             scan(&mut src, &params, &mut |ev| {
                 if let Event::Group {
@@ -484,6 +549,32 @@ impl RedoLog {
             })?
         };
 
+        let log_loss = match &end.corrupt_middle {
+            None => None,
+            Some((block, evidence)) => {
+                let (fi, off) = geo.location(*block);
+                let path = set.path(fi);
+                let lsn = Lsn(block.saturating_mul(p));
+                if !accept_loss {
+                    return Err(LogError::CorruptMiddle {
+                        path,
+                        block: *block,
+                        offset: off,
+                        lsn,
+                        evidence: evidence.clone(),
+                    });
+                }
+                let what = format!(
+                    "block {block} ({} offset {off}, {lsn}) is damaged although {evidence}; everything from {} on was given up ({} complete groups recovered before it)",
+                    path.display(),
+                    Lsn(end.end),
+                    groups.len()
+                );
+                tracing::warn!(loss = %what, "accepting the loss of durable log data");
+                Some(what)
+            }
+        };
+
         // A new incarnation, recorded before anything of it is written.
         let incarnation =
             slot.incarnation
@@ -498,8 +589,10 @@ impl RedoLog {
             incarnation,
             ..slot
         };
-        header.write_all_at(&new_slot.encode(st.salt), Slot::offset(seq))?;
-        header.sync_data()?;
+        if !read_only {
+            header.write_all_at(&new_slot.encode(st.salt), Slot::offset(seq))?;
+            header.sync_data()?;
+        }
 
         let scan_start_block = slot.scan_start / p;
         let m = end.next_block;
@@ -527,7 +620,7 @@ impl RedoLog {
                 ),
             });
         }
-        if !st.preallocated {
+        if !st.preallocated && !read_only {
             let (fi, off) = geo.location(m);
             set.truncate_after(fi, off)?;
             set.remove_before(geo.location(scan_start_block).0)?;
@@ -553,9 +646,11 @@ impl RedoLog {
         let stats = Counters::default();
         let ring = Ring::new(cfg.buffer_size);
         // Write the (empty) restart block and sync it.
-        w.emit(&ring, m * p, &stats)
-            .map_err(|f| LogError::Io(f.err))?;
-        w.sync(&stats).map_err(|f| LogError::Io(f.err))?;
+        if !read_only {
+            w.emit(&ring, m * p, &stats)
+                .map_err(|f| LogError::Io(f.err))?;
+            w.sync(&stats).map_err(|f| LogError::Io(f.err))?;
+        }
 
         let start = m * p;
         let limit = limit_for(&geo, slot.scan_start, reserve_blocks);
@@ -598,11 +693,19 @@ impl RedoLog {
             no_ring_wait: switches.no_ring_wait,
             no_handoff: switches.no_handoff,
         });
-        let sh2 = sh.clone();
-        let t = std::thread::Builder::new()
-            .name("keel-log-flusher".into())
-            .spawn(move || flusher_main(sh2))
-            .map_err(LogError::Thread)?;
+        let t = if read_only {
+            // Takes no appends and never writes: no flusher.
+            sh.closed.store(true, SeqCst);
+            None
+        } else {
+            let sh2 = sh.clone();
+            Some(
+                std::thread::Builder::new()
+                    .name("keel-log-flusher".into())
+                    .spawn(move || flusher_main(sh2))
+                    .map_err(LogError::Thread)?,
+            )
+        };
         let recovered = Recovered {
             checkpoint_lsn: Lsn(slot.checkpoint_lsn),
             scan_start_lsn: Lsn(slot.scan_start),
@@ -616,12 +719,13 @@ impl RedoLog {
             },
             end_reason: end.stop,
             incarnation,
+            log_loss,
         };
         Ok((
             RedoLog {
                 h: Arc::new(Handle {
                     sh,
-                    flusher: Mutex::new(Some(t)),
+                    flusher: Mutex::new(t),
                 }),
             },
             recovered,
@@ -1356,6 +1460,7 @@ impl Shared {
             start,
             max_incarnation: io.incarnation,
             verify: true,
+            lookahead: 0,
         };
         scan(&mut src, &params, &mut |ev| match ev {
             Event::Boundary(x) if x <= lsn => {

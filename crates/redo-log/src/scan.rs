@@ -65,6 +65,9 @@ pub(crate) struct ScanParams {
     pub max_incarnation: u32,
     /// Verify checksums, numbers and epochs (false only in the test that shows why they matter).
     pub verify: bool,
+    /// When the stream ends at a block that fails verification, look this many blocks past it
+    /// for proof that the block had been durable (0: do not look). See the module docs.
+    pub lookahead: u64,
 }
 
 /// How a scan ended.
@@ -82,6 +85,12 @@ pub(crate) struct ScanEnd {
     pub discards: Vec<String>,
     /// Why the scan stopped.
     pub stop: String,
+    /// The stream ended at a block that fails verification although a later valid block proves
+    /// it had been durable (a damaged block in the middle, not a torn tail): its number and the
+    /// proof.
+    pub corrupt_middle: Option<(u64, String)>,
+    /// The block whose verification failure ended the stream, if one did.
+    pub bad_block: Option<u64>,
 }
 
 struct Blk {
@@ -107,6 +116,8 @@ struct Stream<'a, S: BlockSource> {
     seen_group: bool,
     /// Preallocated logs: the first block number that would wrap onto the start block's slot.
     wrap_block: Option<u64>,
+    /// The block whose verification failure ended the stream, if one did.
+    bad: Option<u64>,
 }
 
 fn load<S: BlockSource>(
@@ -163,6 +174,7 @@ impl<S: BlockSource> Stream<'_, S> {
         let next = match load(self.src, &self.geo, &mut self.raw, n + 1, self.verify)? {
             Ok(b) => b,
             Err(fault) => {
+                self.bad = Some(n + 1);
                 let why = if partial {
                     format!(
                         "block {n} is the tail ({} of {} bytes used); block {} ({}): {fault}",
@@ -239,8 +251,85 @@ impl<S: BlockSource> Stream<'_, S> {
     }
 }
 
-/// Runs the scan; `visit` returns false to stop early.
+/// Runs the scan; `visit` returns false to stop early. When the stream ends at a block that
+/// fails verification and `params.lookahead` is set, the blocks after it are examined for proof
+/// that it had been durable ([`ScanEnd::corrupt_middle`]).
 pub(crate) fn scan<S: BlockSource>(
+    src: &mut S,
+    params: &ScanParams,
+    visit: &mut dyn FnMut(Event) -> bool,
+) -> Result<ScanEnd> {
+    let mut end = scan_stream(src, params, visit)?;
+    if end.corrupt_middle.is_none() {
+        if let Some(bad) = end.bad_block {
+            end.corrupt_middle = look_past(src, params, bad)?;
+        }
+    }
+    Ok(end)
+}
+
+/// Looks at up to `params.lookahead` blocks after `bad` (never wrapping onto the scan's first
+/// block, stopping where the files end) for a valid block that proves `bad` had been durable:
+/// one whose durable lag reaches past `bad` (it was written after a sync covered `bad`), or one
+/// of an incarnation newer than the header knows (the header lost a durable slot).
+fn look_past<S: BlockSource>(
+    src: &mut S,
+    params: &ScanParams,
+    bad: u64,
+) -> Result<Option<(u64, String)>> {
+    if params.lookahead == 0 || !params.verify {
+        return Ok(None);
+    }
+    let geo = params.geo;
+    let p = geo.payload as u64;
+    let b0 = params.start / p;
+    let mut last = bad.saturating_add(params.lookahead);
+    if geo.preallocated {
+        last = last.min(b0.saturating_add(geo.lap_blocks()).saturating_sub(1));
+    }
+    let mut raw = vec![0u8; geo.block];
+    let mut m = bad;
+    while m <= last {
+        let b = match load(src, &geo, &mut raw, m, true)? {
+            Ok(b) => b,
+            Err(BlockFault::Missing) => break,
+            Err(_) => {
+                m += 1;
+                continue;
+            }
+        };
+        if b.hdr.incarnation > params.max_incarnation {
+            return Ok(Some((
+                bad,
+                format!(
+                    "block {m} ({}) is valid and was written by incarnation {}, newer than the {} the log header records: a durable header slot was lost",
+                    src.describe(m),
+                    b.hdr.incarnation,
+                    params.max_incarnation
+                ),
+            )));
+        }
+        if m > bad {
+            if let Some(below) = b.hdr.durable_below() {
+                if below > bad {
+                    return Ok(Some((
+                        bad,
+                        format!(
+                            "block {m} ({}) is valid and records that every block below {below} was durable when it was written",
+                            src.describe(m)
+                        ),
+                    )));
+                }
+            }
+        }
+        m += 1;
+    }
+    Ok(None)
+}
+
+/// The stream scan (records in [`ScanEnd::bad_block`] the block whose verification failure ended
+/// it, if one did).
+fn scan_stream<S: BlockSource>(
     src: &mut S,
     params: &ScanParams,
     visit: &mut dyn FnMut(Event) -> bool,
@@ -261,12 +350,15 @@ pub(crate) fn scan<S: BlockSource>(
         Ok(b) => b,
         Err(why) => {
             if params.start.is_multiple_of(p) {
+                let corrupt_middle = look_past(src, params, b0)?;
                 return Ok(ScanEnd {
                     end: params.start,
                     next_block: b0,
                     discarded_bytes: 0,
                     discards: Vec::new(),
                     stop: format!("block {b0} ({}): {why}", src.describe(b0)),
+                    corrupt_middle,
+                    bad_block: Some(b0),
                 });
             }
             return Err(LogError::Corrupt {
@@ -300,6 +392,7 @@ pub(crate) fn scan<S: BlockSource>(
         // The first block's groups before `start` are not seen: skip its check.
         seen_group: true,
         wrap_block: geo.preallocated.then(|| b0 + geo.lap_blocks()),
+        bad: None,
     };
     let mut pos = params.start;
     let mut discarded = 0u64;
@@ -314,6 +407,8 @@ pub(crate) fn scan<S: BlockSource>(
         discarded_bytes: discarded,
         discards,
         stop,
+        corrupt_middle: None,
+        bad_block: st.bad,
     };
     loop {
         if !visit(Event::Boundary(pos)) {

@@ -76,6 +76,22 @@ pub(crate) struct Writer {
 const PASS_BYTES: usize = 1 << 20;
 
 impl Writer {
+    /// The durable lag block `b` carries: the blocks this incarnation has made durable below
+    /// it (`[restart_block, durable / P)`), as a distance back from `b`; 0 (no claim) when there
+    /// are none or the distance does not fit. Blocks of earlier incarnations are never claimed:
+    /// what recovery read of them may have come from the page cache, not the disk.
+    fn durable_lag(&self, b: u64) -> u32 {
+        let p = self.geo.payload as u64;
+        let below = self.durable / p;
+        if below <= self.restart_block || below > b {
+            return 0;
+        }
+        u32::try_from(b - below)
+            .ok()
+            .filter(|&d| d <= crate::block::MAX_DURABLE_LAG)
+            .unwrap_or(0)
+    }
+
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         files: LogFileSet,
@@ -125,6 +141,7 @@ impl Writer {
         let bstart = b * p as u64;
         let used = (end - bstart).min(p as u64) as usize;
         let from = self.w.max(bstart);
+        let durable_lag = self.durable_lag(b);
         let img = &mut self.wbuf[i * bsz..(i + 1) * bsz];
         let pl = &mut img[BLOCK_HEADER..BLOCK_HEADER + p];
         let mut first_group = None;
@@ -178,6 +195,7 @@ impl Writer {
             used: used as u16,
             first_group,
             restart: b == self.restart_block,
+            durable_lag,
         };
         hdr.write(img);
         seal_block(img, self.geo.salt);

@@ -184,6 +184,13 @@ impl FileSystem for CrashFs {
     fn counters(&self) -> Arc<IoCounters> {
         self.t.sim.counters()
     }
+    fn lock(
+        &self,
+        path: &Path,
+        mode: keel_io::LockMode,
+    ) -> keel_io::Result<Box<dyn keel_io::LockGuard>> {
+        self.t.sim.lock(path, mode)
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

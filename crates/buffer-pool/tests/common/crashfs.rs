@@ -247,4 +247,11 @@ impl FileSystem for CrashFs {
     fn counters(&self) -> Arc<IoCounters> {
         self.inner.counters()
     }
+    fn lock(
+        &self,
+        path: &Path,
+        mode: keel_io::LockMode,
+    ) -> keel_io::Result<Box<dyn keel_io::LockGuard>> {
+        self.inner.lock(path, mode)
+    }
 }

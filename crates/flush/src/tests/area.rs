@@ -264,7 +264,8 @@ fn an_area_with_another_slot_count_is_recovered_then_reformatted() {
             Arc::new(OsFs::default()),
             dir.path(),
             config,
-            FakeLog(Shared::new()),
+            // The log these images came from is durable past them.
+            FakeLog(Shared::durable_to(Lsn(1000))),
         )
         .unwrap()
     };

@@ -179,8 +179,24 @@ fn run(r: Run) -> Outcome {
         FakeLog(shared.clone()),
     )
     .unwrap();
-    let rec = w.recover_doublewrite().unwrap();
     let log_durable = Lsn(shared.durable.load(Ordering::SeqCst));
+    let rec = match w.recover_doublewrite() {
+        Ok(rec) => rec,
+        // The writer's own read-side WAL check: an image above the durable log is refused.
+        Err(FlushError::PageLsnInFuture {
+            page_id, page_lsn, ..
+        }) => {
+            return Outcome {
+                wal_ahead: vec![format!(
+                    "doublewrite image of {page_id} has {page_lsn} but the log is durable only to {log_durable}"
+                )],
+                torn_writes,
+                atomic_writes,
+                ..Outcome::default()
+            };
+        }
+        Err(e) => panic!("doublewrite recovery failed: {e}"),
+    };
     let broken = r.knobs.defer_data_sync || r.knobs.in_place_before_doublewrite_sync;
     let mut out = Outcome {
         restored: rec.restored_pages,
@@ -241,6 +257,11 @@ fn run(r: Run) -> Outcome {
                         r.seed
                     ));
                 }
+            }
+            Err(FlushError::PageLsnInFuture { page_lsn, .. }) => {
+                out.wal_ahead.push(format!(
+                    "page {id} on disk has {page_lsn} but the log is durable only to {log_durable} (refused on read)"
+                ));
             }
             Err(FlushError::Corruption(_)) => {
                 if newest_rebuildable {

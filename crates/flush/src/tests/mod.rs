@@ -135,6 +135,13 @@ impl Shared {
         Arc::new(s)
     }
 
+    /// A log already durable up to `lsn` (a reopened store's log).
+    pub fn durable_to(lsn: Lsn) -> Arc<Shared> {
+        let s = Shared::new();
+        s.durable.store(lsn.0, Ordering::SeqCst);
+        s
+    }
+
     pub fn take_events(&self) -> Vec<Event> {
         std::mem::take(&mut *self.events.lock())
     }
@@ -342,6 +349,13 @@ impl FileSystem for RecFs {
     }
     fn counters(&self) -> Arc<IoCounters> {
         self.inner.counters()
+    }
+    fn lock(
+        &self,
+        path: &Path,
+        mode: keel_io::LockMode,
+    ) -> keel_io::Result<Box<dyn keel_io::LockGuard>> {
+        self.inner.lock(path, mode)
     }
 }
 

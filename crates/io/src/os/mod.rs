@@ -670,8 +670,8 @@ impl FileSystem for OsFs {
         }
         let file = fs::OpenOptions::new()
             .read(true)
-            .write(true)
-            .create(options.create)
+            .write(!options.read_only)
+            .create(options.create && !options.read_only)
             .custom_flags(flags)
             .open(path)
             .map_err(|e| IoError::os("open", path, e))?;
@@ -756,6 +756,10 @@ impl FileSystem for OsFs {
 
     fn capabilities(&self, path: &Path) -> Result<Capabilities> {
         probe(path)
+    }
+
+    fn lock(&self, path: &Path, mode: crate::LockMode) -> Result<Box<dyn crate::LockGuard>> {
+        lock_file(path, mode)
     }
 
     fn counters(&self) -> Arc<IoCounters> {
@@ -1025,4 +1029,77 @@ mod tests {
             other => panic!("EIO mapped to {other:?}"),
         }
     }
+}
+
+/// A lock held with `flock` on an open file description; closing the file releases it.
+#[derive(Debug)]
+struct FlockGuard {
+    _file: fs::File,
+}
+
+impl crate::LockGuard for FlockGuard {}
+
+/// No lock could be taken because none is needed (see `lock_file`).
+#[derive(Debug)]
+struct NoLock;
+
+impl crate::LockGuard for NoLock {}
+
+fn lock_file(path: &Path, mode: crate::LockMode) -> Result<Box<dyn crate::LockGuard>> {
+    use std::io::{Read, Seek, SeekFrom, Write};
+    let exclusive = mode == crate::LockMode::Exclusive;
+    let opened = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path);
+    let mut file = match opened {
+        Ok(f) => f,
+        // A read-only mount: a shared lock can still be taken on an existing lock file.
+        Err(e) if !exclusive && e.raw_os_error() == Some(libc::EROFS) => match fs::File::open(path)
+        {
+            Ok(f) => f,
+            // No lock file on a read-only mount: nothing can write there, so there is no writer
+            // to exclude.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(Box::new(NoLock));
+            }
+            Err(e) => return Err(IoError::os("open lock file", path, e)),
+        },
+        Err(e) => return Err(IoError::os("open lock file", path, e)),
+    };
+    let op = if exclusive {
+        libc::LOCK_EX
+    } else {
+        libc::LOCK_SH
+    } | libc::LOCK_NB;
+    // SAFETY: `file` owns a valid open descriptor for the duration of the call; flock takes no
+    // pointers.
+    let rc = unsafe { libc::flock(file.as_raw_fd(), op) };
+    if rc != 0 {
+        let err = std::io::Error::last_os_error();
+        if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
+            let mut text = String::new();
+            let holder = file
+                .read_to_string(&mut text)
+                .ok()
+                .and_then(|_| text.trim().parse::<u32>().ok());
+            return Err(IoError::Locked {
+                path: path.to_path_buf(),
+                holder,
+            });
+        }
+        return Err(IoError::os("flock", path, err));
+    }
+    if exclusive {
+        // Record the holder for the next opener's message (best effort: the lock itself is the
+        // flock, not these bytes).
+        let pid = format!("{}\n", std::process::id());
+        let _ = file
+            .set_len(0)
+            .and_then(|()| file.seek(SeekFrom::Start(0)))
+            .and_then(|_| file.write_all(pid.as_bytes()));
+    }
+    Ok(Box::new(FlockGuard { _file: file }))
 }

@@ -298,6 +298,9 @@ struct Machine {
     crash_point_policy: Mutex<Option<CrashPolicy>>,
     /// The file system this one crashed into.
     after: Mutex<Option<SimFs>>,
+    /// Held locks by path: (exclusive, holders). Not part of the durable state: a crash (a
+    /// reboot) releases every lock.
+    locks: Mutex<std::collections::HashMap<PathBuf, (bool, usize)>>,
 }
 
 /// `Machine::crash_countdown` once its crash point fired.
@@ -394,6 +397,7 @@ impl Machine {
             crash_countdown: AtomicU64::new(0),
             crash_point_policy: Mutex::new(None),
             after: Mutex::new(None),
+            locks: Mutex::new(std::collections::HashMap::new()),
         }
     }
 
@@ -1289,5 +1293,53 @@ impl FileSystem for SimFs {
 
     fn counters(&self) -> Arc<IoCounters> {
         self.m.counters.clone()
+    }
+
+    fn lock(&self, path: &Path, mode: crate::LockMode) -> Result<Box<dyn crate::LockGuard>> {
+        let path = norm(path);
+        let exclusive = mode == crate::LockMode::Exclusive;
+        let mut locks = self.m.locks.lock();
+        match locks.get_mut(&path) {
+            None => {
+                locks.insert(path.clone(), (exclusive, 1));
+            }
+            Some((false, n)) if !exclusive => *n += 1,
+            Some(_) => {
+                return Err(IoError::Locked {
+                    path,
+                    holder: Some(std::process::id()),
+                })
+            }
+        }
+        Ok(Box::new(SimLock {
+            m: self.m.clone(),
+            path,
+        }))
+    }
+}
+
+/// A lock held in a [`SimFs`]'s lock table.
+struct SimLock {
+    m: Arc<Machine>,
+    path: PathBuf,
+}
+
+impl fmt::Debug for SimLock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SimLock").field("path", &self.path).finish()
+    }
+}
+
+impl crate::LockGuard for SimLock {}
+
+impl Drop for SimLock {
+    fn drop(&mut self) {
+        let mut locks = self.m.locks.lock();
+        if let Some((_, n)) = locks.get_mut(&self.path) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                locks.remove(&self.path);
+            }
+        }
     }
 }
