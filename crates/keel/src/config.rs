@@ -81,6 +81,26 @@ pub struct Config {
     pub checkpoint_log_fraction: f64,
     /// Open the data file with O_DIRECT.
     pub direct_io: bool,
+    /// Create the store if the directory holds none (default true). With `false`, opening a
+    /// directory without a store is [`Error::NotAStore`] and creates nothing, not even the
+    /// directory.
+    pub create: bool,
+    /// Open read-only (default false): nothing is written, on any file, ever (it works on a
+    /// read-only mount); `write()` and `checkpoint()` return [`Error::ReadOnly`]. A store that
+    /// needs recovery (redo after the checkpoint, pages to restore from the doublewrite area) is
+    /// refused with [`Error::NeedsRecovery`]: open it read-write once. Implies `create = false`.
+    /// Takes a shared lock: several read-only opens may coexist, never with a writer.
+    pub read_only: bool,
+    /// Accept the loss of durable log data (default false; InnoDB's `innodb_force_recovery`
+    /// in spirit). Without it, an open whose recovery scan meets a damaged log block in the
+    /// middle of durable data — a later valid block proves it had been synced — is refused with
+    /// a corruption error naming the file, block and LSN ([`crate::LogError::CorruptMiddle`]).
+    /// With it, recovery ends at that block, [`crate::RecoveryReport::log_loss`] says what was
+    /// given up, and a warning is logged. Commits after the damaged block are lost; data pages
+    /// already written with their changes keep LSNs above the recovered log end and are
+    /// refused when read ([`crate::FlushError::PageLsnInFuture`]), never returned as data.
+    /// Use it to salvage what can be read, then copy the data into a new store.
+    pub accept_log_loss: bool,
 }
 
 impl Default for Config {
@@ -105,6 +125,9 @@ impl Default for Config {
             checkpoint_interval_ms: 5000,
             checkpoint_log_fraction: 0.5,
             direct_io: false,
+            create: true,
+            read_only: false,
+            accept_log_loss: false,
         }
     }
 }

@@ -96,6 +96,49 @@ pub enum Error {
         /// What the log leaves one transaction.
         room: usize,
     },
+    /// Another `Store` holds the directory: another process (`pid`) or another open in this
+    /// process. A store has one opener at a time (read-only opens share).
+    #[error("{dir}: the store is already open{}", pid.map_or_else(String::new, |p| format!(" (held by process {p})")))]
+    AlreadyOpen {
+        /// The store directory.
+        dir: PathBuf,
+        /// The holder's process id, where known.
+        pid: Option<u32>,
+    },
+    /// The directory holds no store, and the open was not allowed to create one
+    /// (`create = false`, or `read_only`). Nothing was created.
+    #[error("{dir}: not a Keel store ({detail}); nothing was created")]
+    NotAStore {
+        /// The directory.
+        dir: PathBuf,
+        /// What was found.
+        detail: String,
+    },
+    /// The directory holds part of a store but a piece is missing (the identity file, the data
+    /// file, the log): the store is refused, never re-created over what is there.
+    #[error("{dir}: incomplete store: {missing} is missing (found: {found}); refusing to open or re-create it")]
+    IncompleteStore {
+        /// The directory.
+        dir: PathBuf,
+        /// The missing piece.
+        missing: String,
+        /// The pieces that are there.
+        found: String,
+    },
+    /// A read-only open found a store that needs recovery; recovery writes, so it is refused.
+    #[error("{dir}: the store needs recovery ({detail}); open it read-write once to recover it")]
+    NeedsRecovery {
+        /// The directory.
+        dir: PathBuf,
+        /// What recovery would do.
+        detail: String,
+    },
+    /// A write was asked of a store opened read-only.
+    #[error("{dir}: the store is open read-only")]
+    ReadOnly {
+        /// The directory.
+        dir: PathBuf,
+    },
     /// A read transaction asked for a table that does not exist.
     #[error("no table named {0:?}")]
     TableNotFound(String),
@@ -174,11 +217,14 @@ impl Error {
     /// True when stored bytes are damaged, whichever layer found it: a page that failed its
     /// checks ([`Error::Corruption`]), a damaged B-tree node, log block, log header, doublewrite
     /// area or store identity ([`Error::Format`]), or redo that cannot be applied
-    /// ([`Error::Recovery`]). Such data is never used; the error names the file and the page,
-    /// block or LSN.
+    /// ([`Error::Recovery`]), or a missing piece of a store ([`Error::IncompleteStore`]). Such
+    /// data is never used; the error names the file and the page, block or LSN.
     pub fn is_corruption(&self) -> bool {
         match self {
-            Error::Corruption { .. } | Error::Format { .. } | Error::Recovery { .. } => true,
+            Error::Corruption { .. }
+            | Error::Format { .. }
+            | Error::Recovery { .. }
+            | Error::IncompleteStore { .. } => true,
             Error::Log(e) => e.is_corruption(),
             Error::Flush(e) => e.is_corruption(),
             Error::Pool(e) => pool_is_corruption(e),

@@ -2,7 +2,8 @@
 //!
 //! Invariants (tested):
 //! - The identity file `store.keel` is checksummed; a store is never opened with another page
-//!   size or checksum algorithm than it was created with (clear [`Error::Config`]).
+//!   size or checksum algorithm than it was created with (clear [`Error::Config`]). It is
+//!   written last when a store is created (see [`crate::layout`]) and never re-created.
 //! - Page allocation and freeing go through the meta page inside the transaction, so they are
 //!   logged and rolled back with it: an aborted transaction allocates nothing.
 //! - No freed page is lost: when the meta page's free array is full, the page being freed
@@ -55,21 +56,40 @@ fn crc32c(bytes: &[u8]) -> u32 {
     Checksum::Crc32c.compute(bytes)
 }
 
-/// Creates the identity file, or checks that the existing one matches `page_size` and
-/// `checksum`. Returns true if it was created.
-pub fn check_or_create_identity(
+/// Publishes the identity of a store being created: written to `store.keel.tmp`, synced, then
+/// renamed to `store.keel` (the rename syncs the directory). The last step of creation: from
+/// here on the directory is a store.
+///
+/// # Errors
+/// I/O errors writing, syncing or renaming.
+pub fn publish_identity(
     fs: &dyn FileSystem,
     dir: &Path,
     page_size: usize,
     checksum: Checksum,
-) -> Result<bool> {
+) -> Result<()> {
+    let tmp = dir.join(crate::layout::IDENTITY_TMP_FILE);
+    let f = fs.open(&tmp, &OpenOptions::new(FileClass::Other).create(true))?;
+    f.set_len(0)?;
+    f.write_all_at(&encode_identity(page_size, checksum), 0)?;
+    f.sync_all()?;
+    drop(f);
+    fs.rename(&tmp, &dir.join(IDENTITY_FILE))?;
+    Ok(())
+}
+
+/// Checks that the existing identity file matches `page_size` and `checksum`.
+///
+/// # Errors
+/// [`Error::Format`] for a damaged or foreign identity file, [`Error::Config`] for a store made
+/// with another page size or checksum.
+pub fn check_identity(
+    fs: &dyn FileSystem,
+    dir: &Path,
+    page_size: usize,
+    checksum: Checksum,
+) -> Result<()> {
     let path = dir.join(IDENTITY_FILE);
-    if !fs.exists(&path)? {
-        let f = fs.open(&path, &OpenOptions::new(FileClass::Other).create(true))?;
-        f.write_all_at(&encode_identity(page_size, checksum), 0)?;
-        f.sync_all()?;
-        return Ok(true);
-    }
     let f = fs.open(&path, &OpenOptions::new(FileClass::Other))?;
     let mut b = [0u8; IDENTITY_LEN];
     f.read_exact_at(&mut b, 0).map_err(|e| Error::Format {
@@ -110,7 +130,7 @@ pub fn check_or_create_identity(
             path.display()
         )));
     }
-    Ok(false)
+    Ok(())
 }
 
 fn rd_u32(p: &[u8], o: usize) -> u32 {
@@ -353,11 +373,15 @@ mod tests {
         let fs = SimFs::with_seed(1);
         let dir = Path::new("/s");
         fs.create_dir_all(dir).unwrap();
-        assert!(check_or_create_identity(&fs, dir, 16384, Checksum::Crc32c).unwrap());
-        assert!(!check_or_create_identity(&fs, dir, 16384, Checksum::Crc32c).unwrap());
-        let e = check_or_create_identity(&fs, dir, 4096, Checksum::Crc32c).unwrap_err();
+        assert!(check_identity(&fs, dir, 16384, Checksum::Crc32c).is_err());
+        publish_identity(&fs, dir, 16384, Checksum::Crc32c).unwrap();
+        assert!(!fs
+            .exists(&dir.join(crate::layout::IDENTITY_TMP_FILE))
+            .unwrap());
+        check_identity(&fs, dir, 16384, Checksum::Crc32c).unwrap();
+        let e = check_identity(&fs, dir, 4096, Checksum::Crc32c).unwrap_err();
         assert!(e.to_string().contains("page_size 16384"), "{e}");
-        let e = check_or_create_identity(&fs, dir, 16384, Checksum::Legacy).unwrap_err();
+        let e = check_identity(&fs, dir, 16384, Checksum::Legacy).unwrap_err();
         assert!(e.to_string().contains("checksum"), "{e}");
     }
 
@@ -367,7 +391,7 @@ mod tests {
         let fs = SimFs::with_seed(2);
         let dir = Path::new("/s");
         fs.create_dir_all(dir).unwrap();
-        check_or_create_identity(&fs, dir, 16384, Checksum::Crc32c).unwrap();
+        publish_identity(&fs, dir, 16384, Checksum::Crc32c).unwrap();
         let f = fs
             .open(
                 &dir.join(IDENTITY_FILE),
@@ -375,7 +399,7 @@ mod tests {
             )
             .unwrap();
         f.write_all_at(&[0xFF], 13).unwrap();
-        let e = check_or_create_identity(&fs, dir, 16384, Checksum::Crc32c).unwrap_err();
+        let e = check_identity(&fs, dir, 16384, Checksum::Crc32c).unwrap_err();
         assert!(
             e.to_string().contains("store.keel") && e.to_string().contains("checksum"),
             "{e}"

@@ -1,15 +1,16 @@
 //! [`Store`]: opening (with recovery), transactions, checkpoints, statistics.
 
 use crate::config::Config;
-use crate::meta::{self, MetaInfo, META_PAGE};
+use crate::layout::{self, DirState};
+use crate::meta::{self, MetaInfo, IDENTITY_FILE, META_PAGE};
 use crate::table::{ReadTable, Table};
 use crate::{Error, Result};
 use keel_btree::BTree;
 use keel_buffer_pool::{BufferPool, PageCleaner, PageStore as PoolPageStore, PageTxn, PoolConfig};
 use keel_flush::{PageWriter, PageWriterConfig};
-use keel_io::{FileSystem, OsFs};
+use keel_io::{FileSystem, LockGuard, LockMode, OsFs, ReadOnlyFs};
 use keel_page::{Lsn, PageId};
-use keel_redo_log::{Durability, RedoLog};
+use keel_redo_log::{Durability, LogOpenMode, RedoLog};
 use parking_lot::{Condvar, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use serde::{Deserialize, Serialize};
 use std::cell::RefCell;
@@ -52,6 +53,10 @@ pub struct RecoveryReport {
     pub pages_flushed: u64,
     /// Wall time of recovery, milliseconds.
     pub duration_ms: f64,
+    /// Durable log data given up under `accept_log_loss` (which block, why it was known
+    /// durable, where the recovered log ends); `None` when nothing durable was lost.
+    #[serde(default)]
+    pub log_loss: Option<String>,
 }
 
 /// The settings in force, including what `auto` chose and why.
@@ -118,6 +123,11 @@ pub(crate) struct Inner {
     stop: Arc<(Mutex<bool>, Condvar)>,
     checkpointer: Mutex<Option<JoinHandle<()>>>,
     recovery: RecoveryReport,
+    /// Opened read-only: nothing is ever written.
+    read_only: bool,
+    /// The directory lock (`LOCK`), released when the store is dropped. Declared last: fields
+    /// drop in order, so the lock goes only after everything that could write.
+    _dir_lock: Box<dyn LockGuard>,
 }
 
 /// An open store. Cheap to clone; every clone is the same store. Dropping the last clone stops
@@ -172,6 +182,19 @@ impl Store {
     }
 
     /// Opens on any file system (e.g. [`keel_io::SimFs`] for crash tests).
+    ///
+    /// How a store is created, locked and opened is described in [`crate::layout`] and
+    /// `docs/format.md`: an exclusive lock on `dir/LOCK` for the store's lifetime (shared for
+    /// `read_only`); a directory that holds any piece of a store is never initialised again;
+    /// creation is published by renaming `store.keel` into place, so an interrupted creation is
+    /// recognised and redone.
+    ///
+    /// # Errors
+    /// [`Error::AlreadyOpen`] when another `Store` holds the directory; [`Error::NotAStore`]
+    /// when there is no store and `create` is false (or `read_only`); [`Error::IncompleteStore`]
+    /// when a piece of an existing store is missing; [`Error::NeedsRecovery`] for a read-only
+    /// open of a store that needs recovery; [`Error::Config`] for settings that do not match the
+    /// store; corruption and I/O errors from recovery.
     pub fn open_with_fs(
         fs: Arc<dyn FileSystem>,
         dir: impl AsRef<Path>,
@@ -180,10 +203,100 @@ impl Store {
         let t0 = Instant::now();
         config.validate()?;
         let dir = dir.as_ref().to_path_buf();
-        fs.create_dir_all(&dir)?;
-        let created =
-            meta::check_or_create_identity(fs.as_ref(), &dir, config.page_size, config.checksum)?;
-        let (log, recovered) = RedoLog::open(fs.clone(), &dir.join(LOG_DIR), config.log_config())?;
+        let read_only = config.read_only;
+        let may_create = config.create && !read_only;
+        let not_a_store = |detail: &str| Error::NotAStore {
+            dir: dir.clone(),
+            detail: detail.to_string(),
+        };
+        // Look before taking the lock when nothing may be created: a directory that is not a
+        // store gets no lock file either.
+        if !may_create {
+            match layout::classify(fs.as_ref(), &dir)? {
+                DirState::Missing => return Err(not_a_store("no such directory")),
+                DirState::Empty => return Err(not_a_store("no store in it")),
+                DirState::InterruptedCreation => {
+                    return Err(not_a_store("only an interrupted creation"))
+                }
+                DirState::Incomplete { found } => {
+                    return Err(layout::incomplete(&dir, IDENTITY_FILE, &found))
+                }
+                DirState::Store { .. } => {}
+            }
+        } else {
+            fs.create_dir_all(&dir)?;
+        }
+        let fs: Arc<dyn FileSystem> = if read_only {
+            Arc::new(ReadOnlyFs::new(fs))
+        } else {
+            fs
+        };
+        let lock_mode = if read_only {
+            LockMode::Shared
+        } else {
+            LockMode::Exclusive
+        };
+        let dir_lock = fs
+            .lock(&layout::lock_path(&dir), lock_mode)
+            .map_err(|e| match e {
+                keel_io::IoError::Locked { holder, .. } => Error::AlreadyOpen {
+                    dir: dir.clone(),
+                    pid: holder,
+                },
+                other => Error::Io(other),
+            })?;
+        let created = match layout::classify(fs.as_ref(), &dir)? {
+            DirState::Store { creating } => {
+                meta::check_identity(fs.as_ref(), &dir, config.page_size, config.checksum)?;
+                if !fs.exists(&dir.join(keel_flush::DATA_FILE_NAME))? {
+                    return Err(layout::incomplete(
+                        &dir,
+                        keel_flush::DATA_FILE_NAME,
+                        &layout::present(fs.as_ref(), &dir),
+                    ));
+                }
+                if creating && !read_only {
+                    layout::unmark_creating(fs.as_ref(), &dir)?;
+                }
+                false
+            }
+            DirState::Missing | DirState::Empty if may_create => {
+                layout::mark_creating(fs.as_ref(), &dir)?;
+                true
+            }
+            DirState::InterruptedCreation if may_create => {
+                tracing::warn!(dir = %dir.display(), "redoing an interrupted store creation");
+                layout::clear_interrupted_creation(fs.as_ref(), &dir)?;
+                layout::mark_creating(fs.as_ref(), &dir)?;
+                true
+            }
+            DirState::Incomplete { found } => {
+                return Err(layout::incomplete(&dir, IDENTITY_FILE, &found))
+            }
+            _ => return Err(not_a_store("no store in it")),
+        };
+        let log_mode = if created {
+            LogOpenMode::CreateIfMissing
+        } else if read_only {
+            LogOpenMode::ReadOnly
+        } else {
+            LogOpenMode::Existing
+        };
+        let (log, recovered) = RedoLog::open_mode(
+            fs.clone(),
+            &dir.join(LOG_DIR),
+            config.log_config(),
+            log_mode,
+            config.accept_log_loss,
+        )
+        .map_err(|e| match e {
+            keel_redo_log::LogError::Missing { path, what } => layout::incomplete(
+                &dir,
+                &format!("{what} ({})", path.display()),
+                &layout::present(fs.as_ref(), &dir),
+            ),
+            other => Error::Log(other),
+        })?;
         let writer = Arc::new(PageWriter::open(
             fs.clone(),
             &dir,
@@ -196,7 +309,23 @@ impl Store {
             },
             log.clone(),
         )?);
-        let dw = writer.recover_doublewrite()?;
+        let dw = if read_only {
+            let restore = writer.doublewrite_pages_to_restore()?;
+            if !restore.is_empty() || !recovered.groups.is_empty() {
+                return Err(Error::NeedsRecovery {
+                    dir: dir.clone(),
+                    detail: format!(
+                        "{} committed transactions after the checkpoint at {} to replay, {} pages to restore from the doublewrite area",
+                        recovered.groups.len(),
+                        recovered.checkpoint_lsn,
+                        restore.len()
+                    ),
+                });
+            }
+            keel_flush::DoublewriteRecovery::default()
+        } else {
+            writer.recover_doublewrite()?
+        };
         let pool = Arc::new(BufferPool::new(
             PoolConfig {
                 page_size: config.page_size(),
@@ -222,20 +351,30 @@ impl Store {
                 .map(|c| if c.io_uring { "io_uring" } else { "pwrite" }.to_string())
                 .unwrap_or_else(|_| "unknown".into()),
         };
-        tracing::info!(dir = %dir.display(), torn_page = %effective.torn_page, reason = %effective.torn_page_reason, "opening store");
+        tracing::info!(dir = %dir.display(), torn_page = %effective.torn_page, reason = %effective.torn_page_reason, read_only, "opening store");
 
-        // Bootstrap or read the meta page.
-        let bootstrap = {
-            let found = match pool.read(META_PAGE) {
-                Ok(g) => Some(meta::read_meta(&g, writer.data_path())?),
-                Err(keel_buffer_pool::PoolError::Unwritten { .. }) => None,
-                Err(e) => return Err(e.into()),
-            };
-            found
-        };
-        let catalog_root = match bootstrap {
-            Some(MetaInfo { catalog_root, .. }) => catalog_root,
-            None => {
+        // Bootstrap (a store being created) or read the meta page. An existing store whose meta
+        // page is unwritten (zeroed, or cut off) is refused: initialising it would write a new
+        // catalog over live pages.
+        let catalog_root = match pool.read(META_PAGE) {
+            Ok(g) => {
+                if created {
+                    return Err(Error::Corruption {
+                        file: writer.data_path().to_path_buf(),
+                        page_id: META_PAGE,
+                        detail: "a store being created already has a meta page".into(),
+                    });
+                }
+                meta::read_meta(&g, writer.data_path())?.catalog_root
+            }
+            Err(keel_buffer_pool::PoolError::Unwritten { file, page_id }) if !created => {
+                return Err(Error::Corruption {
+                    file,
+                    page_id,
+                    detail: "the meta page is zeroed or missing and no doublewrite copy or redo can rebuild it; the store is refused rather than initialised over its data".into(),
+                });
+            }
+            Err(keel_buffer_pool::PoolError::Unwritten { .. }) => {
                 let txn = pool.begin();
                 meta::init_meta(&txn, config.page_size)?;
                 let root = {
@@ -246,8 +385,15 @@ impl Store {
                 meta::set_catalog_root(&txn, root)?;
                 let lsn = txn.commit(&log)?;
                 log.wait_durable(lsn)?;
+                pool.flush_all()?;
+                let c = pool.checkpoint_lsn(&log);
+                log.checkpoint(c)?;
+                writer.sync_data()?;
+                meta::publish_identity(fs.as_ref(), &dir, config.page_size, config.checksum)?;
+                layout::unmark_creating(fs.as_ref(), &dir)?;
                 root
             }
+            Err(e) => return Err(e.into()),
         };
         let recovery = RecoveryReport {
             created,
@@ -262,13 +408,19 @@ impl Store {
             log_end_reason: recovered.end_reason.clone(),
             pages_flushed,
             duration_ms: t0.elapsed().as_secs_f64() * 1000.0,
+            log_loss: recovered.log_loss.clone(),
         };
         if !created {
             tracing::info!(?recovery, "recovered");
         }
-        let cleaner = pool
-            .start_cleaner()
-            .map_err(|e| Error::Io(keel_io::IoError::os("spawn page cleaner", &dir, e)))?;
+        let cleaner = if read_only {
+            None
+        } else {
+            Some(
+                pool.start_cleaner()
+                    .map_err(|e| Error::Io(keel_io::IoError::os("spawn page cleaner", &dir, e)))?,
+            )
+        };
         let store_lock = Arc::new(RwLock::new(()));
         let poison = Arc::new(Mutex::new(None));
         let ckpt = Arc::new(CheckpointShared {
@@ -291,7 +443,7 @@ impl Store {
             log,
             writer,
             pool,
-            cleaner: Mutex::new(Some(cleaner)),
+            cleaner: Mutex::new(cleaner),
             lock: store_lock,
             catalog: RwLock::new(HashMap::new()),
             catalog_root,
@@ -304,14 +456,19 @@ impl Store {
             stop: Arc::new((Mutex::new(false), Condvar::new())),
             checkpointer: Mutex::new(None),
             recovery,
+            read_only,
+            _dir_lock: dir_lock,
         });
-        let handle = spawn_checkpointer(&inner.ckpt, &inner.stop, &inner.config, &inner.dir)?;
-        *inner.checkpointer.lock() = Some(handle);
+        if !read_only {
+            let handle = spawn_checkpointer(&inner.ckpt, &inner.stop, &inner.config, &inner.dir)?;
+            *inner.checkpointer.lock() = Some(handle);
+        }
         Ok(Store { inner })
     }
 
     /// Starts the write transaction (waits while another writer or readers hold the store).
     pub fn write(&self) -> Result<WriteTxn<'_>> {
+        self.check_writable()?;
         self.check_poison()?;
         let lock = self.inner.lock.write();
         self.check_poison()?;
@@ -359,6 +516,7 @@ impl Store {
     /// Takes a checkpoint now: writes dirty pages up to the log's end and records the
     /// checkpoint in the log header. Returns the checkpoint LSN.
     pub fn checkpoint(&self) -> Result<Lsn> {
+        self.check_writable()?;
         self.check_poison()?;
         checkpoint(&self.inner.ckpt, Exclusive::Wait)
     }
@@ -413,11 +571,25 @@ impl Store {
     /// the store without closing is safe too (the next open recovers from the log and the
     /// doublewrite area).
     pub fn close(self) -> Result<()> {
-        if !self.is_poisoned() {
+        if !self.is_poisoned() && !self.inner.read_only {
             self.checkpoint()?;
             self.inner.writer.sync_data()?;
         }
         self.inner.shutdown();
+        Ok(())
+    }
+
+    /// Whether the store was opened read-only.
+    pub fn is_read_only(&self) -> bool {
+        self.inner.read_only
+    }
+
+    fn check_writable(&self) -> Result<()> {
+        if self.inner.read_only {
+            return Err(Error::ReadOnly {
+                dir: self.inner.dir.clone(),
+            });
+        }
         Ok(())
     }
 
