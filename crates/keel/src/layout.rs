@@ -68,6 +68,12 @@ pub(crate) fn classify(fs: &dyn FileSystem, dir: &Path) -> Result<DirState> {
     let has = |n: &str| names.iter().any(|x| x == n);
     let creating = has(CREATING_FILE);
     if has(IDENTITY_FILE) {
+        // A short identity next to an empty or missing data file is what versions before the
+        // creation marker left when killed while creating: nothing was ever stored.
+        let short = file_len(fs, &dir.join(IDENTITY_FILE))? < crate::meta::IDENTITY_LEN as u64;
+        if short && file_len(fs, &dir.join(DATA_FILE_NAME))? == 0 {
+            return Ok(DirState::InterruptedCreation);
+        }
         return Ok(DirState::Store { creating });
     }
     if creating {
@@ -91,10 +97,26 @@ pub(crate) fn classify(fs: &dyn FileSystem, dir: &Path) -> Result<DirState> {
     })
 }
 
+fn file_len(fs: &dyn FileSystem, path: &Path) -> Result<u64> {
+    if !fs.exists(path)? {
+        return Ok(0);
+    }
+    let f = fs.open(
+        path,
+        &keel_io::OpenOptions::new(keel_io::FileClass::Other).read_only(true),
+    )?;
+    Ok(f.len()?)
+}
+
 /// Removes exactly what an interrupted creation may have written (never the lock file, never
 /// files that are not Keel's).
 pub(crate) fn clear_interrupted_creation(fs: &dyn FileSystem, dir: &Path) -> Result<()> {
-    for n in [IDENTITY_TMP_FILE, DATA_FILE_NAME, DOUBLEWRITE_FILE_NAME] {
+    for n in [
+        IDENTITY_TMP_FILE,
+        DATA_FILE_NAME,
+        DOUBLEWRITE_FILE_NAME,
+        IDENTITY_FILE,
+    ] {
         let p = dir.join(n);
         if fs.exists(&p)? {
             fs.remove_file(&p)?;

@@ -23,7 +23,8 @@ use std::path::Path;
 pub const IDENTITY_FILE: &str = "store.keel";
 const IDENTITY_MAGIC: &[u8; 8] = b"KEELSTOR";
 const FORMAT_VERSION: u32 = 2;
-const IDENTITY_LEN: usize = 24;
+/// Bytes of the identity file.
+pub const IDENTITY_LEN: usize = 24;
 
 /// The meta page.
 pub const META_PAGE: PageId = PageId(0);

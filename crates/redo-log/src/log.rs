@@ -435,8 +435,14 @@ impl RedoLog {
     ) -> Result<(RedoLog, Recovered)> {
         cfg.validate()?;
         let read_only = mode == LogOpenMode::ReadOnly;
+        let hpath = dir.join(HEADER_FILE);
         if mode == LogOpenMode::CreateIfMissing {
             fs.create_dir_all(dir)?;
+        } else if !fs.exists(&hpath)? {
+            return Err(LogError::Missing {
+                path: hpath,
+                what: "the log header",
+            });
         }
         let caps = fs.capabilities(dir)?;
         let b = cfg.block_size.bytes();
@@ -466,7 +472,6 @@ impl RedoLog {
                 TailPolicy::SealOnSync => true,
             };
         let opts = OpenOptions::new(FileClass::Log).for_sync_method(cfg.sync_method);
-        let hpath = dir.join(HEADER_FILE);
         if !fs.exists(&hpath)? {
             if mode != LogOpenMode::CreateIfMissing {
                 return Err(LogError::Missing {

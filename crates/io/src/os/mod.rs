@@ -621,6 +621,25 @@ fn probe_direct(path: &Path) -> Result<Option<(Option<DirectIoAlignment>, Atomic
             Some((d, a))
         }
         Err(e) if e.raw_os_error() == Some(libc::EINVAL) => None,
+        // A read-only mount: probe an existing file of the directory, read-only, instead.
+        Err(e) if e.raw_os_error() == Some(libc::EROFS) => {
+            return Ok(fs::read_dir(&dir).ok().and_then(|entries| {
+                entries
+                    .filter_map(|e| e.ok().map(|e| e.path()))
+                    .filter(|p| p.is_file())
+                    .find_map(|p| {
+                        fs::OpenOptions::new()
+                            .read(true)
+                            .custom_flags(libc::O_DIRECT)
+                            .open(p)
+                            .ok()
+                    })
+                    .map(|f| {
+                        let (d, a, _) = probe_open_file(&f);
+                        (d, a)
+                    })
+            }));
+        }
         Err(e) => return Err(IoError::os("create probe file", &scratch, e)),
     };
     match fs::remove_file(&scratch) {

@@ -1,0 +1,461 @@
+//! How a store is created, locked and opened (issue 11, items 2, 4 and 5): one opener at a time,
+//! atomic creation that is recognised and redone when interrupted, a directory holding any part
+//! of a store never initialised again, `create = false`, and read-only opens.
+
+use keel::layout::{CREATING_FILE, LOCK_FILE};
+use keel::{Config, Error, Store, LOG_DIR};
+use keel_io::{FileClass, FileSystem, OpenOptions, SimConfig, SimFs};
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+
+fn small() -> Config {
+    Config {
+        page_size: 4096,
+        pool_size: 1 << 20,
+        log_file_size: 256 << 10,
+        ..Config::default()
+    }
+}
+
+fn fill(store: &Store, n: u32) {
+    for i in 0..n {
+        let tx = store.write().unwrap();
+        tx.table("t")
+            .unwrap()
+            .insert(&i.to_be_bytes(), &[i as u8; 300])
+            .unwrap();
+        tx.commit().unwrap();
+    }
+}
+
+fn count(store: &Store) -> usize {
+    let r = store.read().unwrap();
+    let t = r.table("t").unwrap();
+    t.range(..).unwrap().count()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Item 2: one opener.
+
+#[test]
+fn a_second_open_in_the_same_process_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = Store::open(dir.path(), small()).unwrap();
+    match Store::open(dir.path(), small()) {
+        Err(Error::AlreadyOpen { dir: d, pid }) => {
+            assert_eq!(d, dir.path());
+            assert_eq!(pid, Some(std::process::id()));
+        }
+        other => panic!("a second open must be refused, got {other:?}"),
+    }
+    // A read-only open conflicts with the writer too.
+    let ro = Config {
+        read_only: true,
+        ..small()
+    };
+    assert!(matches!(
+        Store::open(dir.path(), ro.clone()),
+        Err(Error::AlreadyOpen { .. })
+    ));
+    // Released on close (and on drop of the last clone).
+    let clone = a.clone();
+    fill(&a, 3);
+    drop(a);
+    assert!(matches!(
+        Store::open(dir.path(), small()),
+        Err(Error::AlreadyOpen { .. })
+    ));
+    clone.close().unwrap();
+    let b = Store::open(dir.path(), small()).unwrap();
+    assert_eq!(count(&b), 3);
+    drop(b);
+    // Read-only opens share.
+    let r1 = Store::open(dir.path(), ro.clone()).unwrap();
+    let r2 = Store::open(dir.path(), ro).unwrap();
+    assert_eq!(count(&r1), 3);
+    assert_eq!(count(&r2), 3);
+    assert!(matches!(
+        Store::open(dir.path(), small()),
+        Err(Error::AlreadyOpen { .. })
+    ));
+}
+
+#[test]
+fn the_lock_holds_on_simfs_and_a_crash_releases_it() {
+    let fs = SimFs::new(SimConfig::seeded(3));
+    let s = Store::open_with_fs(Arc::new(fs.clone()), "/db", small()).unwrap();
+    fill(&s, 2);
+    assert!(matches!(
+        Store::open_with_fs(Arc::new(fs.clone()), "/db", small()),
+        Err(Error::AlreadyOpen { .. })
+    ));
+    let after = fs.crash();
+    drop(s);
+    let s = Store::open_with_fs(Arc::new(after), "/db", small()).unwrap();
+    assert_eq!(count(&s), 2);
+}
+
+/// Child side of the cross-process test: holds the store until stdin closes.
+#[test]
+fn lock_holder_child() {
+    let Some(dir) = std::env::var_os("KEEL_LOCK_CHILD_DIR") else {
+        return;
+    };
+    let s = Store::open(&dir, small()).unwrap();
+    fill(&s, 1);
+    println!("holding");
+    std::io::stdout().flush().unwrap();
+    let mut line = String::new();
+    let _ = std::io::stdin().read_line(&mut line);
+    drop(s);
+}
+
+#[test]
+fn a_second_process_is_refused_with_the_holders_pid() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "lock_holder_child",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("KEEL_LOCK_CHILD_DIR", dir.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("holding") {
+        line.clear();
+        assert!(
+            out.read_line(&mut line).unwrap() > 0,
+            "the child ended early"
+        );
+    }
+    match Store::open(dir.path(), small()) {
+        Err(e @ Error::AlreadyOpen { .. }) => {
+            let Error::AlreadyOpen { pid, .. } = &e else {
+                unreachable!()
+            };
+            assert_eq!(*pid, Some(child.id()), "{e}");
+            assert!(e.to_string().contains(&child.id().to_string()), "{e}");
+        }
+        other => panic!("expected AlreadyOpen, got {other:?}"),
+    }
+    drop(child.stdin.take());
+    assert!(child.wait().unwrap().success());
+    let s = Store::open(dir.path(), small()).unwrap();
+    assert_eq!(count(&s), 1);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Item 4: missing or zeroed metadata never re-creates a store.
+
+fn closed_store(n: u32) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Store::open(dir.path(), small()).unwrap();
+    fill(&s, n);
+    s.close().unwrap();
+    dir
+}
+
+#[test]
+fn a_zeroed_meta_page_is_refused_and_nothing_is_overwritten() {
+    let dir = closed_store(40);
+    let data = dir.path().join("data.keel");
+    let mut bytes = std::fs::read(&data).unwrap();
+    bytes[..4096].fill(0);
+    std::fs::write(&data, &bytes).unwrap();
+    // No doublewrite copy of page 0 either.
+    std::fs::write(dir.path().join("doublewrite.keel"), []).unwrap();
+    let e = Store::open(dir.path(), small()).unwrap_err();
+    assert!(e.is_corruption(), "{e}");
+    assert!(e.to_string().contains("page 0"), "{e}");
+    assert_eq!(
+        std::fs::read(&data).unwrap(),
+        bytes,
+        "the data file was written"
+    );
+}
+
+#[test]
+fn a_deleted_log_header_or_log_is_refused() {
+    let dir = closed_store(10);
+    std::fs::remove_file(dir.path().join(LOG_DIR).join("log.header")).unwrap();
+    let e = Store::open(dir.path(), small()).unwrap_err();
+    assert!(matches!(e, Error::IncompleteStore { .. }), "{e}");
+    assert!(e.to_string().contains("log header"), "{e}");
+    assert!(!dir.path().join(LOG_DIR).join("log.header").exists());
+
+    let dir = closed_store(10);
+    std::fs::remove_dir_all(dir.path().join(LOG_DIR)).unwrap();
+    let e = Store::open(dir.path(), small()).unwrap_err();
+    assert!(matches!(e, Error::IncompleteStore { .. }), "{e}");
+    assert!(!dir.path().join(LOG_DIR).exists(), "a new log was created");
+}
+
+#[test]
+fn a_deleted_identity_or_data_file_is_refused() {
+    let dir = closed_store(10);
+    std::fs::remove_file(dir.path().join("store.keel")).unwrap();
+    let e = Store::open(dir.path(), small()).unwrap_err();
+    assert!(matches!(e, Error::IncompleteStore { .. }), "{e}");
+    assert!(e.to_string().contains("store.keel"), "{e}");
+    assert!(
+        !dir.path().join("store.keel").exists(),
+        "store.keel re-created"
+    );
+
+    let dir = closed_store(10);
+    std::fs::remove_file(dir.path().join("data.keel")).unwrap();
+    let e = Store::open(dir.path(), small()).unwrap_err();
+    assert!(matches!(e, Error::IncompleteStore { .. }), "{e}");
+    assert!(
+        !dir.path().join("data.keel").exists(),
+        "data file re-created"
+    );
+}
+
+/// A crash at every mutating I/O call of creation: the next open creates the store cleanly
+/// (an interrupted creation is recognised and redone) and it then works; never a permanent
+/// failure, never a half-made store taken for a store.
+#[test]
+fn a_crash_at_every_step_of_creation_is_redone() {
+    // How many mutating calls does a creation make?
+    let probe = SimFs::new(SimConfig::seeded(1));
+    let before = probe.generation();
+    let mut calls = 0;
+    for n in 1..2_000u64 {
+        let fs = SimFs::new(SimConfig::seeded(n));
+        fs.crash_at_call(n, None);
+        let r = Store::open_with_fs(Arc::new(fs.clone()), "/db", small());
+        let crashed = fs.is_crashed();
+        drop(r);
+        if !crashed {
+            calls = n;
+            break;
+        }
+        let after = fs.crashed_into().expect("a crashed fs");
+        let s = Store::open_with_fs(Arc::new(after.clone()), "/db", small())
+            .unwrap_or_else(|e| panic!("open after a crash at call {n} of creation: {e}"));
+        fill(&s, 2);
+        assert_eq!(count(&s), 2);
+        assert!(s.recovery().created || n > 0);
+        drop(s);
+        let s = Store::open_with_fs(Arc::new(after), "/db", small()).unwrap();
+        assert_eq!(count(&s), 2, "crash at call {n}");
+    }
+    assert_eq!(before, 0);
+    assert!(calls > 10, "creation made only {calls} mutating calls?");
+    println!(
+        "creation: crashed at each of {} mutating calls, every one redone",
+        calls - 1
+    );
+}
+
+#[test]
+fn an_empty_identity_left_by_an_interrupted_creation_is_redone() {
+    let fs = SimFs::new(SimConfig::seeded(4));
+    let dir = Path::new("/db");
+    fs.create_dir_all(dir).unwrap();
+    // What creation leaves when stopped right after its first step.
+    fs.open(
+        &dir.join(CREATING_FILE),
+        &OpenOptions::new(FileClass::Other).create(true),
+    )
+    .unwrap();
+    fs.open(
+        &dir.join("data.keel"),
+        &OpenOptions::new(FileClass::Data).create(true),
+    )
+    .unwrap();
+    let s = Store::open_with_fs(Arc::new(fs.clone()), dir, small()).unwrap();
+    assert!(s.recovery().created);
+    assert!(!fs.exists(&dir.join(CREATING_FILE)).unwrap());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Item 5: opens that never create, and read-only opens.
+
+#[test]
+fn create_false_on_a_directory_without_a_store_creates_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("user-file.txt"), b"mine").unwrap();
+    let cfg = Config {
+        create: false,
+        ..small()
+    };
+    let e = Store::open(dir.path(), cfg.clone()).unwrap_err();
+    assert!(matches!(e, Error::NotAStore { .. }), "{e}");
+    let names: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, vec![std::ffi::OsString::from("user-file.txt")]);
+    let missing = dir.path().join("nope");
+    assert!(matches!(
+        Store::open(&missing, cfg.clone()),
+        Err(Error::NotAStore { .. })
+    ));
+    assert!(!missing.exists());
+    // An existing store opens.
+    let store_dir = closed_store(5);
+    let s = Store::open(store_dir.path(), cfg).unwrap();
+    assert_eq!(count(&s), 5);
+}
+
+fn snapshot(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.file_name().is_some_and(|n| n != LOCK_FILE) {
+                out.push((p.display().to_string(), std::fs::read(&p).unwrap()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn a_read_only_open_reads_and_writes_nothing() {
+    let dir = closed_store(30);
+    let before = snapshot(dir.path());
+    let ro = Config {
+        read_only: true,
+        ..small()
+    };
+    let s = Store::open(dir.path(), ro).unwrap();
+    assert!(s.is_read_only());
+    assert_eq!(count(&s), 30);
+    assert!(matches!(s.write(), Err(Error::ReadOnly { .. })));
+    assert!(matches!(s.checkpoint(), Err(Error::ReadOnly { .. })));
+    s.close().unwrap();
+    assert!(
+        snapshot(dir.path()) == before,
+        "a read-only open changed the store"
+    );
+}
+
+#[test]
+fn a_read_only_open_of_a_store_that_needs_recovery_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let s = Store::open(dir.path(), small()).unwrap();
+        fill(&s, 5);
+        // Dropped without close: the commits are only in the log.
+    }
+    let before = snapshot(dir.path());
+    let ro = Config {
+        read_only: true,
+        ..small()
+    };
+    let e = Store::open(dir.path(), ro.clone()).unwrap_err();
+    assert!(matches!(e, Error::NeedsRecovery { .. }), "{e}");
+    assert!(e.to_string().contains("read-write"), "{e}");
+    assert!(
+        snapshot(dir.path()) == before,
+        "a refused read-only open changed the store"
+    );
+    drop(Store::open(dir.path(), small()).unwrap());
+    // Recovered (and checkpointed) by the read-write open: now it opens read-only.
+    let s = Store::open(dir.path(), ro).unwrap();
+    assert_eq!(count(&s), 5);
+}
+
+/// On a read-only mount (a loop-mounted ext4 image, as root).
+#[test]
+fn a_read_only_open_works_on_a_read_only_mount() {
+    let run = |cmd: &str, args: &[&str]| -> bool {
+        Command::new(cmd)
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    let uid = Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| o.stdout)
+        .unwrap_or_default();
+    if String::from_utf8_lossy(&uid).trim() != "0" {
+        println!("SKIPPED: a_read_only_open_works_on_a_read_only_mount needs root (loop mount)");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let img = tmp.path().join("ro.img");
+    let mnt = tmp.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let (img_s, mnt_s) = (img.to_str().unwrap(), mnt.to_str().unwrap());
+    if !(run("truncate", &["-s", "64M", img_s])
+        && run("mkfs.ext4", &["-q", "-F", img_s])
+        && run("mount", &["-o", "loop", img_s, mnt_s]))
+    {
+        println!("SKIPPED: a_read_only_open_works_on_a_read_only_mount: cannot make or mount an ext4 loop image");
+        return;
+    }
+    struct Unmount(String);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg(&self.0).status();
+        }
+    }
+    let _u = Unmount(mnt_s.to_string());
+    let dir = mnt.join("store");
+    let s = Store::open(&dir, small()).unwrap();
+    fill(&s, 20);
+    s.close().unwrap();
+    assert!(
+        run("mount", &["-o", "remount,ro", mnt_s]),
+        "remount read-only"
+    );
+    let ro = Config {
+        read_only: true,
+        ..small()
+    };
+    let s = Store::open(&dir, ro).unwrap();
+    assert_eq!(count(&s), 20);
+    drop(s);
+    // A read-write open on the read-only mount fails with an error, creating nothing.
+    assert!(Store::open(&dir, small()).is_err());
+    assert!(matches!(
+        Store::open(
+            mnt.join("other"),
+            Config {
+                create: false,
+                ..small()
+            }
+        ),
+        Err(Error::NotAStore { .. })
+    ));
+}
+
+/// What versions before the creation marker left when killed during creation (an empty
+/// `store.keel`, an empty data file): every later open failed with "short read". Now it is
+/// recognised as an interrupted creation and redone.
+#[test]
+fn an_empty_identity_from_an_older_interrupted_creation_is_redone() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("store.keel"), []).unwrap();
+    std::fs::write(dir.path().join("data.keel"), []).unwrap();
+    let s = Store::open(dir.path(), small()).unwrap();
+    assert!(s.recovery().created);
+    fill(&s, 3);
+    s.close().unwrap();
+    let s = Store::open(dir.path(), small()).unwrap();
+    assert_eq!(count(&s), 3);
+    // A short identity beside a data file that holds pages is damage, not a creation.
+    drop(s);
+    std::fs::write(dir.path().join("store.keel"), [1, 2, 3]).unwrap();
+    let e = Store::open(dir.path(), small()).unwrap_err();
+    assert!(e.is_corruption(), "{e}");
+}
