@@ -303,7 +303,13 @@ impl Store {
             PageWriterConfig {
                 page_size: config.page_size(),
                 checksum: config.checksum,
-                protection: config.protection(),
+                // Read-only: no page is ever written, and an existing doublewrite area is only
+                // read (opened for recovery, never formatted).
+                protection: if read_only {
+                    keel_flush::TornPageProtection::None
+                } else {
+                    config.protection()
+                },
                 init_on_flush_skip: config.init_on_flush_skip,
                 direct_io: config.direct_io,
             },

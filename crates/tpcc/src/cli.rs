@@ -484,7 +484,7 @@ fn cmd_check<E: Engine>(a: &CheckArgs) -> TpccResult<i32> {
             a.dir.display()
         )));
     }
-    let engine = E::open(&a.dir, &store)?;
+    let engine = E::open_existing(&a.dir, &store)?;
     let c = check(&engine)?;
     println!(
         "consistency conditions 1–12 on {} ({}):",

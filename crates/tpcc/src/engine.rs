@@ -133,6 +133,19 @@ pub trait Engine: Send + Sync + Sized + 'static {
     /// Opens the store in `dir` (creating it if it does not exist) with `config`.
     fn open(dir: &Path, config: &StoreConfig) -> EngineResult<Self>;
 
+    /// Opens an existing store in `dir` for `check`: never creates anything (an error when `dir`
+    /// holds no store) and, where the engine can, writes nothing either. The default opens with
+    /// [`Engine::open`] after checking that `dir` exists.
+    fn open_existing(dir: &Path, config: &StoreConfig) -> EngineResult<Self> {
+        if !dir.exists() {
+            return Err(EngineError::Io {
+                path: dir.to_path_buf(),
+                source: std::io::Error::new(std::io::ErrorKind::NotFound, "no such directory"),
+            });
+        }
+        Self::open(dir, config)
+    }
+
     /// Starts a write transaction; blocks while another write transaction is open.
     fn write(&self) -> EngineResult<Self::Write<'_>>;
 

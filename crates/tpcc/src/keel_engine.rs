@@ -260,6 +260,33 @@ impl Engine for KeelEngine {
             .map_err(engine_error)
     }
 
+    /// Read-only and never creating: a directory without a store is an error and is left as it
+    /// was; a store that needs recovery (after a crash) is recovered by a read-write open that
+    /// still never creates (on a read-only mount that fails with a clear message).
+    fn open_existing(dir: &Path, config: &StoreConfig) -> EngineResult<Self> {
+        let base = keel::Config {
+            create: false,
+            ..keel_config(config)
+        };
+        let ro = keel::Config {
+            read_only: true,
+            ..base.clone()
+        };
+        match keel::Store::open(dir, ro) {
+            Ok(s) => Ok(KeelEngine(s)),
+            Err(keel::Error::NeedsRecovery { detail, .. }) => {
+                eprintln!(
+                    "note: {} needs recovery ({detail}); recovering it with a read-write open",
+                    dir.display()
+                );
+                keel::Store::open(dir, base)
+                    .map(KeelEngine)
+                    .map_err(engine_error)
+            }
+            Err(e) => Err(engine_error(e)),
+        }
+    }
+
     fn write(&self) -> EngineResult<Self::Write<'_>> {
         Ok(KeelWrite {
             tx: self.0.write().map_err(engine_error)?,

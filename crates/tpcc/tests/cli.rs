@@ -148,9 +148,16 @@ fn bad_input_gets_clear_errors() {
     let t = tempfile::tempdir().unwrap();
     let empty = t.path().join("empty");
     std::fs::create_dir(&empty).unwrap();
+    std::fs::write(empty.join("user-file.txt"), b"mine").unwrap();
     let o = run(&["check"], &[("--dir", &empty)]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(text(&o).contains("no complete TPC-C load"), "{}", text(&o));
+    // `check` never creates a store (it used to write a 145 MB one beside the user's files).
+    assert!(text(&o).contains("not a Keel store"), "{}", text(&o));
+    let names: Vec<_> = std::fs::read_dir(&empty)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, vec![std::ffi::OsString::from("user-file.txt")]);
 
     let o = run(
         &["load", "--log-block-size", "1024"],
