@@ -65,6 +65,22 @@ pub enum BTreeError {
         /// Value length.
         len: usize,
     },
+    /// Following a page pointer read from disk failed: the child (or overflow) page it names
+    /// could not be read or is not what the pointer promised. Names the page and slot that held
+    /// the pointer, the target, and the cause (which may be a storage error such as a page out of
+    /// range, never written, or failing its checksum).
+    #[error("{page_id}, slot {slot}: pointer to {target}: {source}")]
+    BadPointer {
+        /// The page that holds the pointer.
+        page_id: PageId,
+        /// The slot (child index) of the pointer in that page.
+        slot: usize,
+        /// The page the pointer names.
+        target: PageId,
+        /// Why following it failed.
+        #[source]
+        source: Box<BTreeError>,
+    },
     /// The page store failed (I/O, corruption detected by a checksum, pool exhausted...).
     #[error(transparent)]
     Storage(Box<dyn std::error::Error + Send + Sync>),

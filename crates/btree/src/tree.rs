@@ -64,6 +64,34 @@ fn with_node<S: PageRead, R>(
     store.read(id, |p| Node::new(p, id).and_then(f))?
 }
 
+/// [`with_node`] for a page reached through a pointer read from disk: `from` is the page and
+/// slot that held it (`None` at the root). A failure to read or decode the target names the
+/// pointer ([`BTreeError::BadPointer`]), and a pointer to the page that holds it is refused
+/// before it is followed.
+fn with_node_from<S: PageRead, R>(
+    store: &S,
+    id: PageId,
+    from: Option<(PageId, usize)>,
+    f: impl FnOnce(Node<'_>) -> Result<R>,
+) -> Result<R> {
+    let Some((parent, slot)) = from else {
+        return with_node(store, id, f);
+    };
+    let bad = |source: BTreeError| BTreeError::BadPointer {
+        page_id: parent,
+        slot,
+        target: id,
+        source: Box::new(source),
+    };
+    if id == parent {
+        return Err(bad(BTreeError::Corrupt {
+            page_id: parent,
+            detail: "a node points to itself".into(),
+        }));
+    }
+    with_node(store, id, f).map_err(bad)
+}
+
 fn level_error(id: PageId, expected: u8, found: u8) -> BTreeError {
     BTreeError::Corrupt {
         page_id: id,
@@ -161,12 +189,13 @@ impl BTree {
     fn get_latched<S: PageRead>(&self, store: &S, key: &[u8]) -> Result<Option<Vec<u8>>> {
         let mut id = self.root;
         let mut expect: Option<u8> = None;
+        let mut from: Option<(PageId, usize)> = None;
         for _ in 0..MAX_DEPTH {
             enum Step {
-                Child(PageId, u8),
+                Child(PageId, usize, u8),
                 Found(Option<FoundValue>),
             }
-            let step = with_node(store, id, |n| {
+            let step = with_node_from(store, id, from, |n| {
                 if let Some(e) = expect {
                     if n.level() != e {
                         return Err(level_error(id, e, n.level()));
@@ -179,10 +208,11 @@ impl BTree {
                     }));
                 }
                 let c = n.child_index_for(key)?;
-                Ok(Step::Child(n.child(c)?, n.level().wrapping_sub(1)))
+                Ok(Step::Child(n.child(c)?, c, n.level().wrapping_sub(1)))
             })?;
             match step {
-                Step::Child(c, lvl) => {
+                Step::Child(c, slot, lvl) => {
+                    from = Some((id, slot));
                     id = c;
                     expect = Some(lvl);
                 }
@@ -426,7 +456,13 @@ impl BTree {
             } else {
                 high
             };
-            self.check_node(store, *child, level - 1, lo, hi, stats, depth + 1)?;
+            self.check_node(store, *child, level - 1, lo, hi, stats, depth + 1)
+                .map_err(|e| BTreeError::BadPointer {
+                    page_id: id,
+                    slot: c,
+                    target: *child,
+                    source: Box::new(e),
+                })?;
         }
         Ok(())
     }
@@ -437,11 +473,11 @@ impl BTree {
         store: &S,
         key: &[u8],
     ) -> Result<(Vec<(PageId, usize)>, PageId)> {
-        let mut path = Vec::new();
+        let mut path: Vec<(PageId, usize)> = Vec::new();
         let mut id = self.root;
         let mut expect: Option<u8> = None;
         for _ in 0..MAX_DEPTH {
-            let next = with_node(store, id, |n| {
+            let next = with_node_from(store, id, path.last().copied(), |n| {
                 if let Some(e) = expect {
                     if n.level() != e {
                         return Err(level_error(id, e, n.level()));
@@ -608,6 +644,7 @@ impl BTree {
     fn read_overflow<S: PageRead>(&self, store: &S, first: PageId, len: u64) -> Result<Vec<u8>> {
         let mut out = Vec::with_capacity(len.min(1 << 30) as usize);
         let mut id = first;
+        let mut prev = first;
         while (out.len() as u64) < len {
             if id == PageId(0) {
                 return Err(BTreeError::Corrupt {
@@ -615,7 +652,19 @@ impl BTree {
                     detail: format!("overflow chain ends after {} of {len} bytes", out.len()),
                 });
             }
-            let (next, data) = self.overflow_page(store, id)?;
+            let (next, data) = self.overflow_page(store, id).map_err(|e| {
+                if id == first {
+                    e
+                } else {
+                    BTreeError::BadPointer {
+                        page_id: prev,
+                        slot: 0,
+                        target: id,
+                        source: Box::new(e),
+                    }
+                }
+            })?;
+            prev = id;
             if data.is_empty() {
                 return Err(BTreeError::Corrupt {
                     page_id: id,
@@ -733,8 +782,9 @@ impl BTree {
     ) -> Result<LeafStep> {
         let mut id = self.root;
         let mut fence: Option<Vec<u8>> = None;
+        let mut from: Option<(PageId, usize)> = None;
         for _ in 0..MAX_DEPTH {
-            let step = with_node(store, id, |n| {
+            let step = with_node_from(store, id, from, |n| {
                 if n.is_leaf() {
                     let mut range = entries(&n)?;
                     let mut out = Vec::with_capacity(range.len());
@@ -751,14 +801,15 @@ impl BTree {
                 }
                 let (c, sep) = route(&n)?;
                 let f = sep.map(|i| n.key(i).map(<[u8]>::to_vec)).transpose()?;
-                Ok(Ok((n.child(c)?, f)))
+                Ok(Ok((n.child(c)?, c, f)))
             })?;
             match step {
                 Err(entries) => return Ok((entries, fence)),
-                Ok((child, f)) => {
+                Ok((child, slot, f)) => {
                     if f.is_some() {
                         fence = f;
                     }
+                    from = Some((id, slot));
                     id = child;
                 }
             }

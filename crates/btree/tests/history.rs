@@ -31,7 +31,7 @@ fn key(rng: &mut SplitMix64, max_key: usize, pool: &[Vec<u8>]) -> Vec<u8> {
         _ => rng.below(40) as usize,
     };
     let start = rng.below(26) as u8;
-    k.extend((0..tail).map(|i| b'a' + (start + i as u8) % 26));
+    k.extend((0..tail).map(|i| b'a' + ((start as usize + i) % 26) as u8));
     k.truncate(max_key);
     k
 }

@@ -270,10 +270,19 @@ fn check_and_get_catch_a_child_at_the_wrong_level() {
         .unwrap_err()
         .to_string()
         .contains("level"));
-    assert!(matches!(
-        tree.get(&pages, &0u32.to_be_bytes()),
-        Err(BTreeError::Corrupt { .. })
-    ));
+    // Reported as the root's pointer to that child, with the level mismatch as the cause.
+    match tree.get(&pages, &0u32.to_be_bytes()) {
+        Err(BTreeError::BadPointer {
+            page_id,
+            slot: 0,
+            target,
+            source,
+        }) => {
+            assert_eq!((page_id, target), (tree.root(), leftmost));
+            assert!(matches!(*source, BTreeError::Corrupt { .. }), "{source}");
+        }
+        other => panic!("expected a bad pointer, got {other:?}"),
+    }
 }
 
 /// Invariant 3: garbage node bytes give errors naming the page, never a panic.

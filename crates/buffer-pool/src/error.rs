@@ -119,13 +119,15 @@ impl PoolError {
 
     /// True when stored bytes are damaged: a page that failed its checks
     /// ([`PoolError::Corruption`]), redo that cannot be applied ([`PoolError::BadRedo`]), a page
-    /// that cannot be rebuilt ([`PoolError::Unrecoverable`]), or a corruption reported by the page
+    /// that cannot be rebuilt ([`PoolError::Unrecoverable`]), a dangling reference to a page that
+    /// was never written ([`PoolError::Unwritten`]), or a corruption reported by the page
     /// writer or the redo log below.
     pub fn is_corruption(&self) -> bool {
         match self {
             PoolError::Corruption(_)
             | PoolError::BadRedo { .. }
-            | PoolError::Unrecoverable { .. } => true,
+            | PoolError::Unrecoverable { .. }
+            | PoolError::Unwritten { .. } => true,
             PoolError::Store(_) => self
                 .flush_error()
                 .is_some_and(keel_flush::FlushError::is_corruption),

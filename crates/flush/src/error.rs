@@ -115,6 +115,18 @@ pub enum FlushError {
         log_durable: Lsn,
     },
 
+    /// A page id that no file can hold (its byte offset would pass `i64::MAX`): a damaged page
+    /// pointer. Refused before any I/O.
+    #[error("{file}: {page_id} is out of range for {page_size} pages (its offset would pass the largest file offset)")]
+    PageOutOfRange {
+        /// The data file.
+        file: PathBuf,
+        /// The page.
+        page_id: PageId,
+        /// The page size.
+        page_size: PageSize,
+    },
+
     /// The configuration cannot work.
     #[error("invalid page writer configuration: {0}")]
     Config(String),
@@ -133,6 +145,7 @@ impl FlushError {
             FlushError::Corruption(_)
                 | FlushError::DoublewriteArea { .. }
                 | FlushError::PageLsnInFuture { .. }
+                | FlushError::PageOutOfRange { .. }
         )
     }
 }

@@ -110,7 +110,8 @@ impl Group {
     pub fn home_ops(&self, range: std::ops::Range<usize>) -> Vec<WriteOp<'_>> {
         let mut ops: Vec<WriteOp<'_>> = range
             .map(|i| WriteOp {
-                offset: self.pages[i].id.0 * self.page_size as u64,
+                // Every id was checked by `PageWriter::write_pages` (`check_page`): no overflow.
+                offset: self.pages[i].id.0.saturating_mul(self.page_size as u64),
                 buf: self.image(i),
             })
             .collect();

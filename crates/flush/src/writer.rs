@@ -406,6 +406,7 @@ impl PageWriter {
             reason,
         };
         let ps = self.config.page_size.bytes();
+        self.page_offset(p.page_id)?;
         if p.image.len() != ps {
             return Err(bad(format!(
                 "the image is {} bytes, the page size is {}",
@@ -593,8 +594,19 @@ impl PageWriter {
 
     /// Reads the bytes of page `id` (aligned `buf` if the file is direct); bytes beyond the end of
     /// the file read as zero.
+    /// The byte offset of page `id` in the data file, or [`FlushError::PageOutOfRange`] when no
+    /// file can hold it (a damaged page pointer): checked before any I/O is issued.
+    fn page_offset(&self, id: PageId) -> Result<u64> {
+        id.offset(self.config.page_size)
+            .ok_or_else(|| FlushError::PageOutOfRange {
+                file: self.data.path().to_path_buf(),
+                page_id: id,
+                page_size: self.config.page_size,
+            })
+    }
+
     fn read_raw(&self, id: PageId, buf: &mut [u8]) -> Result<()> {
-        let off = id.offset(self.config.page_size);
+        let off = self.page_offset(id)?;
         match self.data.read_exact_at(buf, off) {
             Ok(()) => Ok(()),
             Err(IoError::ShortRead { .. }) => {
@@ -639,7 +651,10 @@ impl PageWriter {
             .iter()
             .enumerate()
             .filter(|(_, (id, buf))| {
-                buf.len() == ps && id.offset(self.config.page_size) + ps as u64 <= len
+                buf.len() == ps
+                    && id
+                        .offset(self.config.page_size)
+                        .is_some_and(|o| o.saturating_add(ps as u64) <= len)
             })
             .map(|(i, _)| i)
             .collect();
@@ -654,7 +669,8 @@ impl PageWriter {
                         let (head, tail) = rest.split_at_mut(ps);
                         rest = tail;
                         ops.push(ReadOp {
-                            offset: reqs[i].0.offset(self.config.page_size),
+                            // Batchable: its offset was checked above.
+                            offset: reqs[i].0.offset(self.config.page_size).unwrap_or(0),
                             buf: head,
                         });
                     }
@@ -667,7 +683,8 @@ impl PageWriter {
                     for (i, (id, buf)) in reqs.iter_mut().enumerate() {
                         if want[i] {
                             ops.push(ReadOp {
-                                offset: id.offset(self.config.page_size),
+                                // Batchable: its offset was checked above.
+                                offset: id.offset(self.config.page_size).unwrap_or(0),
                                 buf: &mut buf[..],
                             });
                         }
@@ -721,11 +738,13 @@ impl PageWriter {
         if !restore.is_empty() {
             let ops: Vec<WriteOp<'_>> = restore
                 .iter()
-                .map(|(c, _)| WriteOp {
-                    offset: c.page_id.offset(self.config.page_size),
-                    buf: &c.image,
+                .map(|(c, _)| {
+                    Ok(WriteOp {
+                        offset: self.page_offset(c.page_id)?,
+                        buf: &c.image,
+                    })
                 })
-                .collect();
+                .collect::<Result<_>>()?;
             let ctx = self.ctx();
             ctx.write_home(&ops, false)?;
             ctx.sync_data_file()?;

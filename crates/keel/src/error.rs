@@ -46,6 +46,21 @@ pub enum Error {
     /// failed in a way no other variant describes.
     #[error(transparent)]
     BTree(keel_btree::BTreeError),
+    /// A page pointer read from disk (a B-tree child or an overflow link) leads to a page that
+    /// cannot be read or is not what the pointer promised: names the page and slot that held the
+    /// pointer, the target page, and the cause.
+    #[error("{page_id}, slot {slot}: pointer to {target}: {source}")]
+    BadPointer {
+        /// The page holding the pointer.
+        page_id: PageId,
+        /// The slot of the pointer in that page.
+        slot: usize,
+        /// The page it points to.
+        target: PageId,
+        /// What went wrong following it.
+        #[source]
+        source: Box<Error>,
+    },
     /// The key is longer than this store's page size allows. The limit is
     /// [`max_key_len`](crate::max_key_len)`(page_size)`: 976 bytes on 4 KiB pages, 2,000 on
     /// 8 KiB, 4,048 on 16 KiB (a node must always hold at least four cells). Nothing was changed.
@@ -203,6 +218,25 @@ impl From<keel_btree::BTreeError> for Error {
                     Err(other) => Error::BTree(keel_btree::BTreeError::Storage(other)),
                 },
             },
+            keel_btree::BTreeError::BadPointer {
+                page_id,
+                slot,
+                target,
+                source,
+            } => {
+                let cause = Error::from(*source);
+                if cause.is_corruption() || matches!(cause, Error::Io(_)) {
+                    Error::BadPointer {
+                        page_id,
+                        slot,
+                        target,
+                        source: Box::new(cause),
+                    }
+                } else {
+                    // Not about the pointer (a full pool, a poisoned store): the error itself.
+                    cause
+                }
+            }
             keel_btree::BTreeError::KeyTooLarge { len, max } => Error::KeyTooLarge { len, max },
             keel_btree::BTreeError::ValueTooLarge { len } => Error::ValueTooLarge {
                 len,
@@ -225,12 +259,20 @@ impl Error {
             | Error::Format { .. }
             | Error::Recovery { .. }
             | Error::IncompleteStore { .. } => true,
+            Error::BadPointer { source, .. } => {
+                source.is_corruption() || source.is_pointer_out_of_range()
+            }
             Error::Log(e) => e.is_corruption(),
             Error::Flush(e) => e.is_corruption(),
             Error::Pool(e) => pool_is_corruption(e),
             Error::BTree(e) => btree_is_corruption(e),
             _ => false,
         }
+    }
+
+    fn is_pointer_out_of_range(&self) -> bool {
+        // An I/O error following a pointer (e.g. an impossible offset) means the pointer is bad.
+        matches!(self, Error::Io(_))
     }
 
     /// True when a write failed because the device is full (ENOSPC), directly or as the cause
@@ -296,7 +338,7 @@ fn pool_is_corruption(e: &keel_buffer_pool::PoolError) -> bool {
 
 fn btree_is_corruption(e: &keel_btree::BTreeError) -> bool {
     match e {
-        keel_btree::BTreeError::Corrupt { .. } => true,
+        keel_btree::BTreeError::Corrupt { .. } | keel_btree::BTreeError::BadPointer { .. } => true,
         keel_btree::BTreeError::Storage(inner) => {
             if let Some(e) = inner.downcast_ref::<Error>() {
                 e.is_corruption()

@@ -186,11 +186,28 @@ pub fn read_meta(page: &[u8], file: &Path) -> Result<MetaInfo> {
     if free_count as usize > free_capacity(page.len()) {
         return Err(format(format!("free count {free_count} above capacity")));
     }
+    // Every id the meta page holds is checked against the allocated range before it is used.
+    let page_count = rd_u64(page, M_PAGE_COUNT);
+    let catalog_root = PageId(rd_u64(page, M_CATALOG_ROOT));
+    let trunk_head = PageId(rd_u64(page, M_TRUNK));
+    if page_count == 0 {
+        return Err(format("0 pages allocated (page 0 is this page)".into()));
+    }
+    if catalog_root.0 >= page_count {
+        return Err(format(format!(
+            "catalog root {catalog_root} beyond the {page_count} allocated pages"
+        )));
+    }
+    if trunk_head.0 >= page_count {
+        return Err(format(format!(
+            "free-list trunk {trunk_head} beyond the {page_count} allocated pages"
+        )));
+    }
     Ok(MetaInfo {
-        page_count: rd_u64(page, M_PAGE_COUNT),
-        catalog_root: PageId(rd_u64(page, M_CATALOG_ROOT)),
+        page_count,
+        catalog_root,
         free_count,
-        trunk_head: PageId(rd_u64(page, M_TRUNK)),
+        trunk_head,
     })
 }
 
@@ -269,7 +286,21 @@ pub fn allocate(txn: &PageTxn<'_>, file: &Path) -> Result<PageId> {
         }
         return Ok(PageId(id));
     }
-    g.write(M_PAGE_COUNT, &(info.page_count + 1).to_le_bytes())?;
+    let next = info
+        .page_count
+        .checked_add(1)
+        .filter(|&n| {
+            keel_page::PageSize::from_bytes(g.len())
+                .is_some_and(|ps| PageId(n).offset(ps).is_some())
+        })
+        .ok_or_else(|| Error::Format {
+            path: file.to_path_buf(),
+            detail: format!(
+                "meta page: {} pages allocated; no further page fits in a file",
+                info.page_count
+            ),
+        })?;
+    g.write(M_PAGE_COUNT, &next.to_le_bytes())?;
     Ok(PageId(info.page_count))
 }
 

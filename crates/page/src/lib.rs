@@ -36,16 +36,25 @@ pub use header::{
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
-/// The number of a page within its file: the page lives at byte offset `id * page_size`.
+/// The number of a page within its file: the page lives at byte offset `id * page_size`
+/// ([`PageId::offset`], checked).
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize,
 )]
 pub struct PageId(pub u64);
 
+/// The largest byte a page may end at: file offsets are signed 64-bit in `pread`, `pwrite` and
+/// io_uring, so no page lies past `i64::MAX`.
+pub const MAX_FILE_END: u64 = i64::MAX as u64;
+
 impl PageId {
-    /// Byte offset of this page in a file of pages of `page_size`.
-    pub fn offset(self, page_size: PageSize) -> u64 {
-        self.0 * page_size.bytes() as u64
+    /// Byte offset of this page in a file of pages of `page_size`, or `None` when the page would
+    /// end past [`MAX_FILE_END`] (an id read from disk that no file can hold: a damaged
+    /// pointer). Checked: never wraps, never panics.
+    pub fn offset(self, page_size: PageSize) -> Option<u64> {
+        let ps = page_size.bytes() as u64;
+        let start = self.0.checked_mul(ps)?;
+        (start.checked_add(ps)? <= MAX_FILE_END).then_some(start)
     }
 }
 
