@@ -11,7 +11,7 @@
 //! | 16..18 | bytes used: payload bytes that belong to the log (`0..=P`) |
 //! | 18..20 | offset in the payload of the first record group starting in this block, `0xFFFF` none |
 //! | 20 | flags: bit 0 = restart (first block written by a new incarnation) |
-//! | 21..24 | durable lag `d` (u24): when the block was written, every block numbered below `n - d` had been made durable by this incarnation (0: no claim). Lets recovery tell a damaged block in the middle of synced data from a torn tail (see `scan.rs`) |
+//! | 21..24 | durable lag `d` (u24): 0 = no claim; otherwise, when the block was written, every block numbered below `n + 1 - d` had been made durable by this incarnation. Lets recovery tell a damaged block in the middle of synced data from a torn tail (see `scan.rs`) |
 //! | 24..B-4 | payload (bytes past "bytes used" are zero) |
 //! | B-4..B | CRC-32C of the 4-byte log salt followed by bytes `0..B-4` |
 //!
@@ -50,8 +50,8 @@ pub struct BlockHeader {
     pub first_group: Option<u16>,
     /// First block of a new incarnation.
     pub restart: bool,
-    /// Durable lag: when this block was written, every block below `number - durable_lag` was
-    /// durable (0: no claim; at most [`MAX_DURABLE_LAG`]).
+    /// Durable lag: 0 = no claim; otherwise, when this block was written, every block below
+    /// `number + 1 - durable_lag` was durable (at most [`MAX_DURABLE_LAG`]).
     pub durable_lag: u32,
 }
 
@@ -62,7 +62,7 @@ impl BlockHeader {
     /// The first block this block claims was not yet durable when it was written (every block
     /// below it was), or `None` when it makes no claim.
     pub fn durable_below(&self) -> Option<u64> {
-        (self.durable_lag > 0).then(|| self.number.saturating_sub(self.durable_lag as u64))
+        (self.durable_lag > 0).then(|| (self.number + 1).saturating_sub(self.durable_lag as u64))
     }
 }
 
@@ -200,7 +200,7 @@ pub fn check_block(
         return Err(BlockFault::Malformed(format!("unknown flags {flags:#04x}")));
     }
     let durable_lag = u32::from_le_bytes([block[21], block[22], block[23], 0]);
-    if durable_lag as u64 > number {
+    if durable_lag as u64 > number.saturating_add(1) {
         return Err(BlockFault::Malformed(format!(
             "durable lag {durable_lag} beyond block {number}"
         )));

@@ -77,7 +77,7 @@ const PASS_BYTES: usize = 1 << 20;
 
 impl Writer {
     /// The durable lag block `b` carries: the blocks this incarnation has made durable below
-    /// it (`[restart_block, durable / P)`), as a distance back from `b`; 0 (no claim) when there
+    /// it (`[restart_block, durable / P)`), as `b + 1 - durable / P`; 0 (no claim) when there
     /// are none or the distance does not fit. Blocks of earlier incarnations are never claimed:
     /// what recovery read of them may have come from the page cache, not the disk.
     fn durable_lag(&self, b: u64) -> u32 {
@@ -86,7 +86,7 @@ impl Writer {
         if below <= self.restart_block || below > b {
             return 0;
         }
-        u32::try_from(b - below)
+        u32::try_from(b + 1 - below)
             .ok()
             .filter(|&d| d <= crate::block::MAX_DURABLE_LAG)
             .unwrap_or(0)

@@ -1,0 +1,145 @@
+//! A corrupt middle is told from a torn tail (issue 11, item 3), at the log's own level.
+//!
+//! Every group is made durable before the next is appended, so every block but the tail was
+//! covered by a completed sync. A damaged block in the middle is then refused
+//! ([`LogError::CorruptMiddle`] naming file, block and LSN) — for 512 and 4096-byte blocks,
+//! preallocated and growing files, a flipped bit, a zeroed block or garbage — while damage to the
+//! last block (what a torn write leaves) still opens, and `accept_loss` opens and reports.
+
+mod common;
+
+use common::group;
+use keel_io::{FileClass, FileSystem, OpenOptions, SimConfig, SimFs};
+use keel_redo_log::{LogBlockSize, LogConfig, LogError, LogFiles, LogOpenMode, RedoLog};
+use std::path::Path;
+use std::sync::Arc;
+
+fn cfg(block: LogBlockSize, files: LogFiles) -> LogConfig {
+    LogConfig {
+        block_size: block,
+        files,
+        buffer_size: 256 << 10,
+        ..LogConfig::default()
+    }
+}
+
+fn layouts() -> Vec<LogFiles> {
+    vec![
+        LogFiles::Preallocated {
+            file_size: 1 << 20,
+            files: 2,
+        },
+        LogFiles::Growing { file_size: 1 << 20 },
+    ]
+}
+
+/// Writes `n` groups, each durable before the next; returns the number of blocks used in
+/// `log.0000000000`.
+fn write(fs: &SimFs, dir: &Path, c: &LogConfig, n: u64) -> u64 {
+    let (log, _) = RedoLog::open(Arc::new(fs.clone()), dir, c.clone()).unwrap();
+    for t in 0..n {
+        let r = log.append_range(&group(t, 300)).unwrap();
+        log.wait_durable(r.end).unwrap();
+    }
+    let end = log.end_lsn();
+    drop(log);
+    let p = keel_redo_log::inspect::payload_size(c.block_size.bytes()) as u64;
+    end.0.div_ceil(p)
+}
+
+fn damage(fs: &SimFs, dir: &Path, block: u64, bsize: usize, how: &str) {
+    let path = dir.join("log.0000000000");
+    let f = fs.open(&path, &OpenOptions::new(FileClass::Other)).unwrap();
+    let off = block * bsize as u64;
+    let mut b = vec![0u8; bsize];
+    f.read_exact_at(&mut b, off).unwrap();
+    match how {
+        "flip" => b[40] ^= 0x04,
+        "zero" => b.fill(0),
+        _ => b
+            .iter_mut()
+            .enumerate()
+            .for_each(|(i, x)| *x = (i as u8).wrapping_mul(37)),
+    }
+    f.write_all_at(&b, off).unwrap();
+    f.sync_all().unwrap();
+}
+
+fn open(
+    fs: &SimFs,
+    dir: &Path,
+    c: &LogConfig,
+    accept: bool,
+) -> keel_redo_log::Result<keel_redo_log::Recovered> {
+    RedoLog::open_mode(
+        Arc::new(fs.clone()),
+        dir,
+        c.clone(),
+        LogOpenMode::Existing,
+        accept,
+    )
+    .map(|(_, r)| r)
+}
+
+#[test]
+fn a_damaged_block_in_the_middle_is_refused() {
+    for block in [LogBlockSize::B512, LogBlockSize::B4096] {
+        for files in layouts() {
+            for how in ["flip", "zero", "garbage"] {
+                let fs = SimFs::new(SimConfig::seeded(7));
+                let dir = Path::new("/log");
+                let c = cfg(block, files);
+                let used = write(&fs, dir, &c, 200);
+                assert!(used > 8, "{used}");
+                let bad = used / 2;
+                damage(&fs, dir, bad, block.bytes(), how);
+                let what = format!("{block:?} {files:?} {how}");
+                match open(&fs, dir, &c, false) {
+                    Err(LogError::CorruptMiddle {
+                        path,
+                        block: b,
+                        lsn,
+                        ..
+                    }) => {
+                        assert!(path.ends_with("log.0000000000"), "{what}");
+                        assert_eq!(b, bad, "{what}");
+                        assert_eq!(
+                            lsn.0,
+                            bad * keel_redo_log::inspect::payload_size(block.bytes()) as u64,
+                            "{what}"
+                        );
+                    }
+                    Err(e) => panic!("{what}: expected CorruptMiddle, got {e}"),
+                    Ok(r) => panic!(
+                        "{what}: expected CorruptMiddle, opened with {} groups; end: {}",
+                        r.groups.len(),
+                        r.end_reason
+                    ),
+                }
+                // Refusing wrote nothing: the same open refuses again.
+                assert!(open(&fs, dir, &c, false).is_err(), "{what}");
+                // Accepting the loss opens and says what was given up.
+                let r = open(&fs, dir, &c, true).unwrap();
+                let loss = r.log_loss.expect("the loss is reported");
+                assert!(loss.contains(&format!("block {bad}")), "{what}: {loss}");
+            }
+        }
+    }
+}
+
+#[test]
+fn damage_to_the_last_block_opens_as_a_torn_tail() {
+    for block in [LogBlockSize::B512, LogBlockSize::B4096] {
+        for files in layouts() {
+            let fs = SimFs::new(SimConfig::seeded(8));
+            let dir = Path::new("/log");
+            let c = cfg(block, files);
+            let used = write(&fs, dir, &c, 100);
+            damage(&fs, dir, used - 1, block.bytes(), "zero");
+            let r = open(&fs, dir, &c, false)
+                .unwrap_or_else(|e| panic!("{block:?} {files:?}: a torn tail was refused: {e}"));
+            assert!(r.log_loss.is_none());
+            assert!(!r.groups.is_empty());
+        }
+    }
+}
