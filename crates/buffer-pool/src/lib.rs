@@ -41,7 +41,7 @@
 //!    fails with [`PoolError::TxnTooLarge`] and changes nothing. Tests: `tests/pool.rs:
 //!    uncommitted_pages_are_never_written`, `txn_too_large_changes_nothing`,
 //!    `abort_restores_pages_exactly`.
-//! 3. **Dirty tracking / checkpoint** (DESIGN.md invariant 3): a page leaves the flush list only
+//! 3. **Dirty tracking / checkpoint** (docs/design.md invariant 3): a page leaves the flush list only
 //!    when a write of its newest committed state is durable (a page committed again while being
 //!    written stays dirty from the later group); its key is at or below the start of its oldest
 //!    unwritten group; [`BufferPool::checkpoint_lsn`] never returns more than the oldest key,
@@ -63,10 +63,10 @@
 //!    checkpoints in that mode never exceed the published horizon. Tests: `tests/crash.rs:
 //!    full_page_images_skipped_on_purpose_is_caught` (knob `skip_full_page_images`),
 //!    `tests/pool.rs: full_page_image_logged_once_per_checkpoint`.
-//! 6. **WAL rule** (DESIGN.md invariant 1) is enforced by the page writer before any write; the
+//! 6. **WAL rule** (docs/design.md invariant 1) is enforced by the page writer before any write; the
 //!    pool hands it each page's LSN. Test: `tests/crash.rs: wal_rule_broken_on_purpose_is_caught`
 //!    (a log that lies about durability).
-//! 7. **Recovery** (DESIGN.md invariants 4 and 5, the pool's half): see module [`recovery`];
+//! 7. **Recovery** (docs/design.md invariants 4 and 5, the pool's half): see module [`recovery`];
 //!    tests in `tests/recovery.rs` and the crash property tests in `tests/crash.rs` (every mode,
 //!    model log and real log, 512/4096-byte sectors; in `None` mode torn pages are reported).
 //!

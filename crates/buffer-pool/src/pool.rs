@@ -184,7 +184,7 @@ pub(crate) struct CleanerCtl {
 #[doc(hidden)]
 #[derive(Default)]
 pub struct TestKnobs {
-    /// `checkpoint_lsn` ignores dirty pages and returns the log's end (breaks DESIGN.md
+    /// `checkpoint_lsn` ignores dirty pages and returns the log's end (breaks docs/design.md
     /// invariant 3).
     pub checkpoint_overreport: AtomicBool,
     /// Transactions never log full page images (breaks full-page-writes protection).
@@ -1262,7 +1262,7 @@ impl BufferPool {
         end
     }
 
-    /// The highest LSN a checkpoint may record now (DESIGN.md invariant 3): never above the
+    /// The highest LSN a checkpoint may record now (docs/design.md invariant 3): never above the
     /// oldest modification of any dirty page, nor above a change whose group is being
     /// appended, nor (full-page-writes) above the published horizon. Publishes the result as
     /// the horizon, so later init-on-flush decisions account for it. Write it with the log's

@@ -1,4 +1,4 @@
-//! Redo application at recovery (DESIGN.md invariant 4, the pool's half).
+//! Redo application at recovery (docs/design.md invariant 4, the pool's half).
 //!
 //! Given the complete groups the log's recovery scan returned (after the doublewrite area has
 //! restored what it can), pages are brought up to date group by group:

@@ -202,7 +202,7 @@ fn rewrite_page_1(w: &mut World, byte: u8) {
     });
 }
 
-/// DESIGN.md invariant 1 (WAL rule), broken: the log lies that it is durable, so the writer
+/// docs/design.md invariant 1 (WAL rule), broken: the log lies that it is durable, so the writer
 /// puts a page on disk whose redo is lost in the crash. The check finds a page ahead of the log.
 #[test]
 fn wal_rule_broken_on_purpose_is_caught() {
@@ -245,7 +245,7 @@ fn wal_rule_broken_on_purpose_is_caught() {
     }
 }
 
-/// DESIGN.md invariant 3, broken: the checkpoint over-reports (ignores a dirty page), so replay
+/// docs/design.md invariant 3, broken: the checkpoint over-reports (ignores a dirty page), so replay
 /// starts after a durable change that never reached the page. The check finds the lost update.
 #[test]
 fn checkpoint_over_report_on_purpose_is_caught() {
@@ -358,7 +358,7 @@ fn none_mode_reports_a_torn_page() {
     assert_eq!(r.torn_reported, vec![PageId(1)]);
 }
 
-/// DESIGN.md invariant 2 seen from the pool: in every batch, the doublewrite area is synced
+/// docs/design.md invariant 2 seen from the pool: in every batch, the doublewrite area is synced
 /// before the first in-place write of a protected page. (The data file is synced before a slot
 /// is reused, not inside each batch. Breaking either on purpose needs keel-flush's test-only
 /// knobs: its own tests `tests::order::doublewrite_*` and `tests::crash::*_breaks_repair` do.)

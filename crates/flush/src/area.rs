@@ -332,7 +332,7 @@ pub(crate) struct Scan {
     pub candidates: Vec<Candidate>,
 }
 
-/// Where a slot is in its life (DESIGN.md invariant 2, read literally: a slot is reused only
+/// Where a slot is in its life (docs/design.md invariant 2, read literally: a slot is reused only
 /// after the in-place writes of its batch are durable).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum SlotUse {

@@ -44,7 +44,7 @@ pub enum FlushError {
     },
 
     /// The redo log is durable only up to `durable`, below the LSN of a page about to be written:
-    /// writing it would break the WAL rule (DESIGN.md invariant 1). No page byte was written.
+    /// writing it would break the WAL rule (docs/design.md invariant 1). No page byte was written.
     #[error("WAL rule violated: {page_id} has {needed} but the redo log is durable only up to {durable}; nothing was written")]
     WalRule {
         /// The page whose LSN is not durable.

@@ -47,12 +47,12 @@
 //!
 //! # Invariants this crate keeps (each has a test that breaks it on purpose)
 //!
-//! 1. **WAL rule** (DESIGN.md invariant 1): no page byte reaches the doublewrite area, an atomic
+//! 1. **WAL rule** (docs/design.md invariant 1): no page byte reaches the doublewrite area, an atomic
 //!    write or its home before the log is durable up to the batch's newest page LSN. The writer
 //!    calls [`WalFlush::flush_to`] and then checks [`WalFlush::durable_lsn`]; a log that is
 //!    behind is [`FlushError::WalRule`] with nothing written. Tests:
 //!    `tests::order::wal_rule_*`.
-//! 2. **Doublewrite order** (DESIGN.md invariant 2): a batch's images are in the area and the
+//! 2. **Doublewrite order** (docs/design.md invariant 2): a batch's images are in the area and the
 //!    area is synced before any of them is written in place; a slot is reused only after the
 //!    in-place writes of its batch were synced — by a data sync that *started* after they
 //!    completed. The data sync is deferred to that moment (slot states free → busy → pending →

@@ -4,7 +4,7 @@
 //!
 //! # Invariants kept here (each tested by breaking it on purpose, see `crate::tests`)
 //!
-//! * Doublewrite order (DESIGN.md invariant 2): a group's protected images are written to a
+//! * Doublewrite order (docs/design.md invariant 2): a group's protected images are written to a
 //!   doublewrite slot and the area is synced before any page of the group is written in place;
 //!   the slot is reused only after a data-file sync that started after the group's in-place
 //!   writes completed. That sync is deferred: `Doublewrite::write_group` returns after the
@@ -33,7 +33,7 @@ use std::fmt::Debug;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// Deliberate faults for the tests that break DESIGN.md's invariants on purpose. Always off
+/// Deliberate faults for the tests that break docs/design.md's invariants on purpose. Always off
 /// outside `cfg(test)` (there is no way to set them).
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Knobs {

@@ -1,7 +1,7 @@
 //! The writer's only dependency on the redo log: make it durable up to an LSN (the WAL rule).
 //!
 //! Kept as a small trait so tests can put a fake log in front of the writer that records the
-//! order of events (DESIGN.md invariant 1), and so the writer does not care how the log works.
+//! order of events (docs/design.md invariant 1), and so the writer does not care how the log works.
 
 use crate::error::WalError;
 use keel_page::Lsn;

@@ -430,7 +430,7 @@ impl PageWriter {
         Ok(())
     }
 
-    /// DESIGN.md invariant 1: the log is durable up to the newest page LSN before any page byte
+    /// docs/design.md invariant 1: the log is durable up to the newest page LSN before any page byte
     /// is written.
     fn enforce_wal(&self, newest: &FlushPage<'_>) -> Result<()> {
         let needed = newest.lsn;

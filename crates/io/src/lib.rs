@@ -4,7 +4,7 @@
 //! positional reads and writes, batches of writes, syncs, preallocation, and atomic writes
 //! (`RWF_ATOMIC`). Two real backends share the traits — io_uring and plain `pread`/`pwrite`
 //! ([`OsFs`] with [`Backend`]) — and [`SimFs`] is an in-memory, seeded, fault-injecting
-//! implementation for crash tests (DESIGN.md's fault model).
+//! implementation for crash tests (docs/design.md's fault model).
 //!
 //! # Invariants this crate keeps (each tested by breaking it on purpose)
 //!

@@ -1,4 +1,4 @@
-//! Store configuration: every knob of DESIGN.md's table, settable in code or from TOML, validated
+//! Store configuration: every knob of docs/design.md's table, settable in code or from TOML, validated
 //! at open.
 
 use crate::Error;

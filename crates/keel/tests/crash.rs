@@ -1,4 +1,4 @@
-//! Whole-store power-loss tests on SimFs (DESIGN.md invariants 4–6).
+//! Whole-store power-loss tests on SimFs (docs/design.md invariants 4–6).
 //!
 //! Each case opens a small store (4 KiB pages, a pool of 24 pages so pages are evicted and
 //! written, small preallocated log files so checkpoints and log wrap-around happen), runs random

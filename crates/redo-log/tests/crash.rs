@@ -1,4 +1,4 @@
-//! Crash property tests on SimFs (DESIGN.md fault model).
+//! Crash property tests on SimFs (docs/design.md fault model).
 //!
 //! Several threads append random groups and wait for durability (most of the time), a
 //! checkpointer checkpoints at random LSNs (inside groups too), and the simulated machine crashes

@@ -16,7 +16,7 @@ struct Inner {
     durable: Lsn,
     checkpoint: Lsn,
     dead: bool,
-    /// Breaks DESIGN.md invariant 1 on purpose: claims everything is durable, flushes nothing.
+    /// Breaks docs/design.md invariant 1 on purpose: claims everything is durable, flushes nothing.
     lie: bool,
 }
 

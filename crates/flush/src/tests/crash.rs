@@ -1,4 +1,4 @@
-//! Crash tests on SimFs (DESIGN.md's fault model): random batches of page versions, a crash at a
+//! Crash tests on SimFs (docs/design.md's fault model): random batches of page versions, a crash at a
 //! random point of the last batch with unsynced writes kept, lost, torn at 512-byte or 4 KiB
 //! sectors and reordered, then recovery and a check of every page.
 //!

@@ -1,5 +1,5 @@
 //! Tests of keel-flush, with the tools they share: a fake redo log and a file-system wrapper that
-//! record the order of events, checkers for DESIGN.md invariants 1 and 2 over those events, a
+//! record the order of events, checkers for docs/design.md invariants 1 and 2 over those events, a
 //! deterministic PRNG and page builders.
 
 mod area;
@@ -384,7 +384,7 @@ pub(crate) fn pages_in_write(class: FileClass, bytes: &[u8], ps: usize) -> Vec<(
     }
 }
 
-/// DESIGN.md invariant 1 over recorded events: every page in every data or doublewrite write
+/// docs/design.md invariant 1 over recorded events: every page in every data or doublewrite write
 /// has an LSN at most the log's durable LSN at that moment.
 pub(crate) fn wal_violations(events: &[Event], ps: usize) -> Vec<String> {
     let mut out = Vec::new();
@@ -409,7 +409,7 @@ pub(crate) fn wal_violations(events: &[Event], ps: usize) -> Vec<String> {
     out
 }
 
-/// DESIGN.md invariant 2 over recorded events: (a) a page that is in a doublewrite slot is
+/// docs/design.md invariant 2 over recorded events: (a) a page that is in a doublewrite slot is
 /// written in place only after the area was synced following that slot write; (b) a slot is
 /// written again only after every page of its previous batch was written in place and the data
 /// file synced afterwards.

@@ -1,4 +1,4 @@
-//! DESIGN.md invariants 1 (WAL rule) and 2 (doublewrite order), checked over the recorded order
+//! docs/design.md invariants 1 (WAL rule) and 2 (doublewrite order), checked over the recorded order
 //! of events, each also broken on purpose; and poisoning on a failed sync.
 
 use super::*;
@@ -267,7 +267,7 @@ fn doublewrite_early_slot_reuse_is_caught() {
     }
 }
 
-/// Data syncs are deferred to slot reuse (DESIGN.md invariant 2 read literally): over many
+/// Data syncs are deferred to slot reuse (docs/design.md invariant 2 read literally): over many
 /// batches from one and from two threads, every slot is rewritten only after a data sync that
 /// followed the in-place writes of the batch it held (`doublewrite_violations` (b)), slots are
 /// actually rewritten many times, and the data file is synced about once per

@@ -1088,17 +1088,16 @@ fn lock_file(path: &Path, mode: crate::LockMode) -> Result<Box<dyn crate::LockGu
         },
         Err(e) => return Err(IoError::os("open lock file", path, e)),
     };
-    let op = if exclusive {
-        libc::LOCK_EX
+    // std's flock-based file locks (one lock per open file description, so two opens in one
+    // process conflict too).
+    let taken = if exclusive {
+        file.try_lock()
     } else {
-        libc::LOCK_SH
-    } | libc::LOCK_NB;
-    // SAFETY: `file` owns a valid open descriptor for the duration of the call; flock takes no
-    // pointers.
-    let rc = unsafe { libc::flock(file.as_raw_fd(), op) };
-    if rc != 0 {
-        let err = std::io::Error::last_os_error();
-        if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
+        file.try_lock_shared()
+    };
+    match taken {
+        Ok(()) => {}
+        Err(fs::TryLockError::WouldBlock) => {
             let mut text = String::new();
             let holder = file
                 .read_to_string(&mut text)
@@ -1109,7 +1108,7 @@ fn lock_file(path: &Path, mode: crate::LockMode) -> Result<Box<dyn crate::LockGu
                 holder,
             });
         }
-        return Err(IoError::os("flock", path, err));
+        Err(fs::TryLockError::Error(e)) => return Err(IoError::os("flock", path, e)),
     }
     if exclusive {
         // Record the holder for the next opener's message (best effort: the lock itself is the

@@ -1,5 +1,5 @@
 //! [`SimFs`]: an in-memory, seeded, fault-injecting implementation of [`FileSystem`] and
-//! [`File`] for crash tests. It implements DESIGN.md's fault model.
+//! [`File`] for crash tests. It implements docs/design.md's fault model.
 //!
 //! # Model
 //!
