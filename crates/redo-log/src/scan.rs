@@ -268,6 +268,10 @@ pub(crate) fn scan<S: BlockSource>(
     Ok(end)
 }
 
+/// All-zero blocks in a row after which [`look_past`] stops: more than a damaged 4 KiB page or
+/// 16 KiB of 512-byte blocks, so damage that zeroes a whole page is still looked past.
+const ZERO_RUN_END: u64 = 64;
+
 /// Looks at up to `params.lookahead` blocks after `bad` (never wrapping onto the scan's first
 /// block, stopping where the files end) for a valid block that proves `bad` had been durable:
 /// one whose durable lag reaches past `bad` (it was written after a sync covered `bad`), or one
@@ -289,15 +293,31 @@ fn look_past<S: BlockSource>(
     }
     let mut raw = vec![0u8; geo.block];
     let mut m = bad;
+    let mut zero_run = 0u64;
     while m <= last {
         let b = match load(src, &geo, &mut raw, m, true)? {
             Ok(b) => b,
             Err(BlockFault::Missing) => break,
+            // A block of an older lap (its checksum holds, its number or epoch is not this
+            // lap's), past the damaged one: the writer never got here in this lap, and writes
+            // are issued in block order, so nothing after it can have been synced later either.
+            Err(BlockFault::Number { .. } | BlockFault::Epoch { .. }) if m > bad => break,
             Err(_) => {
+                // A long run of never-written (all-zero) blocks ends the search the same way;
+                // shorter runs may be the damage itself (a zeroed sector or page).
+                if m > bad && raw.iter().all(|&x| x == 0) {
+                    zero_run += 1;
+                    if zero_run >= ZERO_RUN_END {
+                        break;
+                    }
+                } else {
+                    zero_run = 0;
+                }
                 m += 1;
                 continue;
             }
         };
+        zero_run = 0;
         if b.hdr.incarnation > params.max_incarnation {
             return Ok(Some((
                 bad,
