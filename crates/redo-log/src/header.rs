@@ -6,7 +6,7 @@
 //! | bytes | field |
 //! | --- | --- |
 //! | 0..8 | magic `KEELLOG1` |
-//! | 8..12 | format version (1) |
+//! | 8..12 | format version (2; version 1 logs, whose blocks carry no durable lag, are still read and written without one) |
 //! | 12..16 | log block size (512 or 4096) |
 //! | 16..20 | file mode: 1 preallocated, 2 growing |
 //! | 20..24 | number of preallocated files (0 for growing) |
@@ -44,7 +44,12 @@ pub const HEADER_BYTES: usize = 3 * SLOT_BYTES;
 
 const STATIC_MAGIC: &[u8; 8] = b"KEELLOG1";
 const SLOT_MAGIC: &[u8; 8] = b"KEELCKPT";
-const VERSION: u32 = 1;
+/// The format version new logs are created with: 2 adds the blocks' durable lag (bytes
+/// 21..24). Version 1 logs are still read and written (their blocks keep a lag of 0, so a
+/// build that reads only version 1 can still read them).
+pub const VERSION: u32 = 2;
+/// The oldest format version this build reads.
+const OLDEST_VERSION: u32 = 1;
 
 /// The static block.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -59,6 +64,8 @@ pub struct StaticHeader {
     pub file_size: u64,
     /// Block checksum salt.
     pub salt: u32,
+    /// Format version (1 or 2; 2: blocks carry a durable lag).
+    pub version: u32,
 }
 
 /// A checkpoint slot.
@@ -93,7 +100,7 @@ impl StaticHeader {
     pub fn encode(&self) -> Vec<u8> {
         let mut b = vec![0u8; SLOT_BYTES];
         b[0..8].copy_from_slice(STATIC_MAGIC);
-        b[8..12].copy_from_slice(&VERSION.to_le_bytes());
+        b[8..12].copy_from_slice(&self.version.to_le_bytes());
         b[12..16].copy_from_slice(&self.block_size.to_le_bytes());
         let mode: u32 = if self.preallocated { 1 } else { 2 };
         b[16..20].copy_from_slice(&mode.to_le_bytes());
@@ -120,9 +127,9 @@ impl StaticHeader {
             ));
         }
         let version = u32_at(b, 8);
-        if version != VERSION {
+        if !(OLDEST_VERSION..=VERSION).contains(&version) {
             return Err(format!(
-                "format version {version}, this build reads {VERSION}"
+                "format version {version}, this build reads {OLDEST_VERSION} to {VERSION}"
             ));
         }
         let block_size = u32_at(b, 12);
@@ -140,6 +147,7 @@ impl StaticHeader {
             files: u32_at(b, 20),
             file_size: u64_at(b, 24),
             salt: u32_at(b, 32),
+            version,
         };
         if h.file_size == 0
             || !h.file_size.is_multiple_of(block_size as u64)
@@ -294,6 +302,7 @@ mod tests {
         files: 2,
         file_size: 1 << 20,
         salt: 0xABCD,
+        version: VERSION,
     };
 
     fn slot(seq: u64, lsn: u64) -> Slot {

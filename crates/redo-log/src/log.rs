@@ -332,6 +332,7 @@ fn create_log(
         files,
         file_size: cfg.files.file_size(),
         salt: salt_now(dir),
+        version: crate::header::VERSION,
     };
     let geo = geometry(&st);
     LogFileSet::create(fs, dir, &geo, opts, st.file_size)?;
@@ -648,6 +649,9 @@ impl RedoLog {
             scan_start_block,
         );
         w.unclamped_padding = switches.no_space_reserve;
+        // Version 1 logs keep a durable lag of 0 (no claims), so that builds that read only
+        // version 1 never meet a block they reject.
+        w.claims_durable = st.version >= 2;
         let stats = Counters::default();
         let ring = Ring::new(cfg.buffer_size);
         // Write the (empty) restart block and sync it.

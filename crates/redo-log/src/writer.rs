@@ -71,6 +71,8 @@ pub(crate) struct Writer {
     pending_group_end: Option<u64>,
     /// Test switch: skip the padding clamp (shows invariant 2's check matters).
     pub unclamped_padding: bool,
+    /// Blocks carry a durable lag (log format version 2 and later).
+    pub claims_durable: bool,
 }
 
 const PASS_BYTES: usize = 1 << 20;
@@ -83,7 +85,7 @@ impl Writer {
     fn durable_lag(&self, b: u64) -> u32 {
         let p = self.geo.payload as u64;
         let below = self.durable / p;
-        if below <= self.restart_block || below > b {
+        if !self.claims_durable || below <= self.restart_block || below > b {
             return 0;
         }
         u32::try_from(b + 1 - below)
@@ -130,6 +132,7 @@ impl Writer {
             groups_synced: 0,
             pending_group_end: None,
             unclamped_padding: false,
+            claims_durable: true,
         }
     }
 

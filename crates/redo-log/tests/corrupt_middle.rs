@@ -143,3 +143,37 @@ fn damage_to_the_last_block_opens_as_a_torn_tail() {
         }
     }
 }
+
+/// A log created by a build before the durable lag (header version 1) keeps a lag of 0 in every
+/// block it is given, so such a build can still read it; new logs are version 2 and claim.
+#[test]
+fn a_version_1_log_keeps_blocks_without_claims() {
+    use keel_redo_log::inspect::{decode_header, HEADER_FILE};
+    let fs = SimFs::new(SimConfig::seeded(9));
+    let dir = Path::new("/log");
+    let c = cfg(LogBlockSize::B512, layouts()[0]);
+    write(&fs, dir, &c, 3);
+    let hpath = dir.join(HEADER_FILE);
+    let h = fs.contents(&hpath).unwrap();
+    let (mut st, _) = decode_header(&hpath, &h).unwrap();
+    assert_eq!(st.version, 2, "new logs are version 2");
+    st.version = 1;
+    let f = fs
+        .open(&hpath, &OpenOptions::new(FileClass::Other))
+        .unwrap();
+    f.write_all_at(&st.encode(), 0).unwrap();
+    f.sync_all().unwrap();
+    let used_before = write(&fs, dir, &c, 0);
+    let used = write(&fs, dir, &c, 40);
+    let log = fs.contents(&dir.join("log.0000000000")).unwrap();
+    for b in used_before..used {
+        let o = (b * 512) as usize;
+        assert_eq!(
+            log[o + 21..o + 24],
+            [0, 0, 0],
+            "block {b} of a version 1 log claims"
+        );
+    }
+    let (st, _) = decode_header(&hpath, &fs.contents(&hpath).unwrap()).unwrap();
+    assert_eq!(st.version, 1);
+}
