@@ -458,6 +458,6 @@ fn bad_bytes_in_any_file_are_refused_or_harmless() {
     let cases = std::env::var("KEEL_BAD_BYTES_CASES")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(400);
+        .unwrap_or(2000);
     matrix(cases, 17);
 }
