@@ -38,6 +38,7 @@ mod config;
 mod error;
 pub mod layout;
 pub mod meta;
+mod open;
 mod store;
 mod table;
 

@@ -1,16 +1,14 @@
-//! [`Store`]: opening (with recovery), transactions, checkpoints, statistics.
+//! [`Store`]: transactions, checkpoints, statistics, and the background threads (opening is in `open.rs`).
 
 use crate::config::Config;
-use crate::layout::{self, DirState};
-use crate::meta::{self, MetaInfo, IDENTITY_FILE, META_PAGE};
+use crate::meta::{self, MetaInfo, META_PAGE};
 use crate::table::{ReadTable, Table};
 use crate::{Error, Result};
-use keel_btree::BTree;
-use keel_buffer_pool::{BufferPool, PageCleaner, PageStore as PoolPageStore, PageTxn, PoolConfig};
-use keel_flush::{PageWriter, PageWriterConfig};
-use keel_io::{FileSystem, LockGuard, LockMode, OsFs, ReadOnlyFs};
+use keel_buffer_pool::{BufferPool, PageCleaner, PageTxn};
+use keel_flush::PageWriter;
+use keel_io::{FileSystem, LockGuard};
 use keel_page::{Lsn, PageId};
-use keel_redo_log::{Durability, LogOpenMode, RedoLog};
+use keel_redo_log::{Durability, RedoLog};
 use parking_lot::{Condvar, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use serde::{Deserialize, Serialize};
 use std::cell::RefCell;
@@ -174,251 +172,38 @@ fn poison_reason(log: &RedoLog, writer: &PageWriter, err: &Error) -> Option<Pois
     }
 }
 
+/// What an open produced, for [`Store::assemble`] (see `open.rs`).
+pub(crate) struct Opened {
+    pub(crate) dir: PathBuf,
+    pub(crate) fs: Arc<dyn FileSystem>,
+    pub(crate) config: Config,
+    pub(crate) effective: Effective,
+    pub(crate) log: RedoLog,
+    pub(crate) writer: Arc<PageWriter>,
+    pub(crate) pool: Arc<BufferPool>,
+    pub(crate) catalog_root: PageId,
+    pub(crate) recovery: RecoveryReport,
+    pub(crate) read_only: bool,
+    pub(crate) dir_lock: Box<dyn LockGuard>,
+}
+
 impl Store {
-    /// Opens the store in `dir` on the real file system, creating it if absent and recovering
-    /// it otherwise.
-    pub fn open(dir: impl AsRef<Path>, config: Config) -> Result<Store> {
-        Store::open_with_fs(Arc::new(OsFs::auto()), dir, config)
-    }
-
-    /// Opens on any file system (e.g. [`keel_io::SimFs`] for crash tests).
-    ///
-    /// How a store is created, locked and opened is described in [`crate::layout`] and
-    /// `docs/format.md`: an exclusive lock on `dir/LOCK` for the store's lifetime (shared for
-    /// `read_only`); a directory that holds any piece of a store is never initialised again;
-    /// creation is published by renaming `store.keel` into place, so an interrupted creation is
-    /// recognised and redone.
-    ///
-    /// # Errors
-    /// [`Error::AlreadyOpen`] when another `Store` holds the directory; [`Error::NotAStore`]
-    /// when there is no store and `create` is false (or `read_only`); [`Error::IncompleteStore`]
-    /// when a piece of an existing store is missing; [`Error::NeedsRecovery`] for a read-only
-    /// open of a store that needs recovery; [`Error::Config`] for settings that do not match the
-    /// store; corruption and I/O errors from recovery.
-    pub fn open_with_fs(
-        fs: Arc<dyn FileSystem>,
-        dir: impl AsRef<Path>,
-        config: Config,
-    ) -> Result<Store> {
-        let t0 = Instant::now();
-        config.validate()?;
-        let dir = dir.as_ref().to_path_buf();
-        let read_only = config.read_only;
-        let may_create = config.create && !read_only;
-        let not_a_store = |detail: &str| Error::NotAStore {
-            dir: dir.clone(),
-            detail: detail.to_string(),
-        };
-        // Look before taking the lock when nothing may be created: a directory that is not a
-        // store gets no lock file either.
-        if !may_create {
-            match layout::classify(fs.as_ref(), &dir)? {
-                DirState::Missing => return Err(not_a_store("no such directory")),
-                DirState::Empty => return Err(not_a_store("no store in it")),
-                DirState::InterruptedCreation => {
-                    return Err(not_a_store("only an interrupted creation"))
-                }
-                DirState::Incomplete { found } => {
-                    return Err(layout::incomplete(&dir, IDENTITY_FILE, &found))
-                }
-                DirState::Store { .. } => {}
-            }
-        } else {
-            fs.create_dir_all(&dir)?;
-        }
-        let fs: Arc<dyn FileSystem> = if read_only {
-            Arc::new(ReadOnlyFs::new(fs))
-        } else {
-            fs
-        };
-        let lock_mode = if read_only {
-            LockMode::Shared
-        } else {
-            LockMode::Exclusive
-        };
-        let dir_lock = fs
-            .lock(&layout::lock_path(&dir), lock_mode)
-            .map_err(|e| match e {
-                keel_io::IoError::Locked { holder, .. } => Error::AlreadyOpen {
-                    dir: dir.clone(),
-                    pid: holder,
-                },
-                other => Error::Io(other),
-            })?;
-        let created = match layout::classify(fs.as_ref(), &dir)? {
-            DirState::Store { creating } => {
-                meta::check_identity(fs.as_ref(), &dir, config.page_size, config.checksum)?;
-                if !fs.exists(&dir.join(keel_flush::DATA_FILE_NAME))? {
-                    return Err(layout::incomplete(
-                        &dir,
-                        keel_flush::DATA_FILE_NAME,
-                        &layout::present(fs.as_ref(), &dir),
-                    ));
-                }
-                if creating && !read_only {
-                    layout::unmark_creating(fs.as_ref(), &dir)?;
-                }
-                false
-            }
-            DirState::Missing | DirState::Empty if may_create => {
-                layout::mark_creating(fs.as_ref(), &dir)?;
-                true
-            }
-            DirState::InterruptedCreation if may_create => {
-                tracing::warn!(dir = %dir.display(), "redoing an interrupted store creation");
-                layout::clear_interrupted_creation(fs.as_ref(), &dir)?;
-                layout::mark_creating(fs.as_ref(), &dir)?;
-                true
-            }
-            DirState::Incomplete { found } => {
-                return Err(layout::incomplete(&dir, IDENTITY_FILE, &found))
-            }
-            _ => return Err(not_a_store("no store in it")),
-        };
-        let log_mode = if created {
-            LogOpenMode::CreateIfMissing
-        } else if read_only {
-            LogOpenMode::ReadOnly
-        } else {
-            LogOpenMode::Existing
-        };
-        let (log, recovered) = RedoLog::open_mode(
-            fs.clone(),
-            &dir.join(LOG_DIR),
-            config.log_config(),
-            log_mode,
-            config.accept_log_loss,
-        )
-        .map_err(|e| match e {
-            keel_redo_log::LogError::Missing { path, what } => layout::incomplete(
-                &dir,
-                &format!("{what} ({})", path.display()),
-                &layout::present(fs.as_ref(), &dir),
-            ),
-            other => Error::Log(other),
-        })?;
-        let writer = Arc::new(PageWriter::open(
-            fs.clone(),
-            &dir,
-            PageWriterConfig {
-                page_size: config.page_size(),
-                checksum: config.checksum,
-                // Read-only: no page is ever written, and an existing doublewrite area is only
-                // read (opened for recovery, never formatted).
-                protection: if read_only {
-                    keel_flush::TornPageProtection::None
-                } else {
-                    config.protection()
-                },
-                init_on_flush_skip: config.init_on_flush_skip,
-                direct_io: config.direct_io,
-            },
-            log.clone(),
-        )?);
-        let dw = if read_only {
-            let restore = writer.doublewrite_pages_to_restore()?;
-            if !restore.is_empty() || !recovered.groups.is_empty() {
-                return Err(Error::NeedsRecovery {
-                    dir: dir.clone(),
-                    detail: format!(
-                        "{} committed transactions after the checkpoint at {} to replay, {} pages to restore from the doublewrite area",
-                        recovered.groups.len(),
-                        recovered.checkpoint_lsn,
-                        restore.len()
-                    ),
-                });
-            }
-            keel_flush::DoublewriteRecovery::default()
-        } else {
-            writer.recover_doublewrite()?
-        };
-        let pool = Arc::new(BufferPool::new(
-            PoolConfig {
-                page_size: config.page_size(),
-                pool_bytes: config.pool_size,
-                ..PoolConfig::default()
-            },
-            writer.clone() as Arc<dyn PoolPageStore>,
-        )?);
-        let redo = pool.apply_redo(recovered.checkpoint_lsn, &recovered.groups)?;
-        let mut pages_flushed = 0;
-        if !recovered.groups.is_empty() {
-            pages_flushed = pool.flush_all()? as u64;
-            let c = pool.checkpoint_lsn(&log);
-            log.checkpoint(c)?;
-        }
-        let resolved = writer.resolved();
-        let effective = Effective {
-            config: config.clone(),
-            torn_page: format!("{:?}", resolved.mode),
-            torn_page_reason: resolved.reason.clone(),
-            io_backend: fs
-                .capabilities(&dir)
-                .map(|c| if c.io_uring { "io_uring" } else { "pwrite" }.to_string())
-                .unwrap_or_else(|_| "unknown".into()),
-        };
-        tracing::info!(dir = %dir.display(), torn_page = %effective.torn_page, reason = %effective.torn_page_reason, read_only, "opening store");
-
-        // Bootstrap (a store being created) or read the meta page. An existing store whose meta
-        // page is unwritten (zeroed, or cut off) is refused: initialising it would write a new
-        // catalog over live pages.
-        let catalog_root = match pool.read(META_PAGE) {
-            Ok(g) => {
-                if created {
-                    return Err(Error::Corruption {
-                        file: writer.data_path().to_path_buf(),
-                        page_id: META_PAGE,
-                        detail: "a store being created already has a meta page".into(),
-                    });
-                }
-                meta::read_meta(&g, writer.data_path())?.catalog_root
-            }
-            Err(keel_buffer_pool::PoolError::Unwritten { file, page_id }) if !created => {
-                return Err(Error::Corruption {
-                    file,
-                    page_id,
-                    detail: "the meta page is zeroed or missing and no doublewrite copy or redo can rebuild it; the store is refused rather than initialised over its data".into(),
-                });
-            }
-            Err(keel_buffer_pool::PoolError::Unwritten { .. }) => {
-                let txn = pool.begin();
-                meta::init_meta(&txn, config.page_size)?;
-                let root = {
-                    let mut pages =
-                        crate::table::TxnPages::new(&txn, writer.data_path(), config.page_size);
-                    BTree::create(&mut pages)?.root()
-                };
-                meta::set_catalog_root(&txn, root)?;
-                let lsn = txn.commit(&log)?;
-                log.wait_durable(lsn)?;
-                pool.flush_all()?;
-                let c = pool.checkpoint_lsn(&log);
-                log.checkpoint(c)?;
-                writer.sync_data()?;
-                meta::publish_identity(fs.as_ref(), &dir, config.page_size, config.checksum)?;
-                layout::unmark_creating(fs.as_ref(), &dir)?;
-                root
-            }
-            Err(e) => return Err(e.into()),
-        };
-        let recovery = RecoveryReport {
-            created,
-            checkpoint_lsn: recovered.checkpoint_lsn,
-            end_lsn: recovered.end_lsn,
-            groups_replayed: recovered.groups.len() as u64,
-            redo,
-            doublewrite_restored: dw.restored_pages,
-            doublewrite_images_valid: dw.images_valid,
-            log_bytes_discarded: recovered.discarded_bytes,
-            discard_reason: recovered.discard_reason.clone(),
-            log_end_reason: recovered.end_reason.clone(),
-            pages_flushed,
-            duration_ms: t0.elapsed().as_secs_f64() * 1000.0,
-            log_loss: recovered.log_loss.clone(),
-        };
-        if !created {
-            tracing::info!(?recovery, "recovered");
-        }
+    /// The last step of an open: starts the page cleaner and the checkpointer (neither for a
+    /// read-only store) around what `open.rs` recovered.
+    pub(crate) fn assemble(o: Opened) -> Result<Store> {
+        let Opened {
+            dir,
+            fs,
+            config,
+            effective,
+            log,
+            writer,
+            pool,
+            catalog_root,
+            recovery,
+            read_only,
+            dir_lock,
+        } = o;
         let cleaner = if read_only {
             None
         } else {
@@ -471,7 +256,9 @@ impl Store {
         }
         Ok(Store { inner })
     }
+}
 
+impl Store {
     /// Starts the write transaction (waits while another writer or readers hold the store).
     pub fn write(&self) -> Result<WriteTxn<'_>> {
         self.check_writable()?;

@@ -1,0 +1,343 @@
+//! Opening a store: the lock, what the directory holds, creation or recovery, the meta page.
+//!
+//! The sequence (docs/design.md invariants 4, 7 and 8; `docs/format.md`, "How a store is
+//! created, locked and opened"):
+//!
+//! 1. Without `create` (or read-only), look first: a directory that holds no store is
+//!    `NotAStore` and gets nothing, not even a lock file.
+//! 2. Take the directory lock (`LOCK`): exclusive, or shared for read-only opens.
+//! 3. Classify the directory ([`crate::layout`]): a store (check its identity and pieces), an
+//!    empty directory or an interrupted creation (mark, then create), or pieces of a store
+//!    without its identity (refused).
+//! 4. Open the log (creating it only for a new store; read-only scans without writing) and the
+//!    page writer; restore torn pages from the doublewrite area (read-only: refuse if any would
+//!    be restored, or if redo is pending); replay redo from the checkpoint; checkpoint.
+//! 5. Read the meta page — or, for a new store only, write the meta page and the catalog root,
+//!    checkpoint, and publish `store.keel` (the last step of creation).
+//! 6. [`Store::assemble`] starts the page cleaner and the checkpointer.
+//!
+//! Invariant (tested in `tests/open.rs`): an existing store is never initialised again, whatever
+//! is missing or zeroed; the open is refused naming what is wrong.
+
+use crate::config::Config;
+use crate::layout::{self, DirState};
+use crate::meta::{self, IDENTITY_FILE, META_PAGE};
+use crate::store::{Effective, Opened, RecoveryReport};
+use crate::{Error, Result, Store, LOG_DIR};
+use keel_btree::BTree;
+use keel_buffer_pool::{BufferPool, PageStore as PoolPageStore, PoolConfig};
+use keel_flush::{PageWriter, PageWriterConfig};
+use keel_io::{FileSystem, LockGuard, LockMode, OsFs, ReadOnlyFs};
+use keel_page::PageId;
+use keel_redo_log::{LogOpenMode, RedoLog};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+impl Store {
+    /// Opens the store in `dir` on the real file system, creating it if absent and recovering
+    /// it otherwise.
+    pub fn open(dir: impl AsRef<Path>, config: Config) -> Result<Store> {
+        Store::open_with_fs(Arc::new(OsFs::auto()), dir, config)
+    }
+
+    /// Opens on any file system (e.g. [`keel_io::SimFs`] for crash tests).
+    ///
+    /// How a store is created, locked and opened is described in [`crate::layout`] and
+    /// `docs/format.md`: an exclusive lock on `dir/LOCK` for the store's lifetime (shared for
+    /// `read_only`); a directory that holds any piece of a store is never initialised again;
+    /// creation is published by renaming `store.keel` into place, so an interrupted creation is
+    /// recognised and redone.
+    ///
+    /// # Errors
+    /// [`Error::AlreadyOpen`] when another `Store` holds the directory; [`Error::NotAStore`]
+    /// when there is no store and `create` is false (or `read_only`); [`Error::IncompleteStore`]
+    /// when a piece of an existing store is missing; [`Error::NeedsRecovery`] for a read-only
+    /// open of a store that needs recovery; [`Error::Config`] for settings that do not match the
+    /// store; corruption and I/O errors from recovery.
+    pub fn open_with_fs(
+        fs: Arc<dyn FileSystem>,
+        dir: impl AsRef<Path>,
+        config: Config,
+    ) -> Result<Store> {
+        let t0 = Instant::now();
+        config.validate()?;
+        let dir = dir.as_ref().to_path_buf();
+        let read_only = config.read_only;
+        let (fs, dir_lock, created) = lock_and_classify(fs, &dir, &config)?;
+        let log_mode = if created {
+            LogOpenMode::CreateIfMissing
+        } else if read_only {
+            LogOpenMode::ReadOnly
+        } else {
+            LogOpenMode::Existing
+        };
+        let (log, recovered) = RedoLog::open_mode(
+            fs.clone(),
+            &dir.join(LOG_DIR),
+            config.log_config(),
+            log_mode,
+            config.accept_log_loss,
+        )
+        .map_err(|e| match e {
+            keel_redo_log::LogError::Missing { path, what } => layout::incomplete(
+                &dir,
+                &format!("{what} ({})", path.display()),
+                &layout::present(fs.as_ref(), &dir),
+            ),
+            other => Error::Log(other),
+        })?;
+        let writer = Arc::new(PageWriter::open(
+            fs.clone(),
+            &dir,
+            PageWriterConfig {
+                page_size: config.page_size(),
+                checksum: config.checksum,
+                // Read-only: no page is ever written, and an existing doublewrite area is only
+                // read (opened for recovery, never formatted).
+                protection: if read_only {
+                    keel_flush::TornPageProtection::None
+                } else {
+                    config.protection()
+                },
+                init_on_flush_skip: config.init_on_flush_skip,
+                direct_io: config.direct_io,
+            },
+            log.clone(),
+        )?);
+        let dw = if read_only {
+            let restore = writer.doublewrite_pages_to_restore()?;
+            if !restore.is_empty() || !recovered.groups.is_empty() {
+                return Err(Error::NeedsRecovery {
+                    dir: dir.clone(),
+                    detail: format!(
+                        "{} committed transactions after the checkpoint at {} to replay, {} pages to restore from the doublewrite area",
+                        recovered.groups.len(),
+                        recovered.checkpoint_lsn,
+                        restore.len()
+                    ),
+                });
+            }
+            keel_flush::DoublewriteRecovery::default()
+        } else {
+            writer.recover_doublewrite()?
+        };
+        let pool = Arc::new(BufferPool::new(
+            PoolConfig {
+                page_size: config.page_size(),
+                pool_bytes: config.pool_size,
+                ..PoolConfig::default()
+            },
+            writer.clone() as Arc<dyn PoolPageStore>,
+        )?);
+        let redo = pool.apply_redo(recovered.checkpoint_lsn, &recovered.groups)?;
+        let mut pages_flushed = 0;
+        if !recovered.groups.is_empty() {
+            pages_flushed = pool.flush_all()? as u64;
+            let c = pool.checkpoint_lsn(&log);
+            log.checkpoint(c)?;
+        }
+        let resolved = writer.resolved();
+        let effective = Effective {
+            config: config.clone(),
+            torn_page: format!("{:?}", resolved.mode),
+            torn_page_reason: resolved.reason.clone(),
+            io_backend: fs
+                .capabilities(&dir)
+                .map(|c| if c.io_uring { "io_uring" } else { "pwrite" }.to_string())
+                .unwrap_or_else(|_| "unknown".into()),
+        };
+        tracing::info!(dir = %dir.display(), torn_page = %effective.torn_page, reason = %effective.torn_page_reason, read_only, "opening store");
+
+        let catalog_root = catalog_root(&Parts {
+            fs: fs.as_ref(),
+            dir: &dir,
+            config: &config,
+            log: &log,
+            writer: &writer,
+            pool: &pool,
+            created,
+        })?;
+        let recovery = RecoveryReport {
+            created,
+            checkpoint_lsn: recovered.checkpoint_lsn,
+            end_lsn: recovered.end_lsn,
+            groups_replayed: recovered.groups.len() as u64,
+            redo,
+            doublewrite_restored: dw.restored_pages,
+            doublewrite_images_valid: dw.images_valid,
+            log_bytes_discarded: recovered.discarded_bytes,
+            discard_reason: recovered.discard_reason.clone(),
+            log_end_reason: recovered.end_reason.clone(),
+            pages_flushed,
+            duration_ms: t0.elapsed().as_secs_f64() * 1000.0,
+            log_loss: recovered.log_loss.clone(),
+        };
+        if !created {
+            tracing::info!(?recovery, "recovered");
+        }
+        Store::assemble(Opened {
+            dir,
+            fs,
+            config,
+            effective,
+            log,
+            writer,
+            pool,
+            catalog_root,
+            recovery,
+            read_only,
+            dir_lock,
+        })
+    }
+}
+
+/// What [`lock_and_classify`] returns: the file system to use, the held lock, and whether the
+/// store is being created.
+type Claimed = (Arc<dyn FileSystem>, Box<dyn LockGuard>, bool);
+
+/// Steps 1–3: looks at the directory, takes the lock, and decides between opening an existing
+/// store and creating one (after clearing an interrupted creation). Returns the file system to
+/// use (a read-only view for read-only opens), the lock, and whether the store is being created.
+fn lock_and_classify(fs: Arc<dyn FileSystem>, dir: &Path, config: &Config) -> Result<Claimed> {
+    let dir = dir.to_path_buf();
+    let read_only = config.read_only;
+    let may_create = config.create && !read_only;
+    let not_a_store = |detail: &str| Error::NotAStore {
+        dir: dir.clone(),
+        detail: detail.to_string(),
+    };
+    // Look before taking the lock when nothing may be created: a directory that is not a
+    // store gets no lock file either.
+    if !may_create {
+        match layout::classify(fs.as_ref(), &dir)? {
+            DirState::Missing => return Err(not_a_store("no such directory")),
+            DirState::Empty => return Err(not_a_store("no store in it")),
+            DirState::InterruptedCreation => {
+                return Err(not_a_store("only an interrupted creation"))
+            }
+            DirState::Incomplete { found } => {
+                return Err(layout::incomplete(&dir, IDENTITY_FILE, &found))
+            }
+            DirState::Store { .. } => {}
+        }
+    } else {
+        fs.create_dir_all(&dir)?;
+    }
+    let fs: Arc<dyn FileSystem> = if read_only {
+        Arc::new(ReadOnlyFs::new(fs))
+    } else {
+        fs
+    };
+    let lock_mode = if read_only {
+        LockMode::Shared
+    } else {
+        LockMode::Exclusive
+    };
+    let dir_lock = fs
+        .lock(&layout::lock_path(&dir), lock_mode)
+        .map_err(|e| match e {
+            keel_io::IoError::Locked { holder, .. } => Error::AlreadyOpen {
+                dir: dir.clone(),
+                pid: holder,
+            },
+            other => Error::Io(other),
+        })?;
+    let created = match layout::classify(fs.as_ref(), &dir)? {
+        DirState::Store { creating } => {
+            meta::check_identity(fs.as_ref(), &dir, config.page_size, config.checksum)?;
+            if !fs.exists(&dir.join(keel_flush::DATA_FILE_NAME))? {
+                return Err(layout::incomplete(
+                    &dir,
+                    keel_flush::DATA_FILE_NAME,
+                    &layout::present(fs.as_ref(), &dir),
+                ));
+            }
+            if creating && !read_only {
+                layout::unmark_creating(fs.as_ref(), &dir)?;
+            }
+            false
+        }
+        DirState::Missing | DirState::Empty if may_create => {
+            layout::mark_creating(fs.as_ref(), &dir)?;
+            true
+        }
+        DirState::InterruptedCreation if may_create => {
+            tracing::warn!(dir = %dir.display(), "redoing an interrupted store creation");
+            layout::clear_interrupted_creation(fs.as_ref(), &dir)?;
+            layout::mark_creating(fs.as_ref(), &dir)?;
+            true
+        }
+        DirState::Incomplete { found } => {
+            return Err(layout::incomplete(&dir, IDENTITY_FILE, &found))
+        }
+        _ => return Err(not_a_store("no store in it")),
+    };
+    Ok((fs, dir_lock, created))
+}
+
+/// What step 5 works with.
+struct Parts<'a> {
+    fs: &'a dyn FileSystem,
+    dir: &'a Path,
+    config: &'a Config,
+    log: &'a RedoLog,
+    writer: &'a PageWriter,
+    pool: &'a BufferPool,
+    created: bool,
+}
+
+/// Step 5: the catalog root from the meta page of an existing store — whose meta page must not
+/// be unwritten (zeroed, or cut off): initialising it would write a new catalog over live pages —
+/// or, for a store being created, a new meta page and catalog root, checkpointed, and then the
+/// identity published (the store exists from here on) and the creation marker removed.
+fn catalog_root(p: &Parts<'_>) -> Result<PageId> {
+    let Parts {
+        fs,
+        dir,
+        config,
+        log,
+        writer,
+        pool,
+        created,
+    } = *p;
+    Ok(match pool.read(META_PAGE) {
+        Ok(g) => {
+            if created {
+                return Err(Error::Corruption {
+                    file: writer.data_path().to_path_buf(),
+                    page_id: META_PAGE,
+                    detail: "a store being created already has a meta page".into(),
+                });
+            }
+            meta::read_meta(&g, writer.data_path())?.catalog_root
+        }
+        Err(keel_buffer_pool::PoolError::Unwritten { file, page_id }) if !created => {
+            return Err(Error::Corruption {
+                file,
+                page_id,
+                detail: "the meta page is zeroed or missing and no doublewrite copy or redo can rebuild it; the store is refused rather than initialised over its data".into(),
+            });
+        }
+        Err(keel_buffer_pool::PoolError::Unwritten { .. }) => {
+            let txn = pool.begin();
+            meta::init_meta(&txn, config.page_size)?;
+            let root = {
+                let mut pages =
+                    crate::table::TxnPages::new(&txn, writer.data_path(), config.page_size);
+                BTree::create(&mut pages)?.root()
+            };
+            meta::set_catalog_root(&txn, root)?;
+            let lsn = txn.commit(log)?;
+            log.wait_durable(lsn)?;
+            pool.flush_all()?;
+            let c = pool.checkpoint_lsn(log);
+            log.checkpoint(c)?;
+            writer.sync_data()?;
+            meta::publish_identity(fs, dir, config.page_size, config.checksum)?;
+            layout::unmark_creating(fs, dir)?;
+            root
+        }
+        Err(e) => return Err(e.into()),
+    })
+}
