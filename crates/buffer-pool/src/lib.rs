@@ -27,6 +27,10 @@
 //!
 //! # Invariants (each has a test; most break it on purpose with a test knob)
 //!
+//! The knobs ([`BufferPool::knobs`], `TestKnobs`) exist only with the `test-knobs` feature,
+//! which only this crate's own dev-dependency enables; in any other build every knob reads as
+//! off at compile time, so no release build can disable an invariant.
+//!
 //! 1. **Pins**: a pinned frame keeps its page; a page found in the table and pinned is never
 //!    evicted (pins are only raised under the page-table shard lock; eviction takes the shard
 //!    lock exclusive and moves the pin 0 → 1 by compare-exchange). Guards release their latch,
@@ -91,7 +95,9 @@ mod txn;
 pub use cleaner::PageCleaner;
 pub use error::{PoolError, Result};
 pub use guard::PageReadGuard;
-pub use pool::{BufferPool, OptimisticToken, PoolConfig, PoolStats, PrefetchReport, TestKnobs};
+#[cfg(any(test, feature = "test-knobs"))]
+pub use pool::TestKnobs;
+pub use pool::{BufferPool, OptimisticToken, PoolConfig, PoolStats, PrefetchReport};
 pub use recovery::RedoApplyReport;
 pub use redo::{Record, RecoveredGroup};
 pub use store::{MemLog, MemStore, MemStoreStats, PageOut, PageStore, RedoSink};

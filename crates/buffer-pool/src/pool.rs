@@ -180,8 +180,9 @@ pub(crate) struct CleanerCtl {
 }
 
 /// Knobs that break the pool's invariants on purpose, for the tests that show the crash tests
-/// catch it. Never set outside tests.
-#[doc(hidden)]
+/// catch it. Reachable only with the `test-knobs` feature, which only this crate's own
+/// dev-dependency enables; without it every knob reads as off at compile time
+/// ([`TestKnobs::on`]), so a release build has no knob that can disable an invariant.
 #[derive(Default)]
 pub struct TestKnobs {
     /// `checkpoint_lsn` ignores dirty pages and returns the log's end (breaks docs/design.md
@@ -201,6 +202,14 @@ pub struct TestKnobs {
     /// is below the horizon (breaks the rule that a checkpoint never passes the last image of a
     /// page still to be written).
     pub fpw_checkpoint_passes_images: AtomicBool,
+}
+
+impl TestKnobs {
+    /// Whether `knob` is set: always false (and compiled away) outside tests.
+    #[inline(always)]
+    pub(crate) fn on(knob: &AtomicBool) -> bool {
+        cfg!(any(test, feature = "test-knobs")) && knob.load(Ordering::Relaxed)
+    }
 }
 
 /// What [`BufferPool::read_optimistic`] validated: a frame and its version. Hand it to
@@ -313,7 +322,7 @@ pub struct BufferPool {
     /// stays pinned while it is written).
     pub(crate) batch_pages: usize,
     #[doc(hidden)]
-    pub knobs: TestKnobs,
+    pub(crate) knobs: TestKnobs,
     /// Test hook: runs in `unpin` right after a frame's last pin went, before its page id is
     /// read (to interleave an evictor there deterministically).
     #[cfg(test)]
@@ -334,6 +343,13 @@ impl std::fmt::Debug for BufferPool {
 }
 
 impl BufferPool {
+    /// The knobs that break invariants on purpose (tests only: exists with the `test-knobs`
+    /// feature, which only this crate's own dev-dependency enables).
+    #[cfg(any(test, feature = "test-knobs"))]
+    pub fn knobs(&self) -> &TestKnobs {
+        &self.knobs
+    }
+
     /// A pool of `config.pool_bytes / page_size` frames over `store`.
     ///
     /// Errors if the store's page size differs from the config's or the pool would have fewer
@@ -499,12 +515,7 @@ impl BufferPool {
             return None;
         }
         let r = f(fr.optimistic_words());
-        if !fr.version_is(v)
-            && !self
-                .knobs
-                .skip_optimistic_validation
-                .load(Ordering::Relaxed)
-        {
+        if !fr.version_is(v) && !TestKnobs::on(&self.knobs.skip_optimistic_validation) {
             return None;
         }
         if !fr.referenced.load(Ordering::Relaxed) {
@@ -525,10 +536,7 @@ impl BufferPool {
         self.frames
             .get(token.frame as usize)
             .is_some_and(|fr| fr.version_is(token.version))
-            || self
-                .knobs
-                .skip_optimistic_validation
-                .load(Ordering::Relaxed)
+            || TestKnobs::on(&self.knobs.skip_optimistic_validation)
     }
 
     /// Counts `n` page hits of validated optimistic reads in the pool's statistics.
@@ -608,7 +616,7 @@ impl BufferPool {
     #[cold]
     fn free_if_orphan(&self, f: u32) {
         let fr = &self.frames[f as usize];
-        if self.knobs.free_without_taking.load(Ordering::Relaxed) {
+        if TestKnobs::on(&self.knobs.free_without_taking) {
             self.push_free(f);
             return;
         }
@@ -1032,7 +1040,7 @@ impl BufferPool {
         let mut out = FlushOutcome::default();
         let mut preps: Vec<Prep> = Vec::with_capacity(ids.len());
         let mut bufs: Vec<AlignedBuf> = Vec::with_capacity(ids.len());
-        let claim_all = self.knobs.claim_all_rebuildable.load(Ordering::Relaxed);
+        let claim_all = TestKnobs::on(&self.knobs.claim_all_rebuildable);
         for &id in ids {
             let Some(f) = self.pin_quiet(id) else {
                 continue;
@@ -1275,7 +1283,7 @@ impl BufferPool {
     /// next write, if torn, could not be rebuilt from the recorded checkpoint. Test:
     /// `a_full_page_writes_checkpoint_never_passes_a_dirty_pages_image`.
     pub fn checkpoint_lsn(&self, log: &dyn RedoSink) -> Lsn {
-        if self.knobs.checkpoint_overreport.load(Ordering::Relaxed) {
+        if TestKnobs::on(&self.knobs.checkpoint_overreport) {
             // Test knob: breaks invariant 3 on purpose.
             let end = log.end_lsn();
             self.horizon.fetch_max(end.0, Ordering::AcqRel);
@@ -1297,11 +1305,7 @@ impl BufferPool {
                 Some(o) if o < h => Lsn(self.fpw_checkpoint.load(Ordering::Acquire)),
                 _ => h,
             };
-            if !self
-                .knobs
-                .fpw_checkpoint_passes_images
-                .load(Ordering::Relaxed)
-            {
+            if !TestKnobs::on(&self.knobs.fpw_checkpoint_passes_images) {
                 self.fpw_checkpoint.fetch_max(c.0, Ordering::AcqRel);
                 c
             } else {

@@ -427,7 +427,7 @@ impl<'p> PageTxn<'p> {
         let mut group: Vec<Record> = Vec::with_capacity(st.records.len() + 4);
         let mut fpi_bytes = 0usize;
         if pool.store.wants_full_page_images()
-            && !pool.knobs.skip_full_page_images.load(Ordering::Relaxed)
+            && !crate::pool::TestKnobs::on(&pool.knobs.skip_full_page_images)
         {
             for (i, e) in st.entries.iter().enumerate() {
                 // The page's first change since the horizon: log it as it was before, unless

@@ -253,7 +253,7 @@ fn checkpoint_over_report_on_purpose_is_caught() {
         let mut w = settled_world(DW);
         rewrite_page_1(&mut w, 0x5A);
         w.pool
-            .knobs
+            .knobs()
             .checkpoint_overreport
             .store(knob, Ordering::Relaxed);
         let c = w.pool.checkpoint_lsn(&w.log);
@@ -278,7 +278,7 @@ fn init_on_flush_claimed_wrongly_on_purpose_is_caught() {
         let mut w = settled_world(DW);
         rewrite_page_1(&mut w, 0xA5);
         w.pool
-            .knobs
+            .knobs()
             .claim_all_rebuildable
             .store(knob, Ordering::Relaxed);
         // A page that skipped protection is synced in place before the flush returns: crash at
@@ -321,7 +321,7 @@ fn full_page_images_skipped_on_purpose_is_caught() {
     for knob in [false, true] {
         let mut w = settled_world(TornPageProtection::FullPageWrites);
         w.pool
-            .knobs
+            .knobs()
             .skip_full_page_images
             .store(knob, Ordering::Relaxed);
         rewrite_page_1(&mut w, 0x3C);

@@ -390,11 +390,11 @@ fn checkpoint_lsn_never_passes_a_dirty_page() {
     t.write(PageId(0)).unwrap().write(P, b"c").unwrap();
     let s1 = log.end_lsn();
     t.commit(&log).unwrap();
-    pool.knobs
+    pool.knobs()
         .checkpoint_overreport
         .store(true, Ordering::Relaxed);
     assert!(pool.checkpoint_lsn(&log) > s1, "knob: over-reports");
-    pool.knobs
+    pool.knobs()
         .checkpoint_overreport
         .store(false, Ordering::Relaxed);
 }
@@ -469,7 +469,7 @@ fn full_page_image_logged_once_per_checkpoint() {
     assert_eq!(pool.stats().full_page_images, 2);
     // The knob that skips images is visible here (and caught by the crash test).
     pool.begin_checkpoint(&log);
-    pool.knobs
+    pool.knobs()
         .skip_full_page_images
         .store(true, Ordering::Relaxed);
     let t = pool.begin();
@@ -838,7 +838,7 @@ fn a_page_freed_while_being_written_is_not_written_twice_at_once() {
 fn a_full_page_writes_checkpoint_never_passes_a_dirty_pages_image() {
     for broken in [false, true] {
         let pool = fpw_pool();
-        pool.knobs
+        pool.knobs()
             .fpw_checkpoint_passes_images
             .store(broken, Ordering::Relaxed);
         let log = MemLog::new();

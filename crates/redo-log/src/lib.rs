@@ -109,7 +109,7 @@ mod writer;
 
 pub use config::{Durability, LogBlockSize, LogConfig, LogFiles, TailPolicy};
 pub use error::{LogError, Result};
-#[doc(hidden)]
+#[cfg(any(test, feature = "test-switches"))]
 pub use log::TestSwitches;
 pub use log::{Durable, LogOpenMode, Recovered, RecoveredGroup, RedoLog};
 pub use record::Record;

@@ -73,8 +73,8 @@ pub struct Recovered {
 }
 
 /// Switches that disable safety checks on purpose, for the tests that show the checks matter.
-/// Never use them otherwise.
-#[doc(hidden)]
+/// Public only with the `test-switches` feature, which only this crate's dev-dependency
+/// enables: outside tests every switch is off and nothing can turn one on.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct TestSwitches {
     /// The recovery scan ignores checksums, block numbers and epochs (the tail check).
@@ -388,11 +388,22 @@ impl RedoLog {
         dir: &Path,
         config: LogConfig,
     ) -> Result<(RedoLog, Recovered)> {
-        RedoLog::open_with(fs, dir, config, TestSwitches::default())
+        RedoLog::open_inner(
+            fs,
+            dir,
+            config,
+            TestSwitches::default(),
+            LogOpenMode::CreateIfMissing,
+            false,
+        )
     }
 
-    /// [`RedoLog::open`] with safety checks switched off on purpose (tests only).
-    #[doc(hidden)]
+    /// [`RedoLog::open`] with safety checks switched off on purpose (tests only: exists with
+    /// the `test-switches` feature, which only this crate's own tests enable).
+    ///
+    /// # Errors
+    /// As [`RedoLog::open`].
+    #[cfg(any(test, feature = "test-switches"))]
     pub fn open_with(
         fs: Arc<dyn FileSystem>,
         dir: &Path,
