@@ -27,7 +27,7 @@
 //!
 //! # Invariants (each has a test; most break it on purpose with a test knob)
 //!
-//! The knobs ([`BufferPool::knobs`], `TestKnobs`) exist only with the `test-knobs` feature,
+//! The knobs (`BufferPool::knobs`, `TestKnobs`) exist only with the `test-knobs` feature,
 //! which only this crate's own dev-dependency enables; in any other build every knob reads as
 //! off at compile time, so no release build can disable an invariant.
 //!
