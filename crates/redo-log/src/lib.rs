@@ -119,7 +119,7 @@ pub use stats::{HistogramSummary, LogStats};
 pub mod inspect {
     pub use crate::block::{
         block_crc, check_block, payload_size, BlockFault, BlockHeader, Geometry, BLOCK_HEADER,
-        BLOCK_TRAILER,
+        BLOCK_TRAILER, MAX_DURABLE_LAG,
     };
     pub use crate::header::{decode_header, Slot, StaticHeader, HEADER_BYTES, HEADER_FILE};
     pub use crate::record::{decode_group, encode_group, group_len};
