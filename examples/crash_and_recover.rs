@@ -29,7 +29,7 @@ fn config() -> Config {
         pool_size: 2 << 20,
         log_file_size: 2 << 20,
         durability: Durability::Sync,
-        checkpoint_interval_ms: 200,
+        checkpoint_interval: std::time::Duration::from_millis(200),
         ..Config::default()
     }
 }

@@ -1,5 +1,9 @@
 //! Store configuration: every knob of docs/design.md's table, settable in code or from TOML, validated
-//! at open.
+//! at open. This is the one configuration schema: the `keel-tpcc` CLI (`--config`, `--set`) and
+//! its matrix specs read exactly these keys through [`Config::from_toml_str`].
+//!
+//! Sizes are written as bytes or human strings (`pool_size = "256MiB"`), durations as human
+//! strings (`checkpoint_interval = "5s"`), both parsed by [`crate::human`].
 
 use crate::Error;
 use keel_flush::TornPageProtection;
@@ -9,6 +13,8 @@ use keel_redo_log::{Durability, LogBlockSize, LogConfig, LogFiles};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 use std::time::Duration;
+
+use crate::human;
 
 /// How torn pages are prevented or repaired.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -43,8 +49,10 @@ pub enum LogFileMode {
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
     /// Page size in bytes: 4096, 8192, 16384, 32768 or 65536. Fixed at creation.
+    #[serde(with = "human::size_usize")]
     pub page_size: usize,
     /// Buffer pool size in bytes.
+    #[serde(with = "human::size_usize")]
     pub pool_size: usize,
     /// Torn-page protection.
     pub torn_page: TornPage,
@@ -54,29 +62,36 @@ pub struct Config {
     pub init_on_flush_skip: bool,
     /// Redo log block size: 512 or 4096. Fixed at creation.
     pub log_block_size: u32,
-    /// Pad partial log writes up to this many bytes (InnoDB's `innodb_log_write_ahead_size`);
-    /// equal to the block size: no padding.
+    /// Pad partial log writes up to this many bytes (InnoDB's `innodb_log_write_ahead_size`).
+    /// No padding is spelled `0` (or, equivalently, the log block size: a write is always whole
+    /// blocks); otherwise a power of two of at least the block size.
+    #[serde(with = "human::size_usize")]
     pub write_ahead_size: usize,
     /// How the log is made durable.
     pub log_sync: SyncMethod,
     /// Preallocated or growing log files.
     pub log_files: LogFileMode,
     /// Bytes per log file.
+    #[serde(with = "human::size_u64")]
     pub log_file_size: u64,
     /// Number of preallocated log files.
     pub log_file_count: u32,
     /// Bytes of the in-memory log buffer.
+    #[serde(with = "human::size_usize")]
     pub log_buffer_size: usize,
     /// Page checksum algorithm. Fixed at creation.
     pub checksum: Checksum,
     /// What a commit waits for.
     pub durability: Durability,
-    /// How often `Buffered` syncs and `Lazy` writes the log, in milliseconds.
-    pub flush_interval_ms: u64,
-    /// Wait this long before a log sync so more committers share it (µs).
-    pub group_commit_delay_us: u64,
-    /// Take a checkpoint at least this often (ms).
-    pub checkpoint_interval_ms: u64,
+    /// How often `Buffered` syncs and `Lazy` writes the log (`"1s"`).
+    #[serde(with = "human::duration")]
+    pub flush_interval: Duration,
+    /// Wait this long before a log sync so more committers share it (`"0s"`, `"50us"`).
+    #[serde(with = "human::duration")]
+    pub group_commit_delay: Duration,
+    /// Take a checkpoint at least this often (`"5s"`).
+    #[serde(with = "human::duration")]
+    pub checkpoint_interval: Duration,
     /// Take a checkpoint when this fraction of the log space is in use.
     pub checkpoint_log_fraction: f64,
     /// Open the data file with O_DIRECT.
@@ -120,9 +135,9 @@ impl Default for Config {
             log_buffer_size: 8 << 20,
             checksum: Checksum::Crc32c,
             durability: Durability::Sync,
-            flush_interval_ms: 1000,
-            group_commit_delay_us: 0,
-            checkpoint_interval_ms: 5000,
+            flush_interval: Duration::from_secs(1),
+            group_commit_delay: Duration::ZERO,
+            checkpoint_interval: Duration::from_secs(5),
             checkpoint_log_fraction: 0.5,
             direct_io: false,
             create: true,
@@ -180,11 +195,13 @@ impl Config {
                 self.log_block_size
             ));
         }
-        if !self.write_ahead_size.is_power_of_two()
-            || self.write_ahead_size < self.log_block_size as usize
+        if self.write_ahead_size != 0
+            && (!self.write_ahead_size.is_power_of_two()
+                || self.write_ahead_size < self.log_block_size as usize)
         {
             return bad(format!(
-                "write_ahead_size {} must be a power of two of at least log_block_size ({})",
+                "write_ahead_size {} must be 0 (no padding) or a power of two of at least \
+                 log_block_size ({})",
                 self.write_ahead_size, self.log_block_size
             ));
         }
@@ -194,8 +211,8 @@ impl Config {
                 self.checkpoint_log_fraction
             ));
         }
-        if self.checkpoint_interval_ms == 0 || self.flush_interval_ms == 0 {
-            return bad("checkpoint_interval_ms and flush_interval_ms must be > 0".into());
+        if self.checkpoint_interval.is_zero() || self.flush_interval.is_zero() {
+            return bad("checkpoint_interval and flush_interval must be above zero".into());
         }
         self.log_config()
             .validate()
@@ -216,7 +233,12 @@ impl Config {
             } else {
                 LogBlockSize::B4096
             },
-            write_ahead_size: self.write_ahead_size,
+            // One meaning of "no padding": 0 is the block size (whole blocks only).
+            write_ahead_size: if self.write_ahead_size == 0 {
+                self.log_block_size as usize
+            } else {
+                self.write_ahead_size
+            },
             sync_method: self.log_sync,
             files: match self.log_files {
                 LogFileMode::Preallocated => LogFiles::Preallocated {
@@ -229,8 +251,8 @@ impl Config {
             },
             buffer_size: self.log_buffer_size,
             durability: self.durability,
-            flush_interval: Duration::from_millis(self.flush_interval_ms),
-            group_commit_delay: Duration::from_micros(self.group_commit_delay_us),
+            flush_interval: self.flush_interval,
+            group_commit_delay: self.group_commit_delay,
             ..LogConfig::default()
         }
     }
@@ -269,6 +291,44 @@ mod tests {
         assert_eq!(partial.page_size, 16384);
         let err = Config::from_toml_str("torn_pages = \"none\"").unwrap_err();
         assert!(err.to_string().contains("torn_pages"), "{err}");
+    }
+
+    #[test]
+    fn sizes_and_durations_take_human_strings() {
+        let c = Config::from_toml_str(
+            "pool_size = \"256MiB\"\npage_size = \"8KiB\"\nlog_file_size = 1048576\n\
+             checkpoint_interval = \"1.5s\"\ngroup_commit_delay = \"50us\"\n\
+             write_ahead_size = 0\n",
+        )
+        .unwrap();
+        assert_eq!(c.pool_size, 256 << 20);
+        assert_eq!(c.page_size, 8192);
+        assert_eq!(c.log_file_size, 1 << 20);
+        assert_eq!(c.checkpoint_interval, Duration::from_millis(1500));
+        assert_eq!(c.group_commit_delay, Duration::from_micros(50));
+        c.validate().unwrap();
+        // One meaning of "no padding": 0 and the block size give the same log configuration.
+        let same = Config {
+            write_ahead_size: c.log_block_size as usize,
+            ..c.clone()
+        };
+        assert_eq!(c.log_config(), same.log_config());
+        let text = c.to_toml();
+        assert!(text.contains("pool_size = \"256MiB\""), "{text}");
+        assert!(text.contains("checkpoint_interval = \"1500ms\""), "{text}");
+        assert_eq!(Config::from_toml_str(&text).unwrap(), c);
+        for (bad, word) in [
+            ("checkpoint_interval = 5", "no unit"),
+            ("pool_size = \"12 parsecs\"", "parsecs"),
+            ("flush_interval = \"0s\"", "flush_interval"),
+            ("checkpoint_interval_ms = 5000", "checkpoint_interval_ms"),
+        ] {
+            let e = Config::from_toml_str(bad)
+                .and_then(|c| c.validate())
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(word), "{bad}: {e}");
+        }
     }
 
     #[test]

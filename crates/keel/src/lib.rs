@@ -36,6 +36,7 @@
 
 mod config;
 mod error;
+pub mod human;
 pub mod layout;
 pub mod meta;
 mod open;

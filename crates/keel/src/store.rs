@@ -599,7 +599,7 @@ fn spawn_checkpointer(
 ) -> Result<JoinHandle<()>> {
     let c = ckpt.clone();
     let stop = stop.clone();
-    let interval = Duration::from_millis(config.checkpoint_interval_ms);
+    let interval = config.checkpoint_interval;
     let fraction = config.checkpoint_log_fraction;
     std::thread::Builder::new()
         .name("keel-checkpointer".into())

@@ -23,6 +23,7 @@ use std::collections::BTreeMap;
 use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 struct Rng(u64);
 
@@ -69,7 +70,7 @@ fn config(mode: TornPage) -> Config {
         log_file_count: 2,
         log_buffer_size: 64 * 1024,
         durability: Durability::Sync,
-        checkpoint_interval_ms: 5,
+        checkpoint_interval: Duration::from_millis(5),
         ..Config::default()
     }
 }

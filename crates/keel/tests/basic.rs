@@ -291,7 +291,7 @@ fn atomic_on_a_file_system_without_atomic_writes_is_recognisable() {
 }
 
 /// Lazy commits into a 512 KiB log: small enough that writers keep reaching the synchronous
-/// checkpoint point. Checkpoints also run every `checkpoint_interval_ms`.
+/// checkpoint point. Checkpoints also run every `checkpoint_interval` ms.
 fn tiny_log(checkpoint_interval_ms: u64) -> Config {
     Config {
         page_size: 4096,
@@ -299,7 +299,7 @@ fn tiny_log(checkpoint_interval_ms: u64) -> Config {
         log_file_size: 256 * 1024,
         log_file_count: 2,
         durability: Durability::Lazy,
-        checkpoint_interval_ms,
+        checkpoint_interval: std::time::Duration::from_millis(checkpoint_interval_ms),
         ..Config::default()
     }
 }
@@ -337,7 +337,7 @@ fn a_checkpoint_records_its_progress_in_steps() {
             page_size: 4096,
             pool_size: 16 << 20,
             durability: Durability::Lazy,
-            checkpoint_interval_ms: 600_000,
+            checkpoint_interval: std::time::Duration::from_secs(600),
             ..Config::default()
         },
     )

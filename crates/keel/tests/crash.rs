@@ -16,6 +16,7 @@ use keel_io::{Fault, SimConfig, SimFs};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 struct Rng(u64);
 
@@ -54,7 +55,7 @@ fn config(case: &Case) -> Config {
         log_file_count: 2,
         log_buffer_size: 64 * 1024,
         durability: Durability::Sync,
-        checkpoint_interval_ms: 2,
+        checkpoint_interval: Duration::from_millis(2),
         ..Config::default()
     }
 }
@@ -335,7 +336,7 @@ fn acknowledging_before_durability_is_caught() {
         let dir = Path::new("/db");
         let cfg = Config {
             durability: Durability::Lazy,
-            flush_interval_ms: 10_000,
+            flush_interval: Duration::from_secs(10),
             ..config(&Case {
                 mode: TornPage::Doublewrite,
                 log_block: 4096,

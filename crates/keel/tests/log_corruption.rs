@@ -5,6 +5,7 @@
 
 use keel::{Config, Error, FlushError, LogError, Store, LOG_DIR};
 use std::path::Path;
+use std::time::Duration;
 
 fn config(block: u32) -> Config {
     Config {
@@ -12,7 +13,7 @@ fn config(block: u32) -> Config {
         pool_size: 1 << 20,
         log_block_size: block,
         log_file_size: 4 << 20,
-        checkpoint_interval_ms: 3_600_000,
+        checkpoint_interval: Duration::from_secs(3600),
         ..Config::default()
     }
 }

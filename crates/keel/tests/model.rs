@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 #[derive(Debug, Clone)]
 enum Op {
@@ -89,7 +90,7 @@ fn cfg(page_size: usize) -> Config {
         page_size,
         pool_size: 48 * page_size,
         log_file_size: 64 * page_size as u64,
-        checkpoint_interval_ms: 5,
+        checkpoint_interval: Duration::from_millis(5),
         doublewrite_batch: 8,
         ..Config::default()
     }

@@ -76,25 +76,34 @@ pub enum Command {
     Quick(QuickArgs),
 }
 
-/// Store configuration: a TOML file and/or flags (flags win).
+/// Store configuration: a keel.toml file and/or `--set` flags (flags win). Both take the
+/// store's own keys and spellings: every field of `keel::Config`.
 #[derive(Debug, Clone, Args)]
 pub struct StoreArgs {
-    /// A keel.toml with store knobs (the facade's Config fields).
+    /// A keel.toml with store settings (any field of keel::Config, e.g. pool_size = "256MiB").
     #[arg(long = "config", value_name = "FILE")]
     pub config_file: Option<PathBuf>,
-    /// Individual knobs.
-    #[command(flatten)]
-    pub knobs: StoreConfig,
+    /// One store setting, KEY=VALUE, repeatable: any field of keel::Config, with the values a
+    /// keel.toml takes (--set torn_page=atomic --set pool_size=256MiB --set direct_io=true
+    /// --set checkpoint_interval=5s).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
 }
 
 impl StoreArgs {
-    /// The file overlaid with the flags.
+    /// The file overlaid with the `--set` flags, in order.
+    ///
+    /// # Errors
+    ///
+    /// The file cannot be read, or the store refuses a key or value.
     pub fn resolve(&self) -> TpccResult<StoreConfig> {
-        let base = match &self.config_file {
+        let mut c = match &self.config_file {
             Some(p) => StoreConfig::from_file(p)?,
             None => StoreConfig::default(),
         };
-        let c = base.overlay(&self.knobs);
+        for a in &self.set {
+            c.set(a)?;
+        }
         c.validate()?;
         Ok(c)
     }

@@ -3,8 +3,8 @@
 //! [`KeelEngine`] wraps a [`keel::Store`]. Write transactions are [`keel::WriteTxn`]s (one writer
 //! at a time, early lock release, group commit); read transactions are [`keel::ReadTxn`]s. Tables
 //! are opened per call through `tx.table(name)` (cheap: the store caches its catalog). The
-//! workload's [`StoreConfig`] is mapped knob by knob onto [`keel::Config`]
-//! ([`keel_config`]); an unset knob keeps the store's default.
+//! run's [`StoreConfig`] is a set of [`keel::Config`] keys, parsed by the store itself
+//! ([`keel_config`]); an unset key keeps the store's default.
 //!
 //! Invariants this adapter keeps (each has a test in `tests/keel_engine.rs`; the TPC-C test there
 //! also alters a row through the adapter and shows the check catching it):
@@ -24,7 +24,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use crate::config::{ChecksumKind, DurabilityKind, LogFiles, LogSync, StoreConfig, TornPage};
+use crate::config::StoreConfig;
 use crate::engine::{
     Direction, Engine, EngineError, EngineResult, EngineStats, Flow, ReadTx, Visitor, WriteTx,
 };
@@ -48,80 +48,14 @@ pub struct KeelRead<'a> {
     tx: keel::ReadTxn<'a>,
 }
 
-/// The store's [`keel::Config`] for the workload's knobs: every knob that is set replaces the
-/// store default of the same name. `write_ahead_size = 0` (padding off) becomes the log block
-/// size (the store's spelling of "no padding"); `checkpoint_interval` is in milliseconds.
-pub fn keel_config(c: &StoreConfig) -> keel::Config {
-    let mut k = keel::Config::default();
-    if let Some(v) = c.page_size {
-        k.page_size = v as usize;
-    }
-    if let Some(v) = c.pool_size {
-        k.pool_size = usize::try_from(v).unwrap_or(usize::MAX);
-    }
-    if let Some(v) = c.torn_page {
-        k.torn_page = match v {
-            TornPage::Doublewrite => keel::TornPage::Doublewrite,
-            TornPage::Atomic => keel::TornPage::Atomic,
-            TornPage::FullPageWrites => keel::TornPage::FullPageWrites,
-            TornPage::Auto => keel::TornPage::Auto,
-            TornPage::None => keel::TornPage::None,
-        };
-    }
-    if let Some(v) = c.doublewrite_batch {
-        k.doublewrite_batch = v as usize;
-    }
-    if let Some(v) = c.init_on_flush_skip {
-        k.init_on_flush_skip = v;
-    }
-    if let Some(v) = c.log_block_size {
-        k.log_block_size = v;
-    }
-    if let Some(v) = c.write_ahead_size {
-        k.write_ahead_size = if v == 0 {
-            k.log_block_size as usize
-        } else {
-            v as usize
-        };
-    }
-    if let Some(v) = c.log_sync {
-        k.log_sync = match v {
-            LogSync::Fsync => keel::SyncMethod::Fsync,
-            LogSync::Fdatasync => keel::SyncMethod::Fdatasync,
-            LogSync::ODsync => keel::SyncMethod::ODsync,
-            LogSync::ODirect => keel::SyncMethod::ODirect,
-        };
-    }
-    if let Some(v) = c.log_files {
-        k.log_files = match v {
-            LogFiles::Preallocated => keel::LogFileMode::Preallocated,
-            LogFiles::Growing => keel::LogFileMode::Growing,
-        };
-    }
-    if let Some(v) = c.log_file_size {
-        k.log_file_size = v;
-    }
-    if let Some(v) = c.checksum {
-        k.checksum = match v {
-            ChecksumKind::Crc32c => keel::Checksum::Crc32c,
-            ChecksumKind::Legacy => keel::Checksum::Legacy,
-            ChecksumKind::None => keel::Checksum::None,
-        };
-    }
-    if let Some(v) = c.durability {
-        k.durability = match v {
-            DurabilityKind::Sync => keel::Durability::Sync,
-            DurabilityKind::Buffered => keel::Durability::Buffered,
-            DurabilityKind::Lazy => keel::Durability::Lazy,
-        };
-    }
-    if let Some(v) = c.group_commit_delay_us {
-        k.group_commit_delay_us = v;
-    }
-    if let Some(v) = c.checkpoint_interval {
-        k.checkpoint_interval_ms = v;
-    }
-    k
+/// The store's [`keel::Config`] for the run's settings: the store's defaults with every key the
+/// run sets (the keys and spellings are the store's own; see [`StoreConfig`]).
+///
+/// # Errors
+///
+/// A key or value the store refuses ([`keel::Error::Config`], naming the key).
+pub fn keel_config(c: &StoreConfig) -> EngineResult<keel::Config> {
+    c.keel_config().map_err(engine_error)
 }
 
 /// Maps a store error onto the workload's error type (atomic writes that the file system cannot
@@ -255,7 +189,7 @@ impl Engine for KeelEngine {
     const HONOURS_CONFIG: bool = true;
 
     fn open(dir: &Path, config: &StoreConfig) -> EngineResult<Self> {
-        keel::Store::open(dir, keel_config(config))
+        keel::Store::open(dir, keel_config(config)?)
             .map(KeelEngine)
             .map_err(engine_error)
     }
@@ -266,7 +200,7 @@ impl Engine for KeelEngine {
     fn open_existing(dir: &Path, config: &StoreConfig) -> EngineResult<Self> {
         let base = keel::Config {
             create: false,
-            ..keel_config(config)
+            ..keel_config(config)?
         };
         let ro = keel::Config {
             read_only: true,

@@ -380,14 +380,7 @@ struct Row {
 /// The knobs fixed when a store is created (a store refuses to open with other values): page
 /// size, page checksum, log block size, log file mode and log file size. The rest of `s` is unset.
 pub fn creation_knobs(s: &StoreConfig) -> StoreConfig {
-    StoreConfig {
-        page_size: s.page_size,
-        checksum: s.checksum,
-        log_block_size: s.log_block_size,
-        log_files: s.log_files,
-        log_file_size: s.log_file_size,
-        ..StoreConfig::default()
-    }
+    s.creation_keys()
 }
 
 fn load_into<F: Engine>(

@@ -30,7 +30,7 @@ fn text(o: &Output) -> String {
 }
 
 /// Pool of the tests' stores (the data of 1 warehouse with 1000 items is about 60 MiB).
-const POOL: &str = "32MiB";
+const POOL: &str = "pool_size=32MiB";
 
 fn load(dir: &Path) {
     let o = run(
@@ -40,7 +40,7 @@ fn load(dir: &Path) {
             "1",
             "--test-items",
             "1000",
-            "--pool-size",
+            "--set",
             POOL,
         ],
         &[("--dir", dir)],
@@ -77,9 +77,9 @@ fn load_run_check_end_to_end_with_acknowledged_side_file() {
             "0s",
             "--interval",
             "1s",
-            "--torn-page",
-            "none",
-            "--pool-size",
+            "--set",
+            "torn_page=none",
+            "--set",
             POOL,
         ],
         &[("--dir", &dir), ("--out", &out), ("--acked-log", &acked)],
@@ -160,7 +160,7 @@ fn bad_input_gets_clear_errors() {
     assert_eq!(names, vec![std::ffi::OsString::from("user-file.txt")]);
 
     let o = run(
-        &["load", "--log-block-size", "1024"],
+        &["load", "--set", "log_block_size=1024"],
         &[("--dir", &t.path().join("x"))],
     );
     assert_eq!(o.status.code(), Some(2));
@@ -289,7 +289,7 @@ fn quick_loads_runs_and_checks() {
         "1000",
         "--terminals",
         "2",
-        "--pool-size",
+        "--set",
         POOL,
     ];
     let o = run(&args, &[("--dir", &base)]);
@@ -345,7 +345,7 @@ fn file_system_axis_mounts_runs_and_unmounts() {
             "1s",
             "--terminals",
             "1",
-            "--pool-size",
+            "--set",
             POOL,
         ],
         &[("--dir", &dir), ("--out", &out)],

@@ -27,8 +27,8 @@ fn crash_once(engine: &str, base: &Path) {
             "1",
             "--test-items",
             "2000",
-            "--pool-size",
-            "32MiB",
+            "--set",
+            "pool_size=32MiB",
             "--dir",
         ])
         .arg(&dir)
@@ -50,13 +50,13 @@ fn crash_once(engine: &str, base: &Path) {
                 "120s",
                 "--warmup",
                 "0s",
-                "--durability",
-                "sync",
+                "--set",
+                "durability=sync",
                 "--interval",
                 "1s",
                 "--no-check",
-                "--pool-size",
-                "32MiB",
+                "--set",
+                "pool_size=32MiB",
                 "--seed",
                 &round.to_string(),
                 "--dir",
@@ -93,7 +93,14 @@ fn crash_once(engine: &str, base: &Path) {
         before = n;
         let mut out = String::new();
         let mut c = Command::new(BIN)
-            .args(["--engine", engine, "check", "--pool-size", "32MiB", "--dir"])
+            .args([
+                "--engine",
+                engine,
+                "check",
+                "--set",
+                "pool_size=32MiB",
+                "--dir",
+            ])
             .arg(&dir)
             .arg("--acked-log")
             .arg(&acked)

@@ -5,7 +5,7 @@
 //! where it can.
 
 use keel_tpcc::check::check;
-use keel_tpcc::config::{ChecksumKind, DurabilityKind, LogFiles, LogSync, StoreConfig, TornPage};
+use keel_tpcc::config::StoreConfig;
 use keel_tpcc::driver::{run_workload, RunOptions};
 use keel_tpcc::engine::{Direction, Engine, EngineError, Flow, ReadTx, ReadTxExt, WriteTx};
 use keel_tpcc::keel_engine::keel_config;
@@ -14,11 +14,9 @@ use keel_tpcc::KeelEngine;
 use std::time::Duration;
 
 fn small() -> StoreConfig {
-    StoreConfig {
-        pool_size: Some(8 << 20),
-        log_file_size: Some(8 << 20),
-        ..StoreConfig::default()
-    }
+    StoreConfig::default()
+        .with("pool_size", "8MiB")
+        .with("log_file_size", "8MiB")
 }
 
 fn open(dir: &std::path::Path) -> KeelEngine {
@@ -166,73 +164,49 @@ fn acknowledged_commits_survive_a_reopen_without_checkpoint() {
     }
 }
 
+/// One schema: the same keel.toml text gives the same `keel::Config` through the store's own
+/// loader and through the workload's settings (file, then `--set`), for every key of the store.
 #[test]
-fn every_knob_maps_onto_the_store_config() {
-    let c = StoreConfig {
-        page_size: Some(8192),
-        pool_size: Some(24 << 20),
-        torn_page: Some(TornPage::FullPageWrites),
-        doublewrite_batch: Some(32),
-        init_on_flush_skip: Some(false),
-        log_block_size: Some(512),
-        write_ahead_size: Some(0),
-        log_sync: Some(LogSync::ODsync),
-        log_files: Some(LogFiles::Growing),
-        log_file_size: Some(16 << 20),
-        checksum: Some(ChecksumKind::Legacy),
-        durability: Some(DurabilityKind::Buffered),
-        group_commit_delay_us: Some(50),
-        checkpoint_interval: Some(1234),
-    };
-    let k = keel_config(&c);
-    assert_eq!(k.page_size, 8192);
-    assert_eq!(k.pool_size, 24 << 20);
-    assert_eq!(k.torn_page, keel::TornPage::FullPageWrites);
-    assert_eq!(k.doublewrite_batch, 32);
-    assert!(!k.init_on_flush_skip);
-    assert_eq!(k.log_block_size, 512);
-    // Padding off = padding to the block size.
-    assert_eq!(k.write_ahead_size, 512);
-    assert_eq!(k.log_sync, keel::SyncMethod::ODsync);
-    assert_eq!(k.log_files, keel::LogFileMode::Growing);
-    assert_eq!(k.log_file_size, 16 << 20);
-    assert_eq!(k.checksum, keel::Checksum::Legacy);
-    assert_eq!(k.durability, keel::Durability::Buffered);
-    assert_eq!(k.group_commit_delay_us, 50);
-    assert_eq!(k.checkpoint_interval_ms, 1234);
-    k.validate().unwrap();
-    // Unset knobs keep the store's defaults.
+fn one_toml_file_loads_the_same_through_the_store_and_the_workload() {
+    let text = "page_size = \"8KiB\"\npool_size = \"24MiB\"\ntorn_page = \"full_page_writes\"\n\
+                doublewrite_batch = 32\ninit_on_flush_skip = false\nlog_block_size = 512\n\
+                write_ahead_size = 0\nlog_sync = \"o_dsync\"\nlog_files = \"growing\"\n\
+                log_file_size = \"16MiB\"\nlog_file_count = 3\nlog_buffer_size = \"4MiB\"\n\
+                checksum = \"legacy\"\ndurability = \"buffered\"\nflush_interval = \"2s\"\n\
+                group_commit_delay = \"50us\"\ncheckpoint_interval = \"1234ms\"\n\
+                checkpoint_log_fraction = 0.25\ndirect_io = true\n";
+    let d = tempfile::tempdir().unwrap();
+    let file = d.path().join("keel.toml");
+    std::fs::write(&file, text).unwrap();
+    let by_store = keel::Config::from_toml_file(&file).unwrap();
+    let by_workload = keel_config(&StoreConfig::from_file(&file).unwrap()).unwrap();
+    assert_eq!(by_store, by_workload);
+    assert_eq!(by_store.page_size, 8192);
+    assert_eq!(by_store.checkpoint_interval, Duration::from_millis(1234));
+    assert!(by_store.direct_io);
+    // Every key of the store's schema is in the file, so no key is the workload's alone.
+    let all: toml::Table = toml::from_str(&keel::Config::default().to_toml()).unwrap();
+    let given: toml::Table = toml::from_str(text).unwrap();
+    for key in all.keys() {
+        if !["create", "read_only", "accept_log_loss"].contains(&key.as_str()) {
+            assert!(given.contains_key(key), "the test file misses {key}");
+        }
+    }
+    // Unset keys keep the store's defaults.
     assert_eq!(
-        keel_config(&StoreConfig::default()),
+        keel_config(&StoreConfig::default()).unwrap(),
         keel::Config::default()
     );
-    // Padding on with a 512-byte block.
-    let k = keel_config(&StoreConfig {
-        log_block_size: Some(512),
-        write_ahead_size: Some(4096),
-        ..StoreConfig::default()
-    });
-    assert_eq!((k.log_block_size, k.write_ahead_size), (512, 4096));
-    // A bad value reaches the store's validation and is refused, naming the knob.
-    let d = tempfile::tempdir().unwrap();
-    let err = KeelEngine::open(
-        d.path(),
-        &StoreConfig {
-            pool_size: Some(4096),
-            ..StoreConfig::default()
-        },
-    )
-    .unwrap_err();
+    // A bad value reaches the store's validation and is refused, naming the key.
+    let err =
+        KeelEngine::open(d.path(), &StoreConfig::default().with("pool_size", 4096)).unwrap_err();
     assert!(err.to_string().contains("pool_size"), "{err}");
 }
 
 #[test]
 fn atomic_writes_where_unavailable_are_reported_unsupported() {
     let d = tempfile::tempdir().unwrap();
-    let cfg = StoreConfig {
-        torn_page: Some(TornPage::Atomic),
-        ..small()
-    };
+    let cfg = small().with("torn_page", "atomic");
     match KeelEngine::open(d.path(), &cfg) {
         Ok(e) => {
             println!(
@@ -251,10 +225,7 @@ fn atomic_writes_where_unavailable_are_reported_unsupported() {
 #[test]
 fn load_and_a_short_run_pass_conditions_1_to_12() {
     let d = tempfile::tempdir().unwrap();
-    let cfg = StoreConfig {
-        pool_size: Some(32 << 20),
-        ..StoreConfig::default()
-    };
+    let cfg = StoreConfig::default().with("pool_size", "32MiB");
     let e = KeelEngine::open(d.path(), &cfg).unwrap();
     let mut lo = LoadOptions::new(1);
     lo.items = 1000;

@@ -4,7 +4,7 @@
 //! another, refusing to open with other creation-time knobs (as the store does), shows that such
 //! configurations run on loads of their own.
 
-use keel_tpcc::config::{StoreConfig, TornPage};
+use keel_tpcc::config::StoreConfig;
 use keel_tpcc::engine::{Engine, EngineError, EngineResult, EngineStats};
 use keel_tpcc::matrix::{creation_knobs, run_matrix, MatrixOptions, MatrixSpec};
 use keel_tpcc::memory::{MemRead, MemWrite};
@@ -49,14 +49,12 @@ terminals = [1, 64]
         ]
     );
     let e = &s.entries[7];
+    let k = e.store.keel_config().unwrap();
     assert_eq!(
-        (e.store.torn_page, e.store.pool_size, e.terminals),
-        (Some(TornPage::Atomic), Some(12 << 20), 64)
+        (k.torn_page, k.pool_size, e.terminals),
+        (keel::TornPage::Atomic, 12 << 20, 64)
     );
-    assert_eq!(
-        e.store.checksum,
-        Some(keel_tpcc::config::ChecksumKind::None)
-    );
+    assert_eq!(k.checksum, keel::Checksum::None);
     // Defaults.
     assert_eq!(
         (s.repeats, s.duration, s.warehouses),
@@ -124,7 +122,7 @@ impl Engine for NoAtomic {
     const DURABLE: bool = false;
     const HONOURS_CONFIG: bool = true;
     fn open(dir: &Path, config: &StoreConfig) -> EngineResult<Self> {
-        if config.torn_page == Some(TornPage::Atomic) {
+        if config.get("torn_page").and_then(|v| v.as_str()) == Some("atomic") {
             return Err(EngineError::Unsupported(
                 "this file system has no atomic writes (EOPNOTSUPP)".into(),
             ));
@@ -288,14 +286,11 @@ checksum = ["crc32c", "none"]
         .count();
     assert_eq!(loads, 4);
     assert_eq!(
-        creation_knobs(&StoreConfig {
-            torn_page: Some(TornPage::None),
-            page_size: Some(8192),
-            ..StoreConfig::default()
-        }),
-        StoreConfig {
-            page_size: Some(8192),
-            ..StoreConfig::default()
-        }
+        creation_knobs(
+            &StoreConfig::default()
+                .with("torn_page", "none")
+                .with("page_size", 8192)
+        ),
+        StoreConfig::default().with("page_size", 8192)
     );
 }
