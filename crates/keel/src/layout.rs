@@ -23,7 +23,7 @@
 //! - Anything else (no Keel piece) is empty: a store may be created there; files that are not
 //!   Keel's are left alone.
 
-use crate::meta::IDENTITY_FILE;
+pub use crate::meta::IDENTITY_FILE;
 use crate::{Error, Result, LOG_DIR};
 use keel_flush::{DATA_FILE_NAME, DOUBLEWRITE_FILE_NAME};
 use keel_io::FileSystem;

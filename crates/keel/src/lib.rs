@@ -38,7 +38,7 @@ mod config;
 mod error;
 pub mod human;
 pub mod layout;
-pub mod meta;
+mod meta;
 mod open;
 mod store;
 mod table;
@@ -50,6 +50,7 @@ pub use keel_buffer_pool::PoolError;
 pub use keel_flush::FlushError;
 pub use keel_io::IoError;
 pub use keel_redo_log::LogError;
+pub use meta::MetaInfo;
 
 /// The longest value a table accepts: 4 GiB - 1 bytes ([`Error::ValueTooLarge`] above it).
 pub const MAX_VALUE_LEN: usize = u32::MAX as usize;
@@ -64,4 +65,4 @@ pub use keel_io::SyncMethod;
 pub use keel_page::Checksum;
 pub use keel_redo_log::Durability;
 pub use store::{Effective, ReadTxn, RecoveryReport, Store, StoreStats, WriteTxn, LOG_DIR};
-pub use table::{PoolReader, ReadTable, Rows, Table, TxnReader, MERGE_GAP};
+pub use table::{ReadTable, ReadableTable, Rows, Table};

@@ -24,10 +24,10 @@ pub const IDENTITY_FILE: &str = "store.keel";
 const IDENTITY_MAGIC: &[u8; 8] = b"KEELSTOR";
 const FORMAT_VERSION: u32 = 2;
 /// Bytes of the identity file.
-pub const IDENTITY_LEN: usize = 24;
+pub(crate) const IDENTITY_LEN: usize = 24;
 
 /// The meta page.
-pub const META_PAGE: PageId = PageId(0);
+pub(crate) const META_PAGE: PageId = PageId(0);
 const META_MAGIC: &[u8; 8] = b"KEELMETA";
 const M_MAGIC: usize = PAGE_HEADER_SIZE;
 const M_VERSION: usize = PAGE_HEADER_SIZE + 8;
@@ -63,7 +63,7 @@ fn crc32c(bytes: &[u8]) -> u32 {
 ///
 /// # Errors
 /// I/O errors writing, syncing or renaming.
-pub fn publish_identity(
+pub(crate) fn publish_identity(
     fs: &dyn FileSystem,
     dir: &Path,
     page_size: usize,
@@ -84,7 +84,7 @@ pub fn publish_identity(
 /// # Errors
 /// [`Error::Format`] for a damaged or foreign identity file, [`Error::Config`] for a store made
 /// with another page size or checksum.
-pub fn check_identity(
+pub(crate) fn check_identity(
     fs: &dyn FileSystem,
     dir: &Path,
     page_size: usize,
@@ -145,7 +145,7 @@ fn rd_u64(p: &[u8], o: usize) -> u64 {
 }
 
 /// Free page ids the meta page can hold.
-pub fn free_capacity(page_size: usize) -> usize {
+pub(crate) fn free_capacity(page_size: usize) -> usize {
     (page_size - PAGE_TRAILER_SIZE - M_FREE) / 8
 }
 
@@ -163,7 +163,7 @@ pub struct MetaInfo {
 }
 
 /// Decodes and checks the meta page.
-pub fn read_meta(page: &[u8], file: &Path) -> Result<MetaInfo> {
+pub(crate) fn read_meta(page: &[u8], file: &Path) -> Result<MetaInfo> {
     let format = |detail: String| Error::Format {
         path: file.to_path_buf(),
         detail: format!("meta page: {detail}"),
@@ -212,7 +212,7 @@ pub fn read_meta(page: &[u8], file: &Path) -> Result<MetaInfo> {
 }
 
 /// Creates the meta page in a new store (page ids 0 = meta; the next page is 1).
-pub fn init_meta(txn: &PageTxn<'_>, page_size: usize) -> Result<()> {
+pub(crate) fn init_meta(txn: &PageTxn<'_>, page_size: usize) -> Result<()> {
     let mut g = txn.new_page(META_PAGE, keel_page::PageType::META)?;
     g.write(M_MAGIC, META_MAGIC)?;
     g.write(M_VERSION, &FORMAT_VERSION.to_le_bytes())?;
@@ -222,7 +222,7 @@ pub fn init_meta(txn: &PageTxn<'_>, page_size: usize) -> Result<()> {
 }
 
 /// Records the catalog root.
-pub fn set_catalog_root(txn: &PageTxn<'_>, root: PageId) -> Result<()> {
+pub(crate) fn set_catalog_root(txn: &PageTxn<'_>, root: PageId) -> Result<()> {
     let mut g = txn.write(META_PAGE)?;
     g.write(M_CATALOG_ROOT, &root.0.to_le_bytes())?;
     Ok(())
@@ -230,7 +230,7 @@ pub fn set_catalog_root(txn: &PageTxn<'_>, root: PageId) -> Result<()> {
 
 /// Allocates a page id: the most recently freed page (refilling the meta page's free array from
 /// the newest trunk page, which is handed out itself), else a new one.
-pub fn allocate(txn: &PageTxn<'_>, file: &Path) -> Result<PageId> {
+pub(crate) fn allocate(txn: &PageTxn<'_>, file: &Path) -> Result<PageId> {
     let mut g = txn.write(META_PAGE)?;
     let info = read_meta(&g, file)?;
     if info.free_count == 0 && info.trunk_head.0 != 0 {
@@ -307,7 +307,7 @@ pub fn allocate(txn: &PageTxn<'_>, file: &Path) -> Result<PageId> {
 /// Returns a page id to the free list. When the meta page's array is full, page `id` becomes a
 /// trunk page holding the array and the previous trunk's id, and the array starts empty; then
 /// `Ok(true)`: the page stays in use (as the trunk) and must not be dropped as freed.
-pub fn free(txn: &PageTxn<'_>, id: PageId, file: &Path) -> Result<bool> {
+pub(crate) fn free(txn: &PageTxn<'_>, id: PageId, file: &Path) -> Result<bool> {
     let mut g = txn.write(META_PAGE)?;
     let info = read_meta(&g, file)?;
     let n = info.free_count as usize;

@@ -18,7 +18,7 @@ use std::sync::atomic::AtomicU64;
 
 /// Unchanged gaps shorter than this are logged with their neighbours (a record header costs
 /// about as much).
-pub const MERGE_GAP: usize = 16;
+pub(crate) const MERGE_GAP: usize = 16;
 
 fn storage(e: keel_buffer_pool::PoolError) -> BTreeError {
     BTreeError::Storage(Box::new(e))
@@ -187,7 +187,7 @@ impl PageStore for TxnPages<'_, '_> {
 
 /// A read handle for the pages of a write transaction (sees its own changes).
 #[derive(Clone, Copy)]
-pub struct TxnReader<'a, 'p> {
+pub(crate) struct TxnReader<'a, 'p> {
     txn: &'a PageTxn<'p>,
     page_size: usize,
 }
@@ -300,14 +300,14 @@ impl<'t, 's> Table<'t, 's> {
     }
 
     /// Ordered iteration over a key range (`.rev()` for descending).
-    pub fn range<'k, R: RangeBounds<&'k [u8]>>(&self, range: R) -> Result<Rows<TxnReader<'t, 's>>> {
-        Ok(Rows(self.tree.range(
+    pub fn range<'k, R: RangeBounds<&'k [u8]>>(&self, range: R) -> Result<Rows<'t>> {
+        Ok(Rows(RowsOf::Txn(self.tree.range(
             TxnReader {
                 txn: &self.tx.txn,
                 page_size: self.tree.limits().page_size,
             },
             range,
-        )))
+        ))))
     }
 }
 
@@ -350,14 +350,16 @@ impl<'r> ReadTable<'r> {
     }
 
     /// Ordered iteration over a key range (`.rev()` for descending).
-    pub fn range<'k, R: RangeBounds<&'k [u8]>>(&self, range: R) -> Result<Rows<PoolReader<'r>>> {
-        Ok(Rows(self.tree.range(PoolReader { pool: self.pool }, range)))
+    pub fn range<'k, R: RangeBounds<&'k [u8]>>(&self, range: R) -> Result<Rows<'r>> {
+        Ok(Rows(RowsOf::Pool(
+            self.tree.range(PoolReader { pool: self.pool }, range),
+        )))
     }
 }
 
-/// A read handle on committed pages through the pool (the type of a read table's range cursor).
+/// A read handle on committed pages through the pool (a read table's range cursor reads with it).
 #[derive(Clone, Copy)]
-pub struct PoolReader<'a> {
+pub(crate) struct PoolReader<'a> {
     pool: &'a BufferPool,
 }
 
@@ -407,20 +409,74 @@ impl PageRead for GetReader<'_> {
     }
 }
 
-/// Rows of a range, in key order; `.rev()` for descending.
-pub struct Rows<S: PageRead>(Range<S>);
+/// What a write table and a read table both do: point reads and ordered range scans. Code that
+/// only reads takes `&impl ReadableTable` and works inside either kind of transaction (as
+/// redb's `ReadableTable` does).
+pub trait ReadableTable {
+    /// The value under `key`: committed data in a read transaction, this transaction's view in
+    /// a write transaction.
+    ///
+    /// # Errors
+    ///
+    /// A page cannot be read or is corrupt (the error names the file and page).
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>>;
 
-impl<S: PageRead> Iterator for Rows<S> {
-    type Item = Result<(Vec<u8>, Vec<u8>)>;
+    /// Ordered iteration over a key range (`.rev()` for descending).
+    ///
+    /// # Errors
+    ///
+    /// A page cannot be read or is corrupt (each row is also a `Result`).
+    fn range<'k, R: RangeBounds<&'k [u8]>>(&self, range: R) -> Result<Rows<'_>>;
+}
 
-    fn next(&mut self) -> Option<Self::Item> {
-        self.0.next().map(|r| r.map_err(Error::from))
+impl ReadableTable for Table<'_, '_> {
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        Table::get(self, key)
+    }
+
+    fn range<'k, R: RangeBounds<&'k [u8]>>(&self, range: R) -> Result<Rows<'_>> {
+        Table::range(self, range)
     }
 }
 
-impl<S: PageRead> DoubleEndedIterator for Rows<S> {
+impl ReadableTable for ReadTable<'_> {
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        ReadTable::get(self, key)
+    }
+
+    fn range<'k, R: RangeBounds<&'k [u8]>>(&self, range: R) -> Result<Rows<'_>> {
+        ReadTable::range(self, range)
+    }
+}
+
+/// Rows of a range, in key order; `.rev()` for descending.
+pub struct Rows<'r>(RowsOf<'r>);
+
+/// The cursor behind [`Rows`]: through a write transaction's pages or through the pool.
+enum RowsOf<'r> {
+    Txn(Range<TxnReader<'r, 'r>>),
+    Pool(Range<PoolReader<'r>>),
+}
+
+impl Iterator for Rows<'_> {
+    type Item = Result<(Vec<u8>, Vec<u8>)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        match &mut self.0 {
+            RowsOf::Txn(r) => r.next(),
+            RowsOf::Pool(r) => r.next(),
+        }
+        .map(|r| r.map_err(Error::from))
+    }
+}
+
+impl DoubleEndedIterator for Rows<'_> {
     fn next_back(&mut self) -> Option<Self::Item> {
-        self.0.next_back().map(|r| r.map_err(Error::from))
+        match &mut self.0 {
+            RowsOf::Txn(r) => r.next_back(),
+            RowsOf::Pool(r) => r.next_back(),
+        }
+        .map(|r| r.map_err(Error::from))
     }
 }
 
