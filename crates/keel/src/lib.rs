@@ -34,12 +34,14 @@
 //! the commit LSN), lets the next writer in, and only then waits for the log sync, so many
 //! committers share one sync (group commit). Readers run when no writer holds the store.
 
+mod checkpointer;
 mod config;
 mod error;
 pub mod human;
 pub mod layout;
 mod meta;
 mod open;
+mod poison;
 mod store;
 mod table;
 

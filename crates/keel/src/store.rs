@@ -1,7 +1,13 @@
-//! [`Store`]: transactions, checkpoints, statistics, and the background threads (opening is in `open.rs`).
+//! [`Store`]: transactions, statistics, and starting and stopping the background threads
+//! (opening is in `open.rs`, the checkpoint protocol in `checkpointer.rs`, poisoning in
+//! `poison.rs`).
 
+use crate::checkpointer::{
+    checkpoint, spawn_checkpointer, sync_point, wait_for_log_space, CheckpointShared, Exclusive,
+};
 use crate::config::Config;
 use crate::meta::{self, MetaInfo, META_PAGE};
+use crate::poison::{poison_reason, PoisonCause};
 use crate::table::{ReadTable, Table};
 use crate::{Error, Result};
 use keel_buffer_pool::{BufferPool, PageCleaner, PageTxn};
@@ -18,7 +24,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// Where the redo log lives inside the store directory.
 pub const LOG_DIR: &str = "log";
@@ -141,37 +147,6 @@ impl std::fmt::Debug for Store {
     }
 }
 
-/// Why the store takes no more writes: the first write or sync failure, as reported.
-#[derive(Clone, Debug)]
-pub(crate) struct PoisonCause {
-    cause: String,
-    no_space: bool,
-}
-
-impl PoisonCause {
-    fn of(err: &Error) -> PoisonCause {
-        PoisonCause {
-            cause: err.to_string(),
-            no_space: err.is_no_space(),
-        }
-    }
-
-    fn error(&self) -> Error {
-        Error::Poisoned {
-            cause: self.cause.clone(),
-            no_space: self.no_space,
-        }
-    }
-}
-
-fn poison_reason(log: &RedoLog, writer: &PageWriter, err: &Error) -> Option<PoisonCause> {
-    if log.is_poisoned() || writer.is_poisoned() {
-        Some(PoisonCause::of(err))
-    } else {
-        None
-    }
-}
-
 /// What an open produced, for [`Store::assemble`] (see `open.rs`).
 pub(crate) struct Opened {
     pub(crate) dir: PathBuf,
@@ -214,18 +189,13 @@ impl Store {
         };
         let store_lock = Arc::new(RwLock::new(()));
         let poison = Arc::new(Mutex::new(None));
-        let ckpt = Arc::new(CheckpointShared {
-            log: log.clone(),
-            writer: writer.clone(),
-            pool: pool.clone(),
-            store_lock: store_lock.clone(),
-            one_at_a_time: Mutex::new(()),
-            poison: poison.clone(),
-            count: AtomicU64::new(0),
-            parked_writers: AtomicU64::new(0),
-            progress: Condvar::new(),
-            progress_lock: Mutex::new(()),
-        });
+        let ckpt = Arc::new(CheckpointShared::new(
+            log.clone(),
+            writer.clone(),
+            pool.clone(),
+            store_lock.clone(),
+            poison.clone(),
+        ));
         let inner = Arc::new(Inner {
             dir,
             fs,
@@ -330,7 +300,7 @@ impl Store {
             sync_checkpoint_waits: i.sync_checkpoint_waits.load(Ordering::Relaxed),
             sync_checkpoint_wait_us: i.sync_checkpoint_wait_ns.load(Ordering::Relaxed) / 1000,
             aborts: i.aborts.load(Ordering::Relaxed),
-            checkpoints: i.ckpt.count.load(Ordering::Relaxed),
+            checkpoints: i.ckpt.count(),
             log: i.log.stats(),
             flush: i.writer.stats(),
             pool: i.pool.stats(),
@@ -424,215 +394,6 @@ impl Drop for Inner {
     fn drop(&mut self) {
         self.shutdown();
     }
-}
-
-/// Where the synchronous checkpoint point lies, given the asynchronous one.
-fn sync_point(fraction: f64) -> f64 {
-    (fraction + 1.0) / 2.0
-}
-
-/// What a checkpoint needs, shared with the checkpointer thread.
-pub(crate) struct CheckpointShared {
-    log: RedoLog,
-    writer: Arc<PageWriter>,
-    pool: Arc<BufferPool>,
-    store_lock: Arc<RwLock<()>>,
-    one_at_a_time: Mutex<()>,
-    poison: Arc<Mutex<Option<PoisonCause>>>,
-    count: AtomicU64,
-    /// Writers waiting at the synchronous checkpoint point. Such a writer holds the store's
-    /// writer lock but has no transaction (it owns no page), so while this is non-zero a
-    /// checkpoint's exclusive phase runs without taking the lock (it could not get it).
-    parked_writers: AtomicU64,
-    /// Notified (under `progress_lock`) whenever a checkpoint records progress or ends.
-    progress: Condvar,
-    progress_lock: Mutex<()>,
-}
-
-/// A checkpoint's flush is split into this many steps of the LSN range it covers, oldest first;
-/// after each step the checkpoint LSN reached so far is recorded in the log, so log space frees
-/// up as the checkpoint goes instead of only at its end (a writer waiting for log space at the
-/// synchronous checkpoint point goes on as soon as enough is free). In full-page-writes mode the
-/// pool's checkpoint LSN moves only once everything older than the horizon is written, so the
-/// steps record nothing new there (`BufferPool::checkpoint_lsn`; the 100,000-case crash matrix
-/// failed 2-3 cases when they did).
-const CHECKPOINT_STEPS: u64 = 8;
-
-/// How a checkpoint may take the writer lock for its exclusive phase.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Exclusive {
-    /// The caller holds it already.
-    Held,
-    /// Wait for it.
-    Wait,
-    /// Try for a while; give up this round if a writer keeps it (background thread).
-    Try(Duration),
-}
-
-/// A fuzzy checkpoint: write the dirty pages older than the log's end while writers go on,
-/// then — only if pages owned by the running transaction (no-steal) held it back — take the
-/// writer lock briefly, write those few hot pages too, and record the checkpoint.
-fn checkpoint(c: &CheckpointShared, exclusive: Exclusive) -> Result<Lsn> {
-    let _one = c.one_at_a_time.lock();
-    checkpoint_running(c, exclusive)
-}
-
-/// The checkpoint itself; the caller holds `one_at_a_time`. Fuzzy, in
-/// [`CHECKPOINT_STEPS`] steps, then the exclusive phase if owned pages held it back.
-fn checkpoint_running(c: &CheckpointShared, exclusive: Exclusive) -> Result<Lsn> {
-    let sink = &c.log;
-    let run = || -> Result<Lsn> {
-        let target = c.pool.begin_checkpoint(sink);
-        let start = c.pool.oldest_dirty_lsn().unwrap_or(target).min(target);
-        let span = target.0 - start.0;
-        // (In full-page-writes mode the pool's checkpoint LSN does not move before the last
-        // step: see `BufferPool::checkpoint_lsn`.)
-        let mut lsn = c.log.checkpoint_lsn();
-        for step in 1..=CHECKPOINT_STEPS {
-            let upto = Lsn(start.0 + span * step / CHECKPOINT_STEPS);
-            c.pool.flush_up_to(upto)?;
-            lsn = record_progress(c)?;
-        }
-        if lsn < target {
-            let (allowed, _writer_lock) = exclusive_phase_allowed(c, exclusive);
-            if allowed {
-                c.pool.flush_up_to(target)?;
-                lsn = record_progress(c)?;
-            }
-        }
-        Ok(lsn)
-    };
-    let out = match run() {
-        Ok(lsn) => {
-            c.count.fetch_add(1, Ordering::Relaxed);
-            Ok(lsn)
-        }
-        Err(e) => {
-            if let Some(reason) = poison_reason(&c.log, &c.writer, &e) {
-                c.poison.lock().get_or_insert(reason);
-            }
-            Err(e)
-        }
-    };
-    let _p = c.progress_lock.lock();
-    c.progress.notify_all();
-    out
-}
-
-/// Whether a checkpoint may run its exclusive phase now, with the writer lock's guard if it took
-/// it. A writer parked at the synchronous checkpoint point holds the lock but owns no page, so
-/// then the phase runs without the lock (waiting for it would deadlock: the parked writer waits
-/// for this checkpoint). `Try(t)` gives up after `t`.
-fn exclusive_phase_allowed(
-    c: &CheckpointShared,
-    exclusive: Exclusive,
-) -> (bool, Option<RwLockWriteGuard<'_, ()>>) {
-    let deadline = match exclusive {
-        Exclusive::Held => return (true, None),
-        Exclusive::Wait => None,
-        Exclusive::Try(t) => Some(Instant::now() + t),
-    };
-    loop {
-        if c.parked_writers.load(Ordering::Acquire) > 0 {
-            return (true, None);
-        }
-        if let Some(g) = c.store_lock.try_write_for(Duration::from_millis(5)) {
-            return (true, Some(g));
-        }
-        if deadline.is_some_and(|d| Instant::now() >= d) {
-            return (false, None);
-        }
-    }
-}
-
-/// Records in the log the checkpoint LSN the pool allows now, if it is newer, and wakes writers
-/// waiting for log space. Returns the log's checkpoint LSN.
-fn record_progress(c: &CheckpointShared) -> Result<Lsn> {
-    let lsn = c.pool.checkpoint_lsn(&c.log);
-    if lsn > c.log.checkpoint_lsn() {
-        c.log.checkpoint(lsn)?;
-        let _p = c.progress_lock.lock();
-        c.progress.notify_all();
-    }
-    Ok(c.log.checkpoint_lsn())
-}
-
-/// The synchronous checkpoint point: the caller holds the writer lock (and no transaction) and
-/// the log is past the point. Waits while a running checkpoint frees space step by step;
-/// takes a checkpoint itself when none is running and space is still short.
-fn wait_for_log_space(c: &CheckpointShared, over: impl Fn() -> bool) -> Result<()> {
-    struct Parked<'a>(&'a AtomicU64);
-    impl Drop for Parked<'_> {
-        fn drop(&mut self) {
-            self.0.fetch_sub(1, Ordering::AcqRel);
-        }
-    }
-    c.parked_writers.fetch_add(1, Ordering::AcqRel);
-    let _parked = Parked(&c.parked_writers);
-    loop {
-        if let Some(reason) = c.poison.lock().clone() {
-            return Err(reason.error());
-        }
-        if !over() {
-            return Ok(());
-        }
-        if let Some(_one) = c.one_at_a_time.try_lock() {
-            if over() {
-                checkpoint_running(c, Exclusive::Held)?;
-            }
-            return Ok(());
-        }
-        let mut p = c.progress_lock.lock();
-        if over() {
-            // Progress is announced under `progress_lock`, so none is missed between the check
-            // and the wait; the timeout only bounds an unexpected stall.
-            c.progress.wait_for(&mut p, Duration::from_millis(50));
-        }
-    }
-}
-
-fn spawn_checkpointer(
-    ckpt: &Arc<CheckpointShared>,
-    stop: &Arc<(Mutex<bool>, Condvar)>,
-    config: &Config,
-    dir: &Path,
-) -> Result<JoinHandle<()>> {
-    let c = ckpt.clone();
-    let stop = stop.clone();
-    let interval = config.checkpoint_interval;
-    let fraction = config.checkpoint_log_fraction;
-    std::thread::Builder::new()
-        .name("keel-checkpointer".into())
-        .spawn(move || {
-            let mut last = Instant::now();
-            loop {
-                {
-                    let (m, cv) = &*stop;
-                    let mut stopped = m.lock();
-                    if *stopped {
-                        return;
-                    }
-                    cv.wait_for(&mut stopped, Duration::from_millis(20));
-                    if *stopped {
-                        return;
-                    }
-                }
-                if c.poison.lock().is_some() {
-                    continue;
-                }
-                let pressure = c
-                    .log
-                    .capacity()
-                    .is_some_and(|cap| c.log.space_used() as f64 > fraction * cap as f64);
-                if pressure || last.elapsed() >= interval {
-                    if let Err(e) = checkpoint(&c, Exclusive::Try(Duration::from_millis(100))) {
-                        tracing::warn!(error = %e, "checkpoint failed");
-                    }
-                    last = Instant::now();
-                }
-            }
-        })
-        .map_err(|e| Error::Io(keel_io::IoError::os("spawn checkpointer", dir, e)))
 }
 
 /// The one write transaction. Changes are visible to it at once and to others after commit;
