@@ -1,6 +1,6 @@
 //! keel-btree: a B+tree stored in pages.
 //!
-//! The tree never touches files or the buffer pool directly: it works through [`PageStore`], which
+//! The tree never touches files or the buffer pool directly: it works through [`PageWrite`], which
 //! (with [`PageRead`] for reading) the store implements on top of the buffer pool (pin + latch per access, redo derived by the
 //! transaction layer from each page's before-image) and which [`MemPages`] implements in memory
 //! for model tests.
@@ -193,7 +193,7 @@ impl PageEdit<'_> {
 }
 
 /// Where a tree's pages live, for changing them.
-pub trait PageStore: PageRead {
+pub trait PageWrite: PageRead {
     /// Runs `f` on the bytes of page `id` (exclusive access; the change must be logged by the
     /// implementation). Only the payload (between page header and trailer) may be changed.
     fn write<R>(&mut self, id: PageId, f: impl FnOnce(&mut [u8]) -> R) -> Result<R>;
@@ -201,7 +201,7 @@ pub trait PageStore: PageRead {
     /// Applies `edits` to page `id` in order (exclusive access; logged by the implementation).
     /// Every edit stays within the payload. The tree uses it on its hot path (a cell inserted
     /// into a node with room), where it knows the exact changes; the default goes through
-    /// [`PageStore::write`].
+    /// [`PageWrite::write`].
     fn edit(&mut self, id: PageId, edits: &[PageEdit<'_>]) -> Result<()> {
         let ok = self.write(id, |p| edits.iter().all(|e| e.apply(p)))?;
         if ok {

@@ -1,6 +1,6 @@
-//! An in-memory [`PageStore`] for model tests and micro-benchmarks.
+//! An in-memory [`PageWrite`] for model tests and micro-benchmarks.
 
-use crate::{BTreeError, PageRead, PageStore, ReadToken, Result};
+use crate::{BTreeError, PageRead, PageWrite, ReadToken, Result};
 use keel_page::{Lsn, PageHeader, PageId, PageType};
 use std::cell::Cell;
 use std::collections::HashMap;
@@ -92,7 +92,7 @@ impl PageRead for MemPages {
     }
 }
 
-impl PageStore for MemPages {
+impl PageWrite for MemPages {
     fn write<R>(&mut self, id: PageId, f: impl FnOnce(&mut [u8]) -> R) -> Result<R> {
         let p = self.pages.get_mut(&id).ok_or_else(|| BTreeError::Corrupt {
             page_id: id,

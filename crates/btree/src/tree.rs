@@ -5,7 +5,7 @@ use crate::node::{
     wr_u64, Limits, Node, ValueRef, KIND_INNER, KIND_LEAF, OVERFLOW_HEADER,
 };
 use crate::optimistic::{self, Step as OptStep};
-use crate::{BTreeError, PageRead, PageStore, ReadToken, Result};
+use crate::{BTreeError, PageRead, PageWrite, ReadToken, Result};
 use keel_page::{PageHeader, PageId, PageType, PAGE_HEADER_SIZE};
 use std::collections::VecDeque;
 use std::ops::{Bound, RangeBounds};
@@ -117,7 +117,7 @@ fn bound_ok_high(key: &[u8], high: &Bound<Vec<u8>>) -> bool {
 
 impl BTree {
     /// Creates an empty tree (one leaf, the root) in `store`.
-    pub fn create<S: PageStore>(store: &mut S) -> Result<BTree> {
+    pub fn create<S: PageWrite>(store: &mut S) -> Result<BTree> {
         let root = store.allocate(PageType::BTREE_LEAF)?;
         store.write(root, |p| node::init(p, KIND_LEAF, 0))?;
         Ok(BTree::open(root, store.page_size()))
@@ -226,7 +226,7 @@ impl BTree {
     }
 
     /// Inserts or replaces; returns the previous value.
-    pub fn insert<S: PageStore>(
+    pub fn insert<S: PageWrite>(
         &self,
         store: &mut S,
         key: &[u8],
@@ -272,7 +272,7 @@ impl BTree {
     }
 
     /// Removes `key`; returns its value. Nodes are not merged (an emptied leaf stays in place).
-    pub fn remove<S: PageStore>(&self, store: &mut S, key: &[u8]) -> Result<Option<Vec<u8>>> {
+    pub fn remove<S: PageWrite>(&self, store: &mut S, key: &[u8]) -> Result<Option<Vec<u8>>> {
         let (_, leaf) = self.descend(store, key)?;
         let found = with_node(store, leaf, |n| {
             Ok(match n.search(key)? {
@@ -328,13 +328,13 @@ impl BTree {
     }
 
     /// Frees every page of the tree, including the root.
-    pub fn destroy<S: PageStore>(&self, store: &mut S) -> Result<()> {
+    pub fn destroy<S: PageWrite>(&self, store: &mut S) -> Result<()> {
         self.destroy_node(store, self.root, 0)
     }
 
     // ----- internals -----
 
-    fn destroy_node<S: PageStore>(&self, store: &mut S, id: PageId, depth: usize) -> Result<()> {
+    fn destroy_node<S: PageWrite>(&self, store: &mut S, id: PageId, depth: usize) -> Result<()> {
         if depth > MAX_DEPTH {
             return Err(BTreeError::Corrupt {
                 page_id: id,
@@ -505,7 +505,7 @@ impl BTree {
     }
 
     /// Inserts `cell` at slot `idx` of node `id`, splitting upwards along `path` as needed.
-    fn insert_cell<S: PageStore>(
+    fn insert_cell<S: PageWrite>(
         &self,
         store: &mut S,
         mut path: Vec<(PageId, usize)>,
@@ -574,7 +574,7 @@ impl BTree {
         }
     }
 
-    fn rebuild<S: PageStore>(
+    fn rebuild<S: PageWrite>(
         &self,
         store: &mut S,
         id: PageId,
@@ -593,7 +593,7 @@ impl BTree {
         }
     }
 
-    fn write_overflow<S: PageStore>(&self, store: &mut S, value: &[u8]) -> Result<PageId> {
+    fn write_overflow<S: PageWrite>(&self, store: &mut S, value: &[u8]) -> Result<PageId> {
         let cap = self.limits.overflow_capacity();
         let chunks: Vec<&[u8]> = value.chunks(cap).collect();
         let mut pages = Vec::with_capacity(chunks.len());
@@ -686,7 +686,7 @@ impl BTree {
         Ok(out)
     }
 
-    fn free_overflow<S: PageStore>(&self, store: &mut S, first: PageId) -> Result<()> {
+    fn free_overflow<S: PageWrite>(&self, store: &mut S, first: PageId) -> Result<()> {
         let mut id = first;
         let mut guard = 0u64;
         while id != PageId(0) {

@@ -8,7 +8,7 @@
 
 use crate::store::{Inner, WriteTxn};
 use crate::{Error, Result};
-use keel_btree::{BTree, BTreeError, PageEdit, PageRead, PageStore, Range, ReadToken};
+use keel_btree::{BTree, BTreeError, PageEdit, PageRead, PageWrite, Range, ReadToken};
 use keel_buffer_pool::{BufferPool, OptimisticToken, PageTxn};
 use keel_page::{PageId, PageType, PAGE_HEADER_SIZE, PAGE_TRAILER_SIZE};
 use std::cell::Cell;
@@ -129,7 +129,7 @@ impl PageRead for TxnPages<'_, '_> {
     }
 }
 
-impl PageStore for TxnPages<'_, '_> {
+impl PageWrite for TxnPages<'_, '_> {
     fn write<R>(&mut self, id: PageId, f: impl FnOnce(&mut [u8]) -> R) -> keel_btree::Result<R> {
         let mut g = self.txn.write(id).map_err(storage)?;
         // The change runs on a copy; the guard still holds the old bytes until the runs that
