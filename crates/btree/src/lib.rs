@@ -28,6 +28,7 @@ mod node;
 mod optimistic;
 mod tree;
 
+pub use keel_page::PageOp;
 pub use mem::MemPages;
 pub use node::Limits;
 pub use tree::{BTree, Range, TreeStats};
@@ -146,52 +147,6 @@ impl<T: PageRead + ?Sized> PageRead for &T {
     }
 }
 
-/// One change of a page, described exactly (so an implementation can log it as it is, without
-/// comparing the page before and after).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PageEdit<'a> {
-    /// `bytes` written at byte `offset`.
-    Write {
-        /// Byte offset in the page.
-        offset: usize,
-        /// The new bytes.
-        bytes: &'a [u8],
-    },
-    /// `len` bytes moved from `src` to `dst`, as `memmove` (the ranges may overlap).
-    Move {
-        /// Where the bytes are read from.
-        src: usize,
-        /// Where they are written to.
-        dst: usize,
-        /// How many bytes move.
-        len: usize,
-    },
-}
-
-impl PageEdit<'_> {
-    /// Applies the edit to `page`; `false` (page unchanged) if a range falls outside it.
-    pub fn apply(&self, page: &mut [u8]) -> bool {
-        match *self {
-            PageEdit::Write { offset, bytes } => match offset.checked_add(bytes.len()) {
-                Some(end) if end <= page.len() => {
-                    page[offset..end].copy_from_slice(bytes);
-                    true
-                }
-                _ => false,
-            },
-            PageEdit::Move { src, dst, len } => {
-                match (src.checked_add(len), dst.checked_add(len)) {
-                    (Some(a), Some(b)) if a <= page.len() && b <= page.len() => {
-                        page.copy_within(src..a, dst);
-                        true
-                    }
-                    _ => false,
-                }
-            }
-        }
-    }
-}
-
 /// Where a tree's pages live, for changing them.
 pub trait PageWrite: PageRead {
     /// Runs `f` on the bytes of page `id` (exclusive access; the change must be logged by the
@@ -202,16 +157,12 @@ pub trait PageWrite: PageRead {
     /// Every edit stays within the payload. The tree uses it on its hot path (a cell inserted
     /// into a node with room), where it knows the exact changes; the default goes through
     /// [`PageWrite::write`].
-    fn edit(&mut self, id: PageId, edits: &[PageEdit<'_>]) -> Result<()> {
-        let ok = self.write(id, |p| edits.iter().all(|e| e.apply(p)))?;
-        if ok {
-            Ok(())
-        } else {
-            Err(BTreeError::Corrupt {
+    fn edit(&mut self, id: PageId, edits: &[PageOp<'_>]) -> Result<()> {
+        self.write(id, |p| edits.iter().try_for_each(|e| e.apply(p)))?
+            .map_err(|e| BTreeError::Corrupt {
                 page_id: id,
-                detail: "an edit falls outside the page".into(),
+                detail: format!("an edit falls outside the payload: {e}"),
             })
-        }
     }
 
     /// Allocates a page and initialises it (zeroed payload, header with `page_type`); the

@@ -614,8 +614,8 @@ pub(crate) struct InsertEdits {
 
 impl InsertEdits {
     /// The edits, for `cell`.
-    pub(crate) fn edits<'a>(&'a self, cell: &'a [u8]) -> [crate::PageEdit<'a>; 4] {
-        use crate::PageEdit::{Move, Write};
+    pub(crate) fn edits<'a>(&'a self, cell: &'a [u8]) -> [keel_page::PageOp<'a>; 4] {
+        use keel_page::PageOp::{Move, Write};
         [
             Write {
                 offset: self.top,
@@ -722,7 +722,7 @@ mod tests {
                 Some(p) => {
                     assert!(inserted);
                     for e in p.edits(&cell) {
-                        assert!(e.apply(&mut by_edits));
+                        e.apply(&mut by_edits).unwrap();
                     }
                 }
                 None => {
@@ -801,7 +801,7 @@ mod tests {
         let c = leaf_cell_inline(b"k01121defg", b"v2");
         let e = insert_edits(&p, id, 0, &c).unwrap().unwrap();
         for edit in e.edits(&c) {
-            assert!(edit.apply(&mut p));
+            edit.apply(&mut p).unwrap();
         }
         assert!(insert(&mut p, id, 1, &leaf_cell_inline(b"k01185", b"v")).unwrap());
         let n = Node::new(&p, id).unwrap();

@@ -8,7 +8,7 @@
 
 use crate::store::{Inner, WriteTxn};
 use crate::{Error, Result};
-use keel_btree::{BTree, BTreeError, PageEdit, PageRead, PageWrite, Range, ReadToken};
+use keel_btree::{BTree, BTreeError, PageOp, PageRead, PageWrite, Range, ReadToken};
 use keel_buffer_pool::{BufferPool, OptimisticToken, PageTxn};
 use keel_page::{PageId, PageType, PAGE_HEADER_SIZE, PAGE_TRAILER_SIZE};
 use std::cell::Cell;
@@ -150,14 +150,14 @@ impl PageWrite for TxnPages<'_, '_> {
         })
     }
 
-    fn edit(&mut self, id: PageId, edits: &[PageEdit<'_>]) -> keel_btree::Result<()> {
+    fn edit(&mut self, id: PageId, edits: &[PageOp<'_>]) -> keel_btree::Result<()> {
         // Exact edits: logged as they are (a slot-array shift is one 21-byte PageMove), no copy
         // of the page and no comparison.
         let mut g = self.txn.write(id).map_err(storage)?;
         for e in edits {
             match *e {
-                PageEdit::Write { offset, bytes } => g.write(offset, bytes),
-                PageEdit::Move { src, dst, len } => g.move_within(src, dst, len),
+                PageOp::Write { offset, bytes } => g.write(offset, bytes),
+                PageOp::Move { src, dst, len } => g.move_within(src, dst, len),
             }
             .map_err(storage)?;
         }
