@@ -153,7 +153,7 @@ pub struct RunArgs {
     /// Seed of the terminals.
     #[arg(long, default_value_t = 7)]
     pub seed: u64,
-    /// Where run.json and intervals.csv go (default: <dir>-results).
+    /// Where run.json and intervals.csv go (default: `<dir>-results`).
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Skip the consistency check after the run.
@@ -198,7 +198,7 @@ pub struct MatrixArgs {
     /// The spec (see crates/tpcc/matrices/*.toml).
     #[arg(long)]
     pub spec: PathBuf,
-    /// Output directory (default: tpcc-matrix/<spec name>).
+    /// Output directory (default: `tpcc-matrix/<spec name>`).
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Override the measured duration of every run.
@@ -237,7 +237,7 @@ pub struct MatrixArgs {
 /// `quick` arguments.
 #[derive(Debug, Clone, Args)]
 pub struct QuickArgs {
-    /// Working directory (data in <dir>/data, results in <dir>/out); reloaded on every call.
+    /// Working directory (data in `<dir>/data`, results in `<dir>/out`); reloaded on every call.
     #[arg(long, default_value = "keel-tpcc-quick")]
     pub dir: PathBuf,
     /// Warehouses.

@@ -12,6 +12,7 @@
 //! configuration matrices), [`report`] (report.md and SVG charts), [`fsmount`] (loop-mounted file
 //! systems), [`keel_engine`] (the keel adapter), [`cli`] (the commands).
 
+pub mod acked;
 pub mod check;
 pub mod cli;
 pub mod config;
@@ -24,8 +25,10 @@ pub mod load;
 pub mod matrix;
 pub mod memory;
 pub mod report;
+pub mod results;
 pub mod rng;
 pub mod schema;
+pub mod terminal;
 pub mod txn;
 
 pub use engine::{Engine, EngineError, EngineStats, ReadTx, WriteTx};

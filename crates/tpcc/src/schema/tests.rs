@@ -1,0 +1,134 @@
+//! Unit tests of the schema: key order, row round trips, and decoders refusing bad bytes.
+
+use super::*;
+
+#[test]
+fn keys_sort_like_tuples() {
+    let tuples = [
+        (1u16, 1u8, 5u32),
+        (1, 1, 256),
+        (1, 2, 1),
+        (2, 1, 1),
+        (256, 1, 1),
+    ];
+    let keys: Vec<Vec<u8>> = tuples.iter().map(|&(w, d, o)| order_key(w, d, o)).collect();
+    for i in 1..keys.len() {
+        assert!(
+            keys[i - 1] < keys[i],
+            "{:?} !< {:?}",
+            tuples[i - 1],
+            tuples[i]
+        );
+    }
+    // Names: shorter names sort before longer ones with the same prefix; first names order
+    // within one last name.
+    let a = customer_name_key(1, 1, "BAR", "zz", 9);
+    let b = customer_name_key(1, 1, "BARBAR", "aa", 1);
+    assert!(a < b);
+    let c = customer_name_key(1, 1, "BAR", "aa", 9);
+    assert!(c < a);
+    assert!(a.starts_with(&customer_name_prefix(1, 1, "BAR")));
+    assert!(!b.starts_with(&customer_name_prefix(1, 1, "BAR")));
+}
+
+#[test]
+fn prefix_end_bounds_the_prefix() {
+    assert_eq!(prefix_end(&[1, 2]), vec![1, 3]);
+    assert_eq!(prefix_end(&[1, 0xFF]), vec![2]);
+    let p = district_key(7, 3);
+    let e = prefix_end(&p);
+    assert!(order_key(7, 3, u32::MAX) < e);
+    assert!(order_key(7, 4, 0) >= e);
+}
+
+fn sample_customer() -> Customer {
+    Customer {
+        first: "abcdefgh".into(),
+        middle: "OE".into(),
+        last: "BARBARBAR".into(),
+        address: Address {
+            street_1: "s1xxxxxxxx".into(),
+            street_2: "s2xxxxxxxx".into(),
+            city: "cityxxxxxx".into(),
+            state: "CA".into(),
+            zip: "123411111".into(),
+        },
+        phone: "0123456789012345".into(),
+        since: 1_700_000_000_000,
+        credit: "GC".into(),
+        credit_lim: 5_000_000,
+        discount: 1234,
+        balance: -1000,
+        ytd_payment: 1000,
+        payment_cnt: 1,
+        delivery_cnt: 0,
+        data: "x".repeat(400),
+    }
+}
+
+#[test]
+fn rows_round_trip() {
+    let c = sample_customer();
+    let k = customer_key(1, 2, 3);
+    assert_eq!(Customer::decode(&k, &c.encode()).unwrap(), c);
+    let ol = OrderLine {
+        i_id: 99_999,
+        supply_w_id: 2,
+        delivery_d: None,
+        quantity: 5,
+        amount: 12_345,
+        dist_info: "d".repeat(24),
+    };
+    assert_eq!(OrderLine::decode(&k, &ol.encode()).unwrap(), ol);
+    let s = Stock {
+        quantity: 55,
+        dist: std::array::from_fn(|i| format!("{i:024}")),
+        ytd: 0,
+        order_cnt: 0,
+        remote_cnt: 0,
+        data: "ORIGINALxxxxxxxxxxxxxxxxxx".into(),
+    };
+    assert_eq!(Stock::decode(&k, &s.encode()).unwrap(), s);
+}
+
+#[test]
+fn truncated_and_overlong_rows_are_corrupt_not_panics() {
+    let c = sample_customer().encode();
+    let k = customer_key(1, 2, 3);
+    for cut in 0..c.len() {
+        let e = Customer::decode(&k, &c[..cut]).unwrap_err();
+        assert!(e.to_string().contains("customer"), "{e}");
+    }
+    let mut long = c.clone();
+    long.push(0);
+    let e = Customer::decode(&k, &long).unwrap_err().to_string();
+    assert!(e.contains("trailing") && e.contains(&hex(&k)), "{e}");
+    // A bad option tag.
+    let o = Order {
+        c_id: 1,
+        entry_d: 0,
+        carrier_id: None,
+        ol_cnt: 5,
+        all_local: true,
+    };
+    let mut b = o.encode();
+    b[10] = 7;
+    assert!(Order::decode(&k, &b).is_err());
+}
+
+#[test]
+fn keys_decode_and_reject_wrong_lengths() {
+    assert_eq!(
+        decode_order_line_key(&order_line_key(3, 4, 70_000, 15)).unwrap(),
+        (3, 4, 70_000, 15)
+    );
+    assert!(decode_order_line_key(&order_key(3, 4, 5)).is_err());
+    assert_eq!(
+        decode_history_key(&history_key(1, 2, u64::MAX)).unwrap(),
+        (1, 2, u64::MAX)
+    );
+    assert_eq!(
+        decode_customer_name_key(&customer_name_key(1, 1, "A", "B", 77)).unwrap(),
+        77
+    );
+}
