@@ -1,6 +1,6 @@
 //! The error type of keel-flush. Every variant names the file, page or LSN it is about.
 
-use keel_io::IoError;
+use keel_io::{IoError, PoisonCause};
 use keel_page::{Lsn, PageError, PageId, PageSize};
 use std::path::PathBuf;
 
@@ -21,12 +21,12 @@ pub enum FlushError {
 
     /// An earlier sync (or a write whose outcome is unknown) failed: the writer refuses all
     /// further writes. A failed sync is never retried as if it had worked.
-    #[error("the page writer is poisoned: {cause} (file {file}); no further writes are accepted")]
+    /// The call whose sync or write failed returns this too (with the original error inside).
+    #[error("the page writer is poisoned: {cause}; no further writes are accepted")]
     Poisoned {
-        /// The file whose sync (or write) failed.
-        file: PathBuf,
-        /// What failed.
-        cause: String,
+        /// The first failure: operation, file and the original error.
+        #[source]
+        cause: PoisonCause,
     },
 
     /// Asking the redo log to become durable failed.

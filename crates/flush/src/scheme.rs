@@ -26,11 +26,9 @@ use crate::area::{encode_directory, DoublewriteArea};
 use crate::config::ResolvedMode;
 use crate::error::{FlushError, Result};
 use crate::stats::{add, Counters};
-use keel_io::{AlignedBuf, File, WriteOp};
+use keel_io::{AlignedBuf, File, PoisonCause, WriteOp};
 use keel_page::{Lsn, PageId};
-use parking_lot::Mutex;
 use std::fmt::Debug;
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// Deliberate faults for the tests that break docs/design.md's invariants on purpose. Always off
@@ -49,34 +47,35 @@ pub(crate) struct Knobs {
     pub defer_data_sync: bool,
 }
 
-/// The poison flag: set by the first failed sync (or in-place write), never cleared.
+/// The page writer's poison flag ([`keel_io::Poison`], the type every layer uses): set by the
+/// first failed sync or in-place write, never cleared; its cause is kept whole.
 #[derive(Debug, Default)]
-pub(crate) struct Poison(Mutex<Option<(PathBuf, String)>>);
+pub(crate) struct Poison(keel_io::Poison);
 
 impl Poison {
     /// `Err(Poisoned)` once poisoned.
     pub fn check(&self) -> Result<()> {
-        match &*self.0.lock() {
+        match self.0.cause() {
             None => Ok(()),
-            Some((file, cause)) => Err(FlushError::Poisoned {
-                file: file.clone(),
+            Some(cause) => Err(FlushError::Poisoned {
                 cause: cause.clone(),
             }),
         }
     }
 
     /// Poisons (the first cause is kept).
-    pub fn set(&self, file: &Path, cause: String) {
-        let mut p = self.0.lock();
-        if p.is_none() {
-            tracing::error!(file = %file.display(), %cause, "page writer poisoned");
-            *p = Some((file.to_path_buf(), cause));
-        }
+    pub fn set(&self, cause: PoisonCause) {
+        self.0.poison(cause);
     }
 
     /// Whether poisoned.
     pub fn is_set(&self) -> bool {
-        self.0.lock().is_some()
+        self.0.is_poisoned()
+    }
+
+    /// The first cause, once poisoned.
+    pub fn cause(&self) -> Option<&PoisonCause> {
+        self.0.cause()
     }
 }
 
@@ -155,14 +154,12 @@ impl Ctx<'_> {
                 Ok(())
             }
             Err(e) => {
-                self.poison.set(
-                    self.data.path(),
-                    format!(
-                        "an in-place page write failed ({e}); a page's home may hold part of a \
-                         page and must be repaired by recovery"
-                    ),
-                );
-                Err(e.into())
+                let cause = PoisonCause::new("in-place write", self.data.path(), e)
+                    .with_consequence(
+                        "a page's home may hold part of a page and must be repaired by recovery",
+                    );
+                self.poison.set(cause.clone());
+                Err(FlushError::Poisoned { cause })
             }
         }
     }
@@ -182,9 +179,10 @@ impl Ctx<'_> {
                 self.poison.check()
             }
             Err(e) => {
-                self.poison
-                    .set(file.path(), format!("sync failed: {e}; never retried"));
-                Err(e.into())
+                let cause = PoisonCause::new("sync", file.path(), e)
+                    .with_consequence("never retried: the kernel may have dropped the pages");
+                self.poison.set(cause.clone());
+                Err(FlushError::Poisoned { cause })
             }
         }
     }

@@ -279,6 +279,11 @@ impl PageWriter {
         self.poison.is_set()
     }
 
+    /// What poisoned the writer (the first failure), if it is poisoned.
+    pub fn poison_cause(&self) -> Option<keel_io::PoisonCause> {
+        self.poison.cause().cloned()
+    }
+
     /// A copy of the counters.
     pub fn stats(&self) -> FlushStats {
         self.counters.snapshot()

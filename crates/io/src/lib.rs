@@ -22,6 +22,7 @@ mod caps;
 mod counters;
 mod error;
 pub mod os;
+mod poison;
 mod read_only;
 pub mod sim;
 
@@ -30,6 +31,7 @@ pub use caps::{AtomicSupport, AtomicWriteLimits, Capabilities, DirectIoAlignment
 pub use counters::{ClassStats, FileClass, IoCounters, IoStats};
 pub use error::{IoError, Result};
 pub use os::{Backend, OsFs};
+pub use poison::{Poison, PoisonCause};
 pub use read_only::ReadOnlyFs;
 pub use sim::SplitMix64;
 pub use sim::{

@@ -753,7 +753,7 @@ fn a_failed_sync_at_slot_reuse_poisons_and_recovery_restores_the_earlier_batches
         sim.inject(Fault::SyncFailsNth(1));
         let err = write(slots).unwrap_err();
         assert!(
-            matches!(&err, FlushError::Io(e) if e.is_sync_failure()),
+            matches!(&err, FlushError::Poisoned { cause } if cause.error.is_sync_failure()),
             "{err}"
         );
         assert!(err.to_string().contains("data.keel"), "{err}");

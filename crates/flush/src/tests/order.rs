@@ -390,7 +390,7 @@ fn a_failed_sync_poisons() {
             "doublewrite.keel"
         };
         assert!(
-            matches!(&err, FlushError::Io(e) if e.is_sync_failure()),
+            matches!(&err, FlushError::Poisoned { cause } if cause.error.is_sync_failure()),
             "{class:?}: {err}"
         );
         assert!(err.to_string().contains(file), "{err}");
@@ -399,9 +399,9 @@ fn a_failed_sync_poisons() {
         for _ in 0..3 {
             let err = write(&s, &[3], 30, 3, &[]).unwrap_err();
             match &err {
-                FlushError::Poisoned { file: f, cause } => {
-                    assert!(f.ends_with(file), "{f:?}");
-                    assert!(cause.contains("sync failed"), "{cause}");
+                FlushError::Poisoned { cause } => {
+                    assert!(cause.path.ends_with(file), "{cause}");
+                    assert!(cause.error.is_sync_failure(), "{cause}");
                 }
                 e => panic!("expected Poisoned, got {e}"),
             }
@@ -426,8 +426,10 @@ fn a_failed_in_place_write_poisons() {
     let s = setup(TornPageProtection::None, Knobs::default());
     s.shared.crash_after(1);
     let err = write(&s, &[1, 2, 3], 10, 1, &[]).unwrap_err();
+    // The call that failed returns the poison, with the original error as its cause.
     assert!(
-        matches!(err, FlushError::Io(IoError::Crashed { .. })),
+        matches!(&err, FlushError::Poisoned { cause }
+            if matches!(*cause.error, IoError::Crashed { .. }) && cause.op == "in-place write"),
         "{err}"
     );
     s.shared.crash_after(-1);
