@@ -1,0 +1,179 @@
+//! Checkpoints: record a checkpoint LSN in the header's alternating slots, which frees the log
+//! space before it (the scan start moves to the start of the group holding the checkpoint).
+//!
+//! Invariants (tests: `tests/log.rs` `checkpoint_at_a_group_end_drops_that_group_and_survives_reopen`,
+//! `full_log_waits_for_checkpoint`; the unit tests below trip the assertion):
+//! 1. The checkpoint LSN never goes backwards and never passes what is durable (asserted).
+//! 2. Slots alternate: the slot written is never the one holding the newest valid checkpoint,
+//!    so a torn slot write leaves the previous checkpoint readable.
+
+use super::*;
+
+impl Shared {
+    pub(super) fn checkpoint(&self, lsn: u64) -> Result<()> {
+        self.check_usable()?;
+        let end = self.reserved.load(SeqCst);
+        if lsn > end {
+            return Err(LogError::CheckpointBeyondEnd {
+                lsn: Lsn(lsn),
+                end: Lsn(end),
+            });
+        }
+        let mut ck = self.ckpt.lock();
+        if lsn <= ck.checkpoint_lsn {
+            return Ok(());
+        }
+        self.wait_flushed(lsn, true)?;
+        let floor = ck.scan_start;
+        let scan_start = self.with_io(|w| self.boundary_at_or_before(w, lsn, floor))?;
+        let slot = Slot {
+            seq: ck.seq + 1,
+            checkpoint_lsn: lsn,
+            scan_start,
+            incarnation: ck.incarnation,
+        };
+        let hdr = ck.header.clone();
+        let salt = self.geo.salt;
+        let res = hdr
+            .write_all_at(&slot.encode(salt), Slot::offset(slot.seq))
+            .map_err(|err| ("write", err))
+            .and_then(|_| hdr.sync_data().map_err(|err| ("sync", err)));
+        if let Err((op, err)) = res {
+            return Err(self.poison_with(Failure {
+                path: hdr.path().to_path_buf(),
+                op,
+                err,
+            }));
+        }
+        assert_checkpoint_advance(
+            ck.checkpoint_lsn,
+            lsn,
+            scan_start,
+            self.durable.load(SeqCst),
+        );
+        ck.seq = slot.seq;
+        ck.checkpoint_lsn = lsn;
+        ck.scan_start = scan_start;
+        self.checkpoint_lsn.store(lsn, SeqCst);
+        self.scan_start.store(scan_start, SeqCst);
+        Counters::add(&self.stats.checkpoints, 1);
+        let p = self.geo.payload as u64;
+        self.with_io(|w| {
+            w.scan_start_block = scan_start / p;
+            if self.geo.preallocated {
+                Ok(())
+            } else {
+                w.files.remove_before(self.geo.location(scan_start / p).0)
+            }
+        })?;
+        let mut r = self.resv.lock();
+        r.limit = limit_for(&self.geo, scan_start, self.reserve_blocks);
+        drop(r);
+        self.space_cv.notify_all();
+        Ok(())
+    }
+
+    /// The latest position ≤ `lsn` where a scan can start (a group or filler start, a restart
+    /// block, or the end of the data), found by reading back to a block whose first-group field
+    /// is ≤ `lsn` and scanning forward. `lsn` is durable.
+    pub(super) fn boundary_at_or_before(
+        &self,
+        io: &mut Writer,
+        lsn: u64,
+        floor: u64,
+    ) -> Result<u64> {
+        if lsn == io.w && io.next_boundary == io.w {
+            return Ok(lsn);
+        }
+        let geo = self.geo;
+        let p = geo.payload as u64;
+        let last_written = match &io.tail {
+            Some(t) => t.block,
+            None => (io.w / p).saturating_sub(1),
+        };
+        let floor_block = floor / p;
+        let mut b = (lsn / p).min(last_written);
+        let mut raw = vec![0u8; geo.block];
+        let start = {
+            let mut src = FileSource::new(&io.files);
+            loop {
+                if b <= floor_block {
+                    break floor;
+                }
+                let ok = src.read_block(b, &mut raw)?;
+                let hdr = if ok {
+                    crate::block::check_block(&raw, geo.salt, b, geo.epoch_of(b), true)
+                        .map_err(|f| f.to_string())
+                } else {
+                    Err("missing".to_string())
+                };
+                let hdr = hdr.map_err(|why| LogError::Corrupt {
+                    path: src.path_of(b),
+                    lsn: Lsn(lsn),
+                    reason: format!(
+                        "durable block {b} ({}) fails verification: {why}",
+                        src.describe(b)
+                    ),
+                })?;
+                if hdr.restart && b * p <= lsn {
+                    break b * p;
+                }
+                if let Some(o) = hdr.first_group {
+                    if b * p + o as u64 <= lsn {
+                        break b * p + o as u64;
+                    }
+                }
+                b -= 1;
+            }
+        };
+        let mut best = start;
+        let mut src = FileSource::new(&io.files);
+        let params = ScanParams {
+            geo,
+            start,
+            max_incarnation: io.incarnation,
+            verify: true,
+            lookahead: 0,
+        };
+        scan(&mut src, &params, &mut |ev| match ev {
+            Event::Boundary(x) if x <= lsn => {
+                best = x;
+                true
+            }
+            Event::Boundary(_) => false,
+            Event::Group { .. } => true,
+        })?;
+        Ok(best)
+    }
+}
+
+/// A checkpoint moves forward, its scan start lies at or before it, and it never passes what is
+/// durable (cheap, always on).
+fn assert_checkpoint_advance(prev: u64, next: u64, scan_start: u64, durable: u64) {
+    assert!(
+        prev < next && scan_start <= next && next <= durable,
+        "invariant: checkpoint {prev} -> {next} moves forward, scan start {scan_start} <= it <= durable {durable}"
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::assert_checkpoint_advance;
+
+    #[test]
+    fn a_checkpoint_that_moves_forward_passes() {
+        assert_checkpoint_advance(0, 4096, 0, 4096);
+    }
+
+    #[test]
+    #[should_panic(expected = "invariant: checkpoint")]
+    fn a_checkpoint_going_backwards_trips() {
+        assert_checkpoint_advance(8192, 4096, 0, 8192);
+    }
+
+    #[test]
+    #[should_panic(expected = "invariant: checkpoint")]
+    fn a_checkpoint_past_the_durable_log_trips() {
+        assert_checkpoint_advance(0, 8192, 0, 4096);
+    }
+}

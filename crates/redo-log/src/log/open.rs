@@ -1,0 +1,535 @@
+//! Opening a log: create a new one (header, preallocated files, first checkpoint slots), or read
+//! the header, check it against the configuration, scan from the newest valid checkpoint and
+//! return what recovery needs ([`Recovered`]), then start the flusher thread.
+//!
+//! Invariants (tests: `tests/log.rs` `append_close_reopen_recovers_every_group`,
+//! `opening_with_another_layout_is_a_clear_error`; `tests/corrupt_middle.rs`; `tests/crash.rs`
+//! `disabling_the_tail_check_breaks_recovery`):
+//! 1. A directory holding any piece of a log is never initialised again: only `CreateIfMissing`
+//!    on an empty directory creates one.
+//! 2. A read-only open writes nothing, on any file.
+//! 3. The scan stops at the first block that is not a valid block of the current lap; a damaged
+//!    block with proof that it was durable after it is `CorruptMiddle`, unless `accept_loss`.
+
+use super::*;
+
+/// A complete group found by the recovery scan.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecoveredGroup {
+    /// LSN of the group's first byte.
+    pub start_lsn: Lsn,
+    /// LSN after the group (its commit LSN).
+    pub end_lsn: Lsn,
+    /// The records, in order.
+    pub records: Vec<Record>,
+}
+
+/// What the recovery scan found when the log was opened.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Recovered {
+    /// The checkpoint LSN of the newest valid checkpoint slot.
+    pub checkpoint_lsn: Lsn,
+    /// Where the scan started (the start of the group that contains the checkpoint LSN, or the
+    /// checkpoint LSN itself).
+    pub scan_start_lsn: Lsn,
+    /// Every complete group whose end LSN is after the checkpoint LSN, in LSN order.
+    pub groups: Vec<RecoveredGroup>,
+    /// Where new appends continue (the start of the block after the last one recovered).
+    pub end_lsn: Lsn,
+    /// Bytes of incomplete (or earlier abandoned) groups that were skipped.
+    pub discarded_bytes: u64,
+    /// Why bytes were discarded (`None` if none were).
+    pub discard_reason: Option<String>,
+    /// Why the scan stopped where it did (e.g. "block 12 ...: checksum mismatch").
+    pub end_reason: String,
+    /// This opening's incarnation number (1 for a new log).
+    pub incarnation: u32,
+    /// Durable log data given up because the open accepted a damaged block in the middle
+    /// (`accept_loss` of [`RedoLog::open_mode`]): which block, why it was known durable, and
+    /// where the recovered log ends. `None` when nothing durable was lost.
+    pub log_loss: Option<String>,
+}
+
+pub(super) fn salt_now(dir: &Path) -> u32 {
+    // SplitMix64 over time, process id and the directory name: distinct per creation.
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    let mut x = t ^ (std::process::id() as u64).rotate_left(32);
+    for b in dir.as_os_str().as_encoded_bytes() {
+        x = x.wrapping_mul(31).wrapping_add(*b as u64);
+    }
+    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = x;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^= z >> 31;
+    (z as u32) | 1
+}
+
+/// How far past a damaged block recovery looks for proof that it had been durable, at least
+/// (the log buffer's size when that is larger): a torn tail is confined to what was written
+/// after the last completed sync, which the log buffer bounds.
+pub(super) const LOOKAHEAD_BYTES: usize = 16 << 20;
+
+/// How [`RedoLog::open_mode`] treats the log directory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogOpenMode {
+    /// Create a new, empty log if `dir` has none (what [`RedoLog::open`] does).
+    CreateIfMissing,
+    /// The log must exist: a missing header is an error, never a new log.
+    Existing,
+    /// The log must exist and nothing is written: scan only, no appends.
+    ReadOnly,
+}
+
+/// Creates a new, empty log in `dir`.
+pub(super) fn create_log(
+    fs: &Arc<dyn FileSystem>,
+    dir: &Path,
+    cfg: &LogConfig,
+    opts: OpenOptions,
+) -> Result<()> {
+    // Leftovers of an earlier log or an interrupted creation.
+    for path in fs.list_dir(dir)? {
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if parse_name(name).is_some() || name == "log.header.tmp" {
+            fs.remove_file(&path)?;
+        }
+    }
+    let (preallocated, files) = match cfg.files {
+        LogFiles::Preallocated { files, .. } => (true, files),
+        LogFiles::Growing { .. } => (false, 0),
+    };
+    let st = StaticHeader {
+        block_size: cfg.block_size.bytes() as u32,
+        preallocated,
+        files,
+        file_size: cfg.files.file_size(),
+        salt: salt_now(dir),
+        version: crate::header::VERSION,
+    };
+    let geo = geometry(&st);
+    LogFileSet::create(fs, dir, &geo, opts, st.file_size)?;
+    let tmp = dir.join("log.header.tmp");
+    let h = fs.open(&tmp, &OpenOptions::new(FileClass::Log).create(true))?;
+    let mut img = vec![0u8; HEADER_BYTES];
+    img[..SLOT_BYTES].copy_from_slice(&st.encode());
+    let slot = Slot {
+        seq: 1,
+        checkpoint_lsn: 0,
+        scan_start: 0,
+        incarnation: 0,
+    };
+    let o = Slot::offset(1) as usize;
+    img[o..o + SLOT_BYTES].copy_from_slice(&slot.encode(st.salt));
+    h.write_all_at(&img, 0)?;
+    h.sync_all()?;
+    drop(h);
+    fs.rename(&tmp, &dir.join(HEADER_FILE))?;
+    Ok(())
+}
+
+pub(super) fn geometry(st: &StaticHeader) -> Geometry {
+    let b = st.block_size as usize;
+    Geometry {
+        block: b,
+        payload: payload_size(b),
+        preallocated: st.preallocated,
+        blocks_per_file: st.file_size / b as u64,
+        files: st.files,
+        salt: st.salt,
+    }
+}
+
+pub(super) fn mismatch(
+    path: &Path,
+    field: &'static str,
+    stored: String,
+    configured: String,
+) -> LogError {
+    LogError::ConfigMismatch {
+        path: path.to_path_buf(),
+        field,
+        stored,
+        configured,
+    }
+}
+
+impl RedoLog {
+    /// Creates the log in `dir` if it has none, otherwise opens it and runs the recovery scan.
+    ///
+    /// Every opening is a new incarnation: the scan's result is returned, the header records the
+    /// incarnation, and appends continue at the start of the block after the last recovered one
+    /// (that block is written at once with the restart flag, so a crash right after opening is
+    /// recovered the same way).
+    pub fn open(
+        fs: Arc<dyn FileSystem>,
+        dir: &Path,
+        config: LogConfig,
+    ) -> Result<(RedoLog, Recovered)> {
+        RedoLog::open_inner(
+            fs,
+            dir,
+            config,
+            TestSwitches::default(),
+            LogOpenMode::CreateIfMissing,
+            false,
+        )
+    }
+
+    /// [`RedoLog::open`] with safety checks switched off on purpose (tests only: exists with
+    /// the `test-switches` feature, which only this crate's own tests enable).
+    ///
+    /// # Errors
+    /// As [`RedoLog::open`].
+    #[cfg(any(test, feature = "test-switches"))]
+    pub fn open_with(
+        fs: Arc<dyn FileSystem>,
+        dir: &Path,
+        cfg: LogConfig,
+        switches: TestSwitches,
+    ) -> Result<(RedoLog, Recovered)> {
+        RedoLog::open_inner(fs, dir, cfg, switches, LogOpenMode::CreateIfMissing, false)
+    }
+
+    /// Opens the log in `dir` the way `mode` says: [`LogOpenMode::CreateIfMissing`] is
+    /// [`RedoLog::open`]; [`LogOpenMode::Existing`] refuses a directory without a log (a missing
+    /// `log.header` is [`LogError::Missing`], never replaced by a new empty log);
+    /// [`LogOpenMode::ReadOnly`] also writes nothing at all: it runs the recovery scan and returns
+    /// a log that takes no appends ([`LogError::Closed`]) and has no flusher thread.
+    ///
+    /// `accept_loss`: when the recovery scan ends at a damaged block that had been durable (a
+    /// corrupt middle, [`LogError::CorruptMiddle`]), accept the loss of everything after it
+    /// instead of refusing; [`Recovered::log_loss`] then says what was given up. Never the
+    /// default: it discards acknowledged commits.
+    ///
+    /// # Errors
+    /// As [`RedoLog::open`], plus [`LogError::Missing`] when the log is absent and `mode` does
+    /// not create it, and [`LogError::CorruptMiddle`] (unless `accept_loss`).
+    pub fn open_mode(
+        fs: Arc<dyn FileSystem>,
+        dir: &Path,
+        cfg: LogConfig,
+        mode: LogOpenMode,
+        accept_loss: bool,
+    ) -> Result<(RedoLog, Recovered)> {
+        RedoLog::open_inner(fs, dir, cfg, TestSwitches::default(), mode, accept_loss)
+    }
+
+    fn open_inner(
+        fs: Arc<dyn FileSystem>,
+        dir: &Path,
+        cfg: LogConfig,
+        switches: TestSwitches,
+        mode: LogOpenMode,
+        accept_loss: bool,
+    ) -> Result<(RedoLog, Recovered)> {
+        cfg.validate()?;
+        let read_only = mode == LogOpenMode::ReadOnly;
+        let hpath = dir.join(HEADER_FILE);
+        if mode == LogOpenMode::CreateIfMissing {
+            fs.create_dir_all(dir)?;
+        } else if !fs.exists(&hpath)? {
+            return Err(LogError::Missing {
+                path: hpath,
+                what: "the log header",
+            });
+        }
+        let caps = fs.capabilities(dir)?;
+        let b = cfg.block_size.bytes();
+        if cfg.sync_method == SyncMethod::ODirect {
+            let need = caps
+                .logical_block_size
+                .max(caps.direct_io.map(|d| d.offset).unwrap_or(0));
+            if (b as u32) < need {
+                return Err(LogError::BlockBelowDeviceBlock {
+                    dir: dir.to_path_buf(),
+                    block_size: b,
+                    logical_block_size: need,
+                });
+            }
+        }
+        let atomic_unit = if caps.physical_block_size > 0 {
+            caps.physical_block_size
+        } else {
+            caps.logical_block_size
+        };
+        // Growing logs are append-only: sealing the tail before each sync makes every durable
+        // write extend the file (E4), instead of rewriting the tail block in place.
+        let seal = !cfg.files.is_preallocated()
+            || match cfg.tail_policy {
+                TailPolicy::Auto => b as u32 > atomic_unit,
+                TailPolicy::RewriteInPlace => false,
+                TailPolicy::SealOnSync => true,
+            };
+        let opts = OpenOptions::new(FileClass::Log).for_sync_method(cfg.sync_method);
+        if !fs.exists(&hpath)? {
+            if mode != LogOpenMode::CreateIfMissing {
+                return Err(LogError::Missing {
+                    path: hpath,
+                    what: "the log header",
+                });
+            }
+            create_log(&fs, dir, &cfg, opts)?;
+        }
+        let header = fs.open(&hpath, &OpenOptions::new(FileClass::Log))?;
+        let (st, slot) = read_header(&*header)?;
+        if st.block_size as usize != b {
+            return Err(mismatch(
+                &hpath,
+                "log block size",
+                st.block_size.to_string(),
+                b.to_string(),
+            ));
+        }
+        let (pre, files) = match cfg.files {
+            LogFiles::Preallocated { files, .. } => (true, files),
+            LogFiles::Growing { .. } => (false, 0),
+        };
+        let mode = |p: bool| if p { "preallocated" } else { "growing" }.to_string();
+        if st.preallocated != pre {
+            return Err(mismatch(
+                &hpath,
+                "log files",
+                mode(st.preallocated),
+                mode(pre),
+            ));
+        }
+        if st.file_size != cfg.files.file_size() {
+            return Err(mismatch(
+                &hpath,
+                "log file size",
+                st.file_size.to_string(),
+                cfg.files.file_size().to_string(),
+            ));
+        }
+        if st.files != files {
+            return Err(mismatch(
+                &hpath,
+                "number of log files",
+                st.files.to_string(),
+                files.to_string(),
+            ));
+        }
+        let geo = geometry(&st);
+        let p = geo.payload as u64;
+        let mut set = LogFileSet::open(fs.clone(), dir, geo, opts, st.file_size)?;
+
+        // The recovery scan.
+        let mut groups = Vec::new();
+        let end = {
+            let mut src = FileSource::new(&set);
+            let params = ScanParams {
+                geo,
+                start: slot.scan_start,
+                max_incarnation: slot.incarnation,
+                verify: !switches.skip_block_checks,
+                lookahead: (cfg.buffer_size.max(LOOKAHEAD_BYTES) / geo.payload) as u64,
+            };
+            scan(&mut src, &params, &mut |ev| {
+                if let Event::Group {
+                    start,
+                    end,
+                    records,
+                } = ev
+                {
+                    if end > slot.checkpoint_lsn {
+                        groups.push(RecoveredGroup {
+                            start_lsn: Lsn(start),
+                            end_lsn: Lsn(end),
+                            records,
+                        });
+                    }
+                }
+                true
+            })?
+        };
+
+        let log_loss = match &end.corrupt_middle {
+            None => None,
+            Some((block, evidence)) => {
+                let (fi, off) = geo.location(*block);
+                let path = set.path(fi);
+                let lsn = Lsn(block.saturating_mul(p));
+                if !accept_loss {
+                    return Err(LogError::CorruptMiddle {
+                        path,
+                        block: *block,
+                        offset: off,
+                        lsn,
+                        evidence: evidence.clone(),
+                    });
+                }
+                let what = format!(
+                    "block {block} ({} offset {off}, {lsn}) is damaged although {evidence}; everything from {} on was given up ({} complete groups recovered before it)",
+                    path.display(),
+                    Lsn(end.end),
+                    groups.len()
+                );
+                tracing::warn!(loss = %what, "accepting the loss of durable log data");
+                Some(what)
+            }
+        };
+
+        // A new incarnation, recorded before anything of it is written.
+        let incarnation =
+            slot.incarnation
+                .checked_add(1)
+                .ok_or_else(|| LogError::CorruptHeader {
+                    path: hpath.clone(),
+                    reason: "incarnation counter exhausted".into(),
+                })?;
+        let seq = slot.seq + 1;
+        let new_slot = Slot {
+            seq,
+            incarnation,
+            ..slot
+        };
+        if !read_only {
+            header.write_all_at(&new_slot.encode(st.salt), Slot::offset(seq))?;
+            header.sync_data()?;
+        }
+
+        let scan_start_block = slot.scan_start / p;
+        let m = end.next_block;
+        let reserve_blocks = if switches.no_space_reserve {
+            0
+        } else if st.preallocated {
+            let wab = if cfg.sync_method == SyncMethod::ODirect {
+                1
+            } else {
+                (cfg.write_ahead_size / b) as u64
+            };
+            wab.max(1) + 1
+        } else {
+            0
+        };
+        if st.preallocated
+            && !switches.no_space_reserve
+            && m + reserve_blocks > scan_start_block + geo.lap_blocks() + 1
+        {
+            return Err(LogError::Corrupt {
+                path: set.path(geo.location(m).0),
+                lsn: Lsn(m * p),
+                reason: format!(
+                    "the log continues to block {m}, beyond the space the checkpoint at block {scan_start_block} allows"
+                ),
+            });
+        }
+        if !st.preallocated && !read_only {
+            let (fi, off) = geo.location(m);
+            set.truncate_after(fi, off)?;
+            set.remove_before(geo.location(scan_start_block).0)?;
+        }
+        let write_ahead = if st.preallocated
+            && cfg.sync_method != SyncMethod::ODirect
+            && cfg.write_ahead_size > b
+        {
+            cfg.write_ahead_size as u64
+        } else {
+            0
+        };
+        let mut w = Writer::new(
+            set,
+            geo,
+            cfg.sync_method,
+            write_ahead,
+            m,
+            incarnation,
+            scan_start_block,
+        );
+        w.unclamped_padding = switches.no_space_reserve;
+        // Version 1 logs keep a durable lag of 0 (no claims), so that builds that read only
+        // version 1 never meet a block they reject.
+        w.claims_durable = st.version >= 2;
+        let stats = Counters::default();
+        let ring = Ring::new(cfg.buffer_size);
+        // Write the (empty) restart block and sync it.
+        if !read_only {
+            w.emit(&ring, m * p, &stats)
+                .map_err(|f| LogError::Io(f.err))?;
+            w.sync(&stats).map_err(|f| LogError::Io(f.err))?;
+        }
+
+        let start = m * p;
+        let limit = limit_for(&geo, slot.scan_start, reserve_blocks);
+        let sh = Arc::new(Shared {
+            dir: dir.to_path_buf(),
+            seal,
+            geo,
+            reserve_blocks,
+            ring,
+            resv: Mutex::new(Resv { end: start, limit }),
+            space_cv: Condvar::new(),
+            reserved: AtomicU64::new(start),
+            done: Mutex::new(Done {
+                completed: start,
+                pending: BTreeMap::new(),
+            }),
+            completed: AtomicU64::new(start),
+            written: AtomicU64::new(start),
+            durable: AtomicU64::new(start),
+            sig: Mutex::new(Sig::default()),
+            completion_cv: Condvar::new(),
+            ring_cv: Condvar::new(),
+            work_cv: Condvar::new(),
+            io: Mutex::new(w),
+            io_gen: AtomicU64::new(0),
+            ckpt: Mutex::new(Ckpt {
+                header,
+                seq,
+                checkpoint_lsn: slot.checkpoint_lsn,
+                scan_start: slot.scan_start,
+                incarnation,
+            }),
+            checkpoint_lsn: AtomicU64::new(slot.checkpoint_lsn),
+            scan_start: AtomicU64::new(slot.scan_start),
+            poisoned: AtomicBool::new(false),
+            poison: Mutex::new(None),
+            closed: AtomicBool::new(false),
+            stats,
+            cfg,
+            no_ring_wait: switches.no_ring_wait,
+            no_handoff: switches.no_handoff,
+        });
+        let t = if read_only {
+            // Takes no appends and never writes: no flusher.
+            sh.closed.store(true, SeqCst);
+            None
+        } else {
+            let sh2 = sh.clone();
+            Some(
+                std::thread::Builder::new()
+                    .name("keel-log-flusher".into())
+                    .spawn(move || flusher_main(sh2))
+                    .map_err(LogError::Thread)?,
+            )
+        };
+        let recovered = Recovered {
+            checkpoint_lsn: Lsn(slot.checkpoint_lsn),
+            scan_start_lsn: Lsn(slot.scan_start),
+            groups,
+            end_lsn: Lsn(start),
+            discarded_bytes: end.discarded_bytes,
+            discard_reason: if end.discards.is_empty() {
+                None
+            } else {
+                Some(end.discards.join("; "))
+            },
+            end_reason: end.stop,
+            incarnation,
+            log_loss,
+        };
+        Ok((
+            RedoLog {
+                h: Arc::new(Handle {
+                    sh,
+                    flusher: Mutex::new(t),
+                }),
+            },
+            recovered,
+        ))
+    }
+}
