@@ -25,7 +25,7 @@
 //!    cause; parked writers see the poison and return it.
 
 use crate::config::Config;
-use crate::poison::{poison_reason, PoisonCause};
+use crate::poison::{poison_reason, poisoned, StorePoison};
 use crate::{Error, Result};
 use keel_buffer_pool::BufferPool;
 use keel_flush::PageWriter;
@@ -50,7 +50,7 @@ pub(crate) struct CheckpointShared {
     pool: Arc<BufferPool>,
     store_lock: Arc<RwLock<()>>,
     one_at_a_time: Mutex<()>,
-    poison: Arc<Mutex<Option<PoisonCause>>>,
+    poison: Arc<StorePoison>,
     count: AtomicU64,
     /// Writers waiting at the synchronous checkpoint point. Such a writer holds the store's
     /// writer lock but has no transaction (it owns no page), so while this is non-zero a
@@ -69,7 +69,7 @@ impl CheckpointShared {
         writer: Arc<PageWriter>,
         pool: Arc<BufferPool>,
         store_lock: Arc<RwLock<()>>,
-        poison: Arc<Mutex<Option<PoisonCause>>>,
+        poison: Arc<StorePoison>,
     ) -> CheckpointShared {
         CheckpointShared {
             log,
@@ -151,7 +151,7 @@ fn checkpoint_running(c: &CheckpointShared, exclusive: Exclusive) -> Result<Lsn>
         }
         Err(e) => {
             if let Some(reason) = poison_reason(&c.log, &c.writer, &e) {
-                c.poison.lock().get_or_insert(reason);
+                c.poison.poison(reason);
             }
             Err(e)
         }
@@ -212,8 +212,8 @@ pub(crate) fn wait_for_log_space(c: &CheckpointShared, over: impl Fn() -> bool) 
     c.parked_writers.fetch_add(1, Ordering::AcqRel);
     let _parked = Parked(&c.parked_writers);
     loop {
-        if let Some(reason) = c.poison.lock().clone() {
-            return Err(reason.error());
+        if let Some(reason) = c.poison.cause() {
+            return Err(poisoned(reason));
         }
         if !over() {
             return Ok(());
@@ -259,7 +259,7 @@ pub(crate) fn spawn_checkpointer(
                         return;
                     }
                 }
-                if c.poison.lock().is_some() {
+                if c.poison.is_poisoned() {
                     continue;
                 }
                 let pressure = c

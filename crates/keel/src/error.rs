@@ -89,10 +89,10 @@ pub enum Error {
     /// that was acknowledged.
     #[error("the store takes no more writes: {cause}; reopen it to recover")]
     Poisoned {
-        /// The first failure, as it was reported (names the file and the operation).
-        cause: String,
-        /// The failure was a full device (ENOSPC), not a failed sync or an I/O error.
-        no_space: bool,
+        /// The first failure below the store: the operation, the file and the original error
+        /// (`cause.is_no_space()` tells a full device from a failed sync).
+        #[source]
+        cause: keel_io::PoisonCause,
     },
     /// The store files are not a Keel store, or of another format version.
     #[error("{path}: {detail}")]
@@ -278,8 +278,8 @@ impl Error {
     /// True when a write failed because the device is full (ENOSPC), directly or as the cause
     /// of the store's poisoning.
     pub fn is_no_space(&self) -> bool {
-        if let Error::Poisoned { no_space, .. } = self {
-            return *no_space;
+        if let Error::Poisoned { cause } = self {
+            return cause.is_no_space();
         }
         // Transparent variants forward `source()` past the wrapped error, so start from it.
         let start: &(dyn std::error::Error + 'static) = match self {
@@ -298,12 +298,8 @@ impl Error {
             if let Some(keel_io::IoError::NoSpace { .. }) = io {
                 return true;
             }
-            if let Some(keel_redo_log::LogError::Poisoned { cause, .. }) =
-                e.downcast_ref::<keel_redo_log::LogError>()
-            {
-                if matches!(**cause, keel_io::IoError::NoSpace { .. }) {
-                    return true;
-                }
+            if let Some(cause) = e.downcast_ref::<keel_io::PoisonCause>() {
+                return cause.is_no_space();
             }
             cur = e.source();
         }

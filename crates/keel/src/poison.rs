@@ -3,43 +3,46 @@
 //! keeps the first such error's text and whether it was a full disk, and every later write,
 //! commit or checkpoint returns [`Error::Poisoned`] with that cause. Reopening recovers.
 //!
-//! Invariant: the cause is set once (the first failure wins; later ones do not overwrite it).
+//! Invariant: the cause is set once (the first failure wins; later ones do not overwrite it),
+//! and it is the layer's own cause, kept whole (`keel_io::PoisonCause`), not the text of
+//! whatever error happened to be seen first.
 
 use crate::Error;
 use keel_flush::PageWriter;
+use keel_io::PoisonCause;
 use keel_redo_log::RedoLog;
 
-/// Why the store takes no more writes: the first write or sync failure, as reported.
-#[derive(Clone, Debug)]
-pub(crate) struct PoisonCause {
-    pub(crate) cause: String,
-    pub(crate) no_space: bool,
-}
+/// The store's poison: [`keel_io::Poison`], the type the log and the page writer use too.
+pub(crate) type StorePoison = keel_io::Poison;
 
-impl PoisonCause {
-    pub(crate) fn of(err: &Error) -> PoisonCause {
-        PoisonCause {
-            cause: err.to_string(),
-            no_space: err.is_no_space(),
-        }
-    }
-
-    pub(crate) fn error(&self) -> Error {
-        Error::Poisoned {
-            cause: self.cause.clone(),
-            no_space: self.no_space,
-        }
-    }
-}
-
+/// The cause that poisons the store after `err`, if a layer below is poisoned: the layer's first
+/// failure found in `err`'s chain, else what the log or the page writer holds. `None` when no
+/// layer is poisoned (an ordinary error: the store goes on).
 pub(crate) fn poison_reason(
     log: &RedoLog,
     writer: &PageWriter,
     err: &Error,
 ) -> Option<PoisonCause> {
-    if log.is_poisoned() || writer.is_poisoned() {
-        Some(PoisonCause::of(err))
-    } else {
-        None
+    cause_in(err)
+        .or_else(|| log.poison_cause())
+        .or_else(|| writer.poison_cause())
+}
+
+/// The first [`PoisonCause`] in `err`'s source chain.
+pub(crate) fn cause_in(err: &Error) -> Option<PoisonCause> {
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(e) = cur {
+        if let Some(c) = e.downcast_ref::<PoisonCause>() {
+            return Some(c.clone());
+        }
+        cur = e.source();
+    }
+    None
+}
+
+/// The error every write returns once the store is poisoned.
+pub(crate) fn poisoned(cause: &PoisonCause) -> Error {
+    Error::Poisoned {
+        cause: cause.clone(),
     }
 }

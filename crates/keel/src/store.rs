@@ -7,7 +7,7 @@ use crate::checkpointer::{
 };
 use crate::config::Config;
 use crate::meta::{self, MetaInfo, META_PAGE};
-use crate::poison::{poison_reason, PoisonCause};
+use crate::poison::{cause_in, poison_reason, poisoned, StorePoison};
 use crate::table::{ReadTable, Table};
 use crate::{Error, Result};
 use keel_buffer_pool::{BufferPool, PageCleaner, PageTxn};
@@ -118,7 +118,7 @@ pub(crate) struct Inner {
     /// Committed tables: name → root page.
     pub(crate) catalog: RwLock<HashMap<String, PageId>>,
     pub(crate) catalog_root: PageId,
-    pub(crate) poison: Arc<Mutex<Option<PoisonCause>>>,
+    pub(crate) poison: Arc<StorePoison>,
     commits: AtomicU64,
     sync_checkpoint_waits: AtomicU64,
     sync_checkpoint_wait_ns: AtomicU64,
@@ -188,7 +188,7 @@ impl Store {
             )
         };
         let store_lock = Arc::new(RwLock::new(()));
-        let poison = Arc::new(Mutex::new(None));
+        let poison = Arc::new(StorePoison::new());
         let ckpt = Arc::new(CheckpointShared::new(
             log.clone(),
             writer.clone(),
@@ -326,7 +326,7 @@ impl Store {
     /// Whether a failed write or sync has poisoned the store (it takes no more writes; reopen
     /// it to recover).
     pub fn is_poisoned(&self) -> bool {
-        self.inner.poison.lock().is_some()
+        self.inner.poison.is_poisoned()
     }
 
     /// Takes a final checkpoint, syncs the data file (pages whose durable copy was still only in
@@ -357,8 +357,8 @@ impl Store {
     }
 
     fn check_poison(&self) -> Result<()> {
-        match &*self.inner.poison.lock() {
-            Some(reason) => Err(reason.error()),
+        match self.inner.poison.cause() {
+            Some(reason) => Err(poisoned(reason)),
             None => Ok(()),
         }
     }
@@ -381,11 +381,7 @@ impl Inner {
 
     pub(crate) fn note_error(&self, e: &Error) {
         if let Some(reason) = poison_reason(&self.log, &self.writer, e) {
-            let mut p = self.poison.lock();
-            if p.is_none() {
-                tracing::error!(reason = %reason.cause, no_space = reason.no_space, "store poisoned");
-                *p = Some(reason);
-            }
+            self.poison.poison(reason);
         }
     }
 }
@@ -451,7 +447,9 @@ impl<'s> WriteTxn<'s> {
             let (durable, poison) = waiting?;
             durable.await.map_err(|e| {
                 let e = Error::Log(e);
-                poison.lock().get_or_insert_with(|| PoisonCause::of(&e));
+                if let Some(reason) = cause_in(&e) {
+                    poison.poison(reason);
+                }
                 e
             })
         }

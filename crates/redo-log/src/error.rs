@@ -1,9 +1,8 @@
 //! The error type of keel-redo-log.
 
-use keel_io::IoError;
+use keel_io::{IoError, PoisonCause};
 use keel_page::Lsn;
 use std::path::PathBuf;
-use std::sync::Arc;
 
 /// Everything that can go wrong with the redo log. Every variant names the file, directory or LSN
 /// it is about.
@@ -16,17 +15,12 @@ pub enum LogError {
     /// An earlier write or sync of the log failed, so the log refuses everything from then on:
     /// data written since the last successful sync may be lost, and a failed sync is never
     /// retried as if it had worked. Reopen the log to recover what is durable.
-    #[error(
-        "the redo log is poisoned: {op} of {path} failed earlier ({cause}); no further writes"
-    )]
+    /// The call whose write or sync failed returns this too (the original error inside).
+    #[error("the redo log is poisoned: {cause}; no further writes")]
     Poisoned {
-        /// The log file whose write or sync failed.
-        path: PathBuf,
-        /// `"write"` or `"sync"`.
-        op: &'static str,
-        /// The original error.
+        /// The first failure: `"write"` or `"sync"`, the log file, the original error.
         #[source]
-        cause: Arc<IoError>,
+        cause: PoisonCause,
     },
 
     /// The log was shut down.

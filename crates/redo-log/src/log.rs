@@ -58,7 +58,7 @@ use crate::ring::Ring;
 use crate::scan::{scan, BlockSource, Event, ScanParams};
 use crate::stats::{Counters, LogStats};
 use crate::writer::{Failure, Writer};
-use keel_io::{File, FileClass, FileSystem, IoError, OpenOptions, SyncMethod};
+use keel_io::{File, FileClass, FileSystem, OpenOptions, Poison, PoisonCause, SyncMethod};
 use keel_page::Lsn;
 use parking_lot::{Condvar, Mutex};
 use std::collections::BTreeMap;
@@ -184,13 +184,6 @@ struct Sig {
     shutdown: bool,
 }
 
-#[derive(Debug, Clone)]
-struct PoisonInfo {
-    path: PathBuf,
-    op: &'static str,
-    cause: Arc<IoError>,
-}
-
 #[derive(Debug)]
 struct Ckpt {
     header: Arc<dyn File>,
@@ -225,8 +218,7 @@ pub(crate) struct Shared {
     ckpt: Mutex<Ckpt>,
     checkpoint_lsn: AtomicU64,
     scan_start: AtomicU64,
-    poisoned: AtomicBool,
-    poison: Mutex<Option<PoisonInfo>>,
+    poison: Poison,
     closed: AtomicBool,
     stats: Counters,
     no_ring_wait: bool,
@@ -429,7 +421,12 @@ impl RedoLog {
     /// Whether an earlier write or sync failed (every call now returns
     /// [`LogError::Poisoned`]).
     pub fn is_poisoned(&self) -> bool {
-        self.sh().poisoned.load(SeqCst)
+        self.sh().poison.is_poisoned()
+    }
+
+    /// What poisoned the log (its first failed write or sync), if it is poisoned.
+    pub fn poison_cause(&self) -> Option<PoisonCause> {
+        self.sh().poison.cause().cloned()
     }
 
     /// The tail policy in force (`Auto` resolved): whether partly filled tail blocks are sealed
@@ -456,21 +453,13 @@ impl RedoLog {
 }
 
 impl Shared {
-    fn poison_info(&self) -> Option<PoisonInfo> {
-        self.poison.lock().clone()
-    }
-
     fn check_poison(&self) -> Result<()> {
-        if self.poisoned.load(SeqCst) {
-            if let Some(p) = self.poison_info() {
-                return Err(LogError::Poisoned {
-                    path: p.path,
-                    op: p.op,
-                    cause: p.cause,
-                });
-            }
+        match self.poison.cause() {
+            Some(cause) => Err(LogError::Poisoned {
+                cause: cause.clone(),
+            }),
+            None => Ok(()),
         }
-        Ok(())
     }
 
     fn check_usable(&self) -> Result<()> {
@@ -483,34 +472,15 @@ impl Shared {
         Ok(())
     }
 
+    /// Poisons the log with `f` (the first failure is kept), wakes everyone who waits so they
+    /// see it, and returns the poison error (with the first cause).
     fn poison_with(&self, f: Failure) -> LogError {
-        let info = {
-            let mut p = self.poison.lock();
-            if p.is_none() {
-                tracing::error!(path = %f.path.display(), op = f.op, error = %f.err, "redo log poisoned");
-                *p = Some(PoisonInfo {
-                    path: f.path,
-                    op: f.op,
-                    cause: Arc::new(f.err),
-                });
-            }
-            p.clone()
-        };
-        self.poisoned.store(true, SeqCst);
+        let cause = self.poison.poison(PoisonCause::new(f.op, f.path, f.err));
         drop(self.resv.lock());
         self.space_cv.notify_all();
         self.publish();
         self.work_cv.notify_all();
-        match info {
-            Some(p) => LogError::Poisoned {
-                path: p.path,
-                op: p.op,
-                cause: p.cause,
-            },
-            None => LogError::Closed {
-                dir: self.dir.clone(),
-            },
-        }
+        LogError::Poisoned { cause }
     }
 
     /// Asserts `durable <= written <= completed <= reserved`. Each only grows and each pair holds

@@ -99,7 +99,7 @@ impl Shared {
         g.space_wanted = true;
         self.work_cv.notify_all();
         g.ring_sleepers += 1;
-        while self.written.load(SeqCst) + size < need_end && !self.poisoned.load(SeqCst) {
+        while self.written.load(SeqCst) + size < need_end && !self.poison.is_poisoned() {
             self.ring_cv.wait(&mut g);
         }
         g.ring_sleepers -= 1;

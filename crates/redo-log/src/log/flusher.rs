@@ -20,7 +20,7 @@ pub(super) fn flusher_main(sh: Arc<Shared>) {
                 if g.shutdown {
                     break (true, completed, true);
                 }
-                if sh.poisoned.load(SeqCst) {
+                if sh.poison.is_poisoned() {
                     sh.work_cv.wait(&mut g);
                     continue;
                 }
@@ -47,7 +47,7 @@ pub(super) fn flusher_main(sh: Arc<Shared>) {
                 sh.work_cv.wait_until(&mut g, last_sync + interval);
             }
         };
-        if exit && sh.poisoned.load(SeqCst) {
+        if exit && sh.poison.is_poisoned() {
             return;
         }
         if sync && !exit && !sh.cfg.group_commit_delay.is_zero() {
@@ -99,7 +99,7 @@ impl Future for Durable {
         if reached(sh) {
             return Poll::Ready(Ok(()));
         }
-        if sh.poisoned.load(SeqCst) {
+        if sh.poison.is_poisoned() {
             drop(g);
             return Poll::Ready(sh.check_poison());
         }

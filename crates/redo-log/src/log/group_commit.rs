@@ -46,7 +46,7 @@ impl Shared {
     pub(super) fn publish_but(&self, keep_durable_waiters: bool) {
         let d = self.durable.load(SeqCst);
         let w = self.written.load(SeqCst);
-        let poisoned = self.poisoned.load(SeqCst);
+        let poisoned = self.poison.is_poisoned();
         let mut wake = Vec::new();
         let mut threads = Vec::new();
         {
@@ -151,7 +151,7 @@ impl Shared {
     pub(super) fn wait_completion(&self, beyond: u64) -> Result<()> {
         let mut g = self.sig.lock();
         g.completion_sleepers += 1;
-        while self.completed.load(SeqCst) <= beyond && !self.poisoned.load(SeqCst) {
+        while self.completed.load(SeqCst) <= beyond && !self.poison.is_poisoned() {
             self.completion_cv.wait(&mut g);
         }
         g.completion_sleepers -= 1;
@@ -239,7 +239,7 @@ impl Shared {
                     let t0 = Instant::now();
                     while !reached(self)
                         && self.io_gen.load(SeqCst) == gen
-                        && !self.poisoned.load(SeqCst)
+                        && !self.poison.is_poisoned()
                         && t0.elapsed() < spin
                     {
                         std::thread::yield_now();
@@ -255,7 +255,7 @@ impl Shared {
                 // Checked under the lock that `publish` and `io_released` take after moving
                 // `durable` / `written` / the generation: none of them can be missed.
                 if reached(self)
-                    || self.poisoned.load(SeqCst)
+                    || self.poison.is_poisoned()
                     || (lead && self.io_gen.load(SeqCst) != gen)
                 {
                     continue;
