@@ -88,7 +88,7 @@ pub enum IoError {
         /// Which rule it breaks.
         reason: String,
     },
-    /// A [`crate::SimFs`] handle used after the simulated machine crashed.
+    /// A `SimFs` handle (test-only `sim` feature) used after the simulated machine crashed.
     #[error(
         "{path}: the simulated machine crashed; reopen on the file system returned by crash()"
     )]
