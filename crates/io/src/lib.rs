@@ -20,12 +20,18 @@
 //! 2. An atomic write whose length or alignment the probe says cannot be atomic is rejected with
 //!    [`IoError::AtomicRejected`] before any I/O; on a file without atomic support,
 //!    [`IoError::AtomicUnsupported`].
-//! 3. A failed sync is reported as [`IoError::SyncFailed`] and is never turned into success.
-//! 4. In `SimFs`, data synced before a crash is always there after it; atomic writes are
+//! 3. A request whose end (`offset + len`) overflows or passes `i64::MAX` is rejected with
+//!    [`IoError::OutOfRange`] before any I/O.
+//!
+//!    Rules 1 to 3 are the pre-I/O contract: one implementation (module `contract`) that every
+//!    backend calls, checking a whole batch before issuing any of it.
+//! 4. A failed sync is reported as [`IoError::SyncFailed`] and is never turned into success.
+//! 5. In `SimFs`, data synced before a crash is always there after it; atomic writes are
 //!    all-or-nothing.
 
 mod aligned;
 mod caps;
+mod contract;
 mod counters;
 mod error;
 pub mod os;

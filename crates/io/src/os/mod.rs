@@ -31,8 +31,11 @@
 //! 1. A direct-I/O request whose offset or length is not a multiple of the file's
 //!    `stx_dio_offset_align`, or whose buffer address is not a multiple of `stx_dio_mem_align`
 //!    (512 for both when the kernel reports none), is rejected with [`IoError::Misaligned`] before
-//!    any I/O — for a batch, before any request of the batch is issued.
-//!    Tests: `direct_misalignment_is_rejected_before_io` (conformance suite).
+//!    any I/O — for a batch, before any request of the batch is issued. So is a request ending
+//!    past `i64::MAX` ([`IoError::OutOfRange`]). These checks, and those of invariant 2, are the
+//!    pre-I/O contract that SimFs shares (the crate's `contract` module).
+//!    Tests: `direct_misalignment_is_rejected_before_io`, `requests_ending_past_the_largest_offset_are_rejected_before_io`
+//!    (conformance suite), `contract::tests`.
 //! 2. An atomic write is issued only on a direct file with probed atomic limits
 //!    ([`IoError::AtomicUnsupported`] otherwise) and only if [`AtomicWriteLimits::check`] accepts
 //!    its length and offset ([`IoError::AtomicRejected`] otherwise), checked for every request of
@@ -52,6 +55,7 @@ mod uring;
 pub use device::{device_info, filesystem_name, DeviceInfo};
 pub use uring::io_uring_status;
 
+use crate::contract::{self, Contract};
 use crate::{
     AtomicWriteLimits, Capabilities, DirectIoAlignment, File, FileClass, FileSystem, IoCounters,
     IoError, OpenOptions, ReadOp, Result, WriteOp,
@@ -241,50 +245,13 @@ impl OsFile {
         self.align
     }
 
-    fn check_direct(&self, offset: u64, len: usize, addr: usize) -> Result<()> {
-        if !self.options.direct {
-            return Ok(());
+    /// The pre-I/O contract of this file (see the `contract` module).
+    fn contract(&self) -> Contract {
+        Contract {
+            direct: self.options.direct,
+            align: self.align,
+            atomic: self.atomic,
         }
-        let off_align = self.align.offset as usize;
-        let mem_align = self.align.memory as usize;
-        let bad_offset = !offset.is_multiple_of(off_align as u64) || !len.is_multiple_of(off_align);
-        if bad_offset || !addr.is_multiple_of(mem_align) {
-            return Err(IoError::Misaligned {
-                path: self.path.clone(),
-                offset,
-                len,
-                addr,
-                align: if bad_offset { off_align } else { mem_align },
-            });
-        }
-        Ok(())
-    }
-
-    fn check_atomic(&self, offset: u64, buf: &[u8]) -> Result<()> {
-        if !self.options.direct {
-            return Err(IoError::AtomicUnsupported {
-                path: self.path.clone(),
-                reason: "the file was not opened with direct (O_DIRECT); atomic writes need \
-                         direct I/O"
-                    .into(),
-            });
-        }
-        if !self.atomic.supported() {
-            return Err(IoError::AtomicUnsupported {
-                path: self.path.clone(),
-                reason: "statx(STATX_WRITE_ATOMIC) reported no atomic write unit for this file"
-                    .into(),
-            });
-        }
-        if let Err(reason) = self.atomic.check(offset, buf.len()) {
-            return Err(IoError::AtomicRejected {
-                path: self.path.clone(),
-                offset,
-                len: buf.len(),
-                reason,
-            });
-        }
-        self.check_direct(offset, buf.len(), buf.as_ptr() as usize)
     }
 
     fn op_name(&self, kind: Kind) -> &'static str {
@@ -430,6 +397,32 @@ impl OsFile {
     }
 }
 
+#[cfg(test)]
+impl OsFile {
+    /// An `OsFile` over an already open `file` whose direct flag, alignment and atomic limits are
+    /// taken as given instead of probed: for tests that need limits this machine's file system
+    /// does not have (the I/O itself goes to `file` as it was opened).
+    pub(crate) fn faked(
+        fs: &OsFs,
+        file: fs::File,
+        path: PathBuf,
+        options: OpenOptions,
+        align: DirectIoAlignment,
+        atomic: AtomicWriteLimits,
+    ) -> OsFile {
+        OsFile {
+            file,
+            path,
+            options,
+            counters: fs.counters.clone(),
+            atomic,
+            align,
+            rings: fs.rings.clone(),
+            sync_failed: AtomicBool::new(false),
+        }
+    }
+}
+
 impl File for OsFile {
     fn path(&self) -> &Path {
         &self.path
@@ -440,7 +433,7 @@ impl File for OsFile {
     }
 
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
-        self.check_direct(offset, buf.len(), buf.as_ptr() as usize)?;
+        self.contract().check_read(&self.path, buf, offset)?;
         let len = buf.len();
         match &self.rings {
             Some(pool) => self.ring_run(pool, &[Op::read(buf, offset)]),
@@ -454,21 +447,17 @@ impl File for OsFile {
     }
 
     fn write_all_at(&self, buf: &[u8], offset: u64) -> Result<()> {
-        self.check_direct(offset, buf.len(), buf.as_ptr() as usize)?;
+        self.contract().check_write(&self.path, buf, offset)?;
         self.write_ops(&[WriteOp { offset, buf }], Kind::Write)
     }
 
     fn write_batch(&self, writes: &[WriteOp<'_>]) -> Result<()> {
-        for w in writes {
-            self.check_direct(w.offset, w.buf.len(), w.buf.as_ptr() as usize)?;
-        }
+        self.contract().check_writes(&self.path, writes)?;
         self.write_ops(writes, Kind::Write)
     }
 
     fn read_batch(&self, reads: &mut [ReadOp<'_>]) -> Result<()> {
-        for r in reads.iter() {
-            self.check_direct(r.offset, r.buf.len(), r.buf.as_ptr() as usize)?;
-        }
+        self.contract().check_reads(&self.path, reads)?;
         match &self.rings {
             Some(pool) => {
                 let ops: Vec<Op<'_>> = reads
@@ -490,14 +479,12 @@ impl File for OsFile {
     }
 
     fn write_atomic(&self, buf: &[u8], offset: u64) -> Result<()> {
-        self.check_atomic(offset, buf)?;
+        self.contract().check_atomic(&self.path, buf, offset)?;
         self.write_ops(&[WriteOp { offset, buf }], Kind::AtomicWrite)
     }
 
     fn write_atomic_batch(&self, writes: &[WriteOp<'_>]) -> Result<()> {
-        for w in writes {
-            self.check_atomic(w.offset, w.buf)?;
-        }
+        self.contract().check_atomic_writes(&self.path, writes)?;
         self.write_ops(writes, Kind::AtomicWrite)
     }
 
@@ -510,6 +497,7 @@ impl File for OsFile {
     }
 
     fn allocate(&self, offset: u64, len: u64) -> Result<()> {
+        contract::end_of(&self.path, offset, len)?;
         // SAFETY: plain syscall on a file descriptor we own; no memory is passed.
         let rc = unsafe {
             libc::posix_fallocate(
@@ -534,6 +522,7 @@ impl File for OsFile {
     }
 
     fn set_len(&self, len: u64) -> Result<()> {
+        contract::end_of(&self.path, 0, len)?;
         self.file.set_len(len).map_err(|e| match e.raw_os_error() {
             Some(libc::ENOSPC) => IoError::NoSpace {
                 path: self.path.clone(),

@@ -17,10 +17,12 @@
 //!   bytes). Other pending writes stay pending.
 //! - Truncation (`set_len` below the length) cuts the truncated bytes out of earlier pending
 //!   writes: the page cache dropped them, they can never reach the disk.
-//! - Direct files enforce [`SimConfig::direct_alignment`] on offset, length and buffer address
-//!   and return [`IoError::Misaligned`] before any effect; atomic writes need a direct file and
+//! - Requests are checked against the pre-I/O contract [`crate::OsFs`] uses too (the crate's
+//!   `contract` module), before any effect: a request ending past `i64::MAX` is
+//!   [`IoError::OutOfRange`]; direct files enforce [`SimConfig::direct_alignment`] on offset,
+//!   length and buffer address ([`IoError::Misaligned`]); atomic writes need a direct file and
 //!   pass [`AtomicWriteLimits::check`] against [`SimConfig::atomic`], else
-//!   [`IoError::AtomicUnsupported`] / [`IoError::AtomicRejected`] before any effect.
+//!   [`IoError::AtomicUnsupported`] / [`IoError::AtomicRejected`].
 //!
 //! ## Crash
 //!
@@ -118,6 +120,7 @@ pub use crash::{CrashPolicy, CrashReport, Fates};
 pub use fault::{Fault, FaultStats};
 pub use oracle::{FileSnapshot, PendingWrite};
 
+use crate::contract::{self, Contract};
 use crate::{
     AtomicWriteLimits, Capabilities, DirectIoAlignment, File, FileClass, FileSystem, IoCounters,
     IoError, OpenOptions, ReadOp, Result, WriteOp,
@@ -823,60 +826,28 @@ impl fmt::Debug for SimFile {
 }
 
 impl SimFile {
-    fn check_direct(&self, offset: u64, len: usize, addr: usize) -> Result<()> {
-        let align = self.m.config.direct_alignment as usize;
-        if self.options.direct
-            && !self.m.sabotage.skip_alignment
-            && (!offset.is_multiple_of(align as u64)
-                || !len.is_multiple_of(align)
-                || !addr.is_multiple_of(align))
-        {
-            return Err(IoError::Misaligned {
-                path: self.path.clone(),
-                offset,
-                len,
-                addr,
-                align,
-            });
+    /// The pre-I/O contract of this file (see the crate's `contract` module): the configured
+    /// alignment for memory and offsets alike (none under the `skip_alignment` sabotage) and
+    /// atomic limits.
+    fn contract(&self) -> Contract {
+        let a = if self.m.sabotage.skip_alignment {
+            1
+        } else {
+            self.m.config.direct_alignment
+        };
+        Contract {
+            direct: self.options.direct,
+            align: DirectIoAlignment {
+                memory: a,
+                offset: a,
+            },
+            atomic: self.m.config.atomic,
         }
-        Ok(())
-    }
-
-    fn check_atomic(&self, offset: u64, buf: &[u8]) -> Result<()> {
-        if !self.options.direct {
-            return Err(IoError::AtomicUnsupported {
-                path: self.path.clone(),
-                reason: "the file was not opened with direct (RWF_ATOMIC needs O_DIRECT)".into(),
-            });
-        }
-        let limits = self.m.config.atomic;
-        if !limits.supported() {
-            return Err(IoError::AtomicUnsupported {
-                path: self.path.clone(),
-                reason: "the simulated device reports no atomic write unit".into(),
-            });
-        }
-        limits
-            .check(offset, buf.len())
-            .map_err(|reason| IoError::AtomicRejected {
-                path: self.path.clone(),
-                offset,
-                len: buf.len(),
-                reason,
-            })?;
-        self.check_direct(offset, buf.len(), buf.as_ptr() as usize)
-    }
-
-    fn too_big(&self, op: &'static str) -> IoError {
-        os_err(op, &self.path, libc::EFBIG)
     }
 
     /// One write request, already validated.
     fn write_one(&self, buf: &[u8], offset: u64, atomic: bool) -> Result<()> {
-        let end = offset
-            .checked_add(buf.len() as u64)
-            .filter(|&e| e <= i64::MAX as u64)
-            .ok_or_else(|| self.too_big("pwrite"))?;
+        let end = contract::end_of(&self.path, offset, buf.len() as u64)?;
         self.m.tick(&self.path)?;
         let mut st = self.inode.state.lock();
         self.m.alive(&self.path)?;
@@ -971,12 +942,12 @@ impl File for SimFile {
 
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
         self.m.alive(&self.path)?;
-        self.check_direct(offset, buf.len(), buf.as_ptr() as usize)?;
+        self.contract().check_read(&self.path, buf, offset)?;
         {
             let st = self.inode.state.lock();
             self.m.alive(&self.path)?;
             let len = st.current.len();
-            let end = offset.saturating_add(buf.len() as u64);
+            let end = contract::end_of(&self.path, offset, buf.len() as u64)?;
             if end > len {
                 let got = len.saturating_sub(offset).min(buf.len() as u64) as usize;
                 st.current.read(offset, &mut buf[..got]);
@@ -998,15 +969,13 @@ impl File for SimFile {
 
     fn write_all_at(&self, buf: &[u8], offset: u64) -> Result<()> {
         self.m.alive(&self.path)?;
-        self.check_direct(offset, buf.len(), buf.as_ptr() as usize)?;
+        self.contract().check_write(&self.path, buf, offset)?;
         self.write_one(buf, offset, false)
     }
 
     fn write_batch(&self, writes: &[WriteOp<'_>]) -> Result<()> {
         self.m.alive(&self.path)?;
-        for w in writes {
-            self.check_direct(w.offset, w.buf.len(), w.buf.as_ptr() as usize)?;
-        }
+        self.contract().check_writes(&self.path, writes)?;
         for w in writes {
             self.write_one(w.buf, w.offset, false)?;
         }
@@ -1015,9 +984,7 @@ impl File for SimFile {
 
     fn read_batch(&self, reads: &mut [ReadOp<'_>]) -> Result<()> {
         self.m.alive(&self.path)?;
-        for r in reads.iter() {
-            self.check_direct(r.offset, r.buf.len(), r.buf.as_ptr() as usize)?;
-        }
+        self.contract().check_reads(&self.path, reads)?;
         for r in reads.iter_mut() {
             self.read_exact_at(r.buf, r.offset)?;
         }
@@ -1026,15 +993,13 @@ impl File for SimFile {
 
     fn write_atomic(&self, buf: &[u8], offset: u64) -> Result<()> {
         self.m.alive(&self.path)?;
-        self.check_atomic(offset, buf)?;
+        self.contract().check_atomic(&self.path, buf, offset)?;
         self.write_one(buf, offset, true)
     }
 
     fn write_atomic_batch(&self, writes: &[WriteOp<'_>]) -> Result<()> {
         self.m.alive(&self.path)?;
-        for w in writes {
-            self.check_atomic(w.offset, w.buf)?;
-        }
+        self.contract().check_atomic_writes(&self.path, writes)?;
         for w in writes {
             self.write_one(w.buf, w.offset, true)?;
         }
@@ -1051,10 +1016,7 @@ impl File for SimFile {
 
     fn allocate(&self, offset: u64, len: u64) -> Result<()> {
         self.m.alive(&self.path)?;
-        let end = offset
-            .checked_add(len)
-            .filter(|&e| e <= i64::MAX as u64)
-            .ok_or_else(|| self.too_big("posix_fallocate"))?;
+        let end = contract::end_of(&self.path, offset, len)?;
         self.m.tick(&self.path)?;
         let mut st = self.inode.state.lock();
         self.m.alive(&self.path)?;
@@ -1080,9 +1042,7 @@ impl File for SimFile {
 
     fn set_len(&self, len: u64) -> Result<()> {
         self.m.alive(&self.path)?;
-        if len > i64::MAX as u64 {
-            return Err(self.too_big("ftruncate"));
-        }
+        contract::end_of(&self.path, 0, len)?;
         self.m.tick(&self.path)?;
         let mut st = self.inode.state.lock();
         self.m.alive(&self.path)?;
