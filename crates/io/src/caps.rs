@@ -34,26 +34,10 @@ impl AtomicWriteLimits {
 
     /// Checks the kernel's rules for one RWF_ATOMIC write of `len` bytes at `offset`: a power of
     /// two within `unit_min..=unit_max`, naturally aligned (offset a multiple of the length).
-    /// Returns the broken rule.
+    /// Returns the broken rule. This is rule 3 of the pre-I/O contract every backend enforces
+    /// (the `contract` module).
     pub fn check(&self, offset: u64, len: usize) -> Result<(), String> {
-        if !self.supported() {
-            return Err("the probe reported no atomic write unit (unit_max = 0)".into());
-        }
-        if !len.is_power_of_two() {
-            return Err(format!("length {len} is not a power of two"));
-        }
-        if len < self.unit_min as usize || len > self.unit_max as usize {
-            return Err(format!(
-                "length {len} is outside the atomic unit range {}..={}",
-                self.unit_min, self.unit_max
-            ));
-        }
-        if !offset.is_multiple_of(len as u64) {
-            return Err(format!(
-                "offset {offset} is not naturally aligned to the length {len}"
-            ));
-        }
-        Ok(())
+        crate::contract::atomic_unit(self, offset, len)
     }
 
     /// How writes of `len` bytes are made atomic on this file.

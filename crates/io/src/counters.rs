@@ -1,6 +1,6 @@
 //! Cheap I/O counters per file class.
 //!
-//! Every backend ([`crate::OsFs`], [`crate::SimFs`]) counts each request once, when it completes
+//! Every backend ([`crate::OsFs`], `SimFs`) counts each request once, when it completes
 //! successfully: a batch of N writes counts N writes. Relaxed atomics: counters are statistics,
 //! never used for synchronisation.
 

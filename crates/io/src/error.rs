@@ -67,6 +67,17 @@ pub enum IoError {
         /// The alignment needed.
         align: usize,
     },
+    /// A request whose end (`offset + len`) overflows or passes the largest file offset,
+    /// `i64::MAX` (Linux refuses such reads and writes). Rejected before any I/O.
+    #[error("{path}: a {len}-byte request at offset {offset} ends past the largest file offset {max}", max = i64::MAX)]
+    OutOfRange {
+        /// The file.
+        path: PathBuf,
+        /// Offset of the request.
+        offset: u64,
+        /// Length of the request.
+        len: u64,
+    },
     /// The file cannot do atomic writes at all (file system, device or buffered I/O).
     #[error("{path}: atomic writes are not supported: {reason}")]
     AtomicUnsupported {
@@ -88,7 +99,7 @@ pub enum IoError {
         /// Which rule it breaks.
         reason: String,
     },
-    /// A [`crate::SimFs`] handle used after the simulated machine crashed.
+    /// A `SimFs` handle (test-only `sim` feature) used after the simulated machine crashed.
     #[error(
         "{path}: the simulated machine crashed; reopen on the file system returned by crash()"
     )]

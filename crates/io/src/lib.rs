@@ -3,27 +3,41 @@
 //! It offers a small VFS in the spirit of SQLite's: a [`FileSystem`] opens [`File`]s, which do
 //! positional reads and writes, batches of writes, syncs, preallocation, and atomic writes
 //! (`RWF_ATOMIC`). Two real backends share the traits — io_uring and plain `pread`/`pwrite`
-//! ([`OsFs`] with [`Backend`]) — and [`SimFs`] is an in-memory, seeded, fault-injecting
-//! implementation for crash tests (docs/design.md's fault model).
+//! ([`OsFs`] with [`Backend`]) — and `SimFs` (module `sim`, built only with the test-only `sim`
+//! feature or in this crate's own tests) is an in-memory, seeded, fault-injecting implementation
+//! for crash tests (docs/design.md's fault model).
+//!
+//! # Features
+//!
+//! - `sim`: the simulator (`SimFs`, `SimConfig`, `Fault`, `CrashPolicy`, `FileSnapshot`,
+//!   `SplitMix64`, ...). Test-only: enable it from `[dev-dependencies]` only, never from
+//!   `[dependencies]`, so that no normal or release build carries it.
 //!
 //! # Invariants this crate keeps (each tested by breaking it on purpose)
 //!
 //! 1. O_DIRECT requests whose offset, length or buffer address is not aligned are rejected with
-//!    [`IoError::Misaligned`] before any I/O (by both [`OsFs`] and [`SimFs`]).
+//!    [`IoError::Misaligned`] before any I/O (by both [`OsFs`] and `SimFs`).
 //! 2. An atomic write whose length or alignment the probe says cannot be atomic is rejected with
 //!    [`IoError::AtomicRejected`] before any I/O; on a file without atomic support,
 //!    [`IoError::AtomicUnsupported`].
-//! 3. A failed sync is reported as [`IoError::SyncFailed`] and is never turned into success.
-//! 4. In [`SimFs`], data synced before a crash is always there after it; atomic writes are
+//! 3. A request whose end (`offset + len`) overflows or passes `i64::MAX` is rejected with
+//!    [`IoError::OutOfRange`] before any I/O.
+//!
+//!    Rules 1 to 3 are the pre-I/O contract: one implementation (module `contract`) that every
+//!    backend calls, checking a whole batch before issuing any of it.
+//! 4. A failed sync is reported as [`IoError::SyncFailed`] and is never turned into success.
+//! 5. In `SimFs`, data synced before a crash is always there after it; atomic writes are
 //!    all-or-nothing.
 
 mod aligned;
 mod caps;
+mod contract;
 mod counters;
 mod error;
 pub mod os;
 mod poison;
 mod read_only;
+#[cfg(any(test, feature = "sim"))]
 pub mod sim;
 
 pub use aligned::{AlignedBuf, HUGE_PAGE, PAGE_ALIGN};
@@ -33,7 +47,9 @@ pub use error::{IoError, Result};
 pub use os::{Backend, OsFs};
 pub use poison::{Poison, PoisonCause};
 pub use read_only::ReadOnlyFs;
+#[cfg(any(test, feature = "sim"))]
 pub use sim::SplitMix64;
+#[cfg(any(test, feature = "sim"))]
 pub use sim::{
     CrashPolicy, CrashReport, Fates, Fault, FaultStats, FileSnapshot, PendingWrite, SimConfig,
     SimFile, SimFs,

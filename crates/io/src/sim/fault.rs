@@ -1,7 +1,15 @@
-//! Runtime fault injection: [`Fault`] and [`FaultStats`].
+//! Which faults can be injected, and when do they fire? [`Fault`], armed on a live machine with
+//! [`SimFs::inject`] (for every thread at once) and disarmed with [`SimFs::clear_faults`];
+//! [`FaultStats`] counts the ones that fired.
+//!
+//! Invariant: a fault fires before its call has any effect (a write refused with ENOSPC changed
+//! nothing), and paths in faults are normalised like every other path.
 
+use super::namespace::norm;
 use super::rng::SplitMix64;
+use super::SimFs;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
 
 /// A fault to inject into a live [`super::SimFs`] with [`super::SimFs::inject`].
 ///
@@ -189,5 +197,36 @@ impl Faults {
             buf[(bit / 8) as usize] ^= 1 << (bit % 8);
             self.stats.bits_flipped += 1;
         }
+    }
+}
+
+impl SimFs {
+    /// Arms a fault (see [`Fault`]); it takes effect for every thread at once.
+    pub fn inject(&self, fault: Fault) {
+        let fault = match fault {
+            Fault::NoSpaceOnPath(p) => Fault::NoSpaceOnPath(norm(&p)),
+            Fault::SyncFailsOnPath(p) => Fault::SyncFailsOnPath(norm(&p)),
+            Fault::FlipBit { path, offset, bit } => Fault::FlipBit {
+                path: norm(&path),
+                offset,
+                bit,
+            },
+            other => other,
+        };
+        let mut f = self.m.faults.lock();
+        f.inject(fault);
+        self.m.faults_armed.store(f.armed(), Ordering::Relaxed);
+    }
+
+    /// Disarms every fault (counts in [`SimFs::fault_stats`] stay).
+    pub fn clear_faults(&self) {
+        let mut f = self.m.faults.lock();
+        f.clear();
+        self.m.faults_armed.store(false, Ordering::Relaxed);
+    }
+
+    /// How many injected faults fired.
+    pub fn fault_stats(&self) -> FaultStats {
+        self.m.faults.lock().stats
     }
 }

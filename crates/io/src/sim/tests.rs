@@ -3,7 +3,8 @@
 //! runs — fails.
 
 use super::*;
-use crate::{AlignedBuf, FileClass, FileSystem, OpenOptions};
+use crate::{AlignedBuf, FileClass, FileSystem, IoError, OpenOptions};
+use std::path::PathBuf;
 
 fn p(s: &str) -> PathBuf {
     PathBuf::from(s)

@@ -63,6 +63,7 @@ pub fn conformance(fs: &dyn FileSystem, dir: &Path) {
     every_preallocation(fs, dir);
     direct_misalignment_is_rejected_before_io(fs, dir);
     atomic_rules_are_checked_before_io(fs, dir);
+    requests_ending_past_the_largest_offset_are_rejected_before_io(fs, dir);
     capabilities_name_the_path(fs, dir);
 }
 
@@ -379,7 +380,9 @@ pub fn direct_misalignment_is_rejected_before_io(fs: &dyn FileSystem, dir: &Path
     ];
     for (what, offset, buf) in cases {
         match f.write_all_at(buf, offset) {
-            Err(IoError::Misaligned { path: p, .. }) => assert_eq!(p, path, "{what}"),
+            Err(IoError::Misaligned {
+                path: p, offset: o, ..
+            }) => assert_eq!((p, o), (path.clone(), offset), "{what}"),
             other => panic!("misaligned {what}: expected Misaligned, got {other:?}"),
         }
         let mut rbuf = AlignedBuf::page(8192 + 4096);
@@ -507,6 +510,70 @@ pub fn atomic_rules_are_checked_before_io(fs: &dyn FileSystem, dir: &Path) {
     }
     assert_eq!(delta(fs, &before, FileClass::Data), ClassStats::default());
     assert!(buffered.is_empty().unwrap());
+}
+
+/// A request whose end (`offset + len`) overflows or passes `i64::MAX` is `OutOfRange`, naming
+/// the file and offset, before any I/O: reads, writes, atomic writes, `allocate`, `set_len`, and
+/// a batch with one such request (nothing of it written), on buffered and direct files alike.
+pub fn requests_ending_past_the_largest_offset_are_rejected_before_io(
+    fs: &dyn FileSystem,
+    dir: &Path,
+) {
+    const MAX: u64 = i64::MAX as u64;
+    for (name, options) in [
+        ("range-buffered", OpenOptions::new(FileClass::Data)),
+        (
+            "range-direct",
+            OpenOptions::new(FileClass::Data).direct(true),
+        ),
+    ] {
+        let path = dir.join(name);
+        let f = create(fs, &path, options);
+        let page = aligned_pattern(40, 4096);
+        f.write_all_at(&page, 0).unwrap();
+        let before = fs.counters().snapshot();
+        let out_of_range = |what: &str, r: keel_io::Result<()>, offset: u64| match r {
+            Err(IoError::OutOfRange {
+                path: p, offset: o, ..
+            }) => assert_eq!((p, o), (path.clone(), offset), "{name}: {what}"),
+            other => panic!("{name}: {what}: expected OutOfRange, got {other:?}"),
+        };
+        let wrap = u64::MAX - 4095;
+        let past = MAX - 4095;
+        out_of_range("write", f.write_all_at(&page, wrap), wrap);
+        out_of_range("write", f.write_all_at(&page, past), past);
+        let mut rbuf = AlignedBuf::page(4096);
+        out_of_range("read", f.read_exact_at(&mut rbuf, wrap), wrap);
+        out_of_range("atomic write", f.write_atomic(&page, wrap), wrap);
+        let batch = [
+            WriteOp {
+                offset: 4096,
+                buf: &page[..],
+            },
+            WriteOp {
+                offset: past,
+                buf: &page[..],
+            },
+        ];
+        out_of_range("batch", f.write_batch(&batch), past);
+        let mut reads = [ReadOp {
+            offset: wrap,
+            buf: &mut rbuf[..],
+        }];
+        out_of_range("read batch", f.read_batch(&mut reads), wrap);
+        out_of_range("allocate", f.allocate(MAX, 1), MAX);
+        out_of_range("set_len", f.set_len(MAX + 1), 0);
+        assert_eq!(f.len().unwrap(), 4096, "{name}: nothing written or resized");
+        assert_eq!(
+            delta(fs, &before, FileClass::Data),
+            ClassStats::default(),
+            "{name}: rejected requests are not counted"
+        );
+        assert!(
+            read_all(f.as_ref(), 4096)[..] == page[..],
+            "{name}: unchanged"
+        );
+    }
 }
 
 /// `capabilities` answers for the directory it is asked about.

@@ -1,0 +1,161 @@
+//! How does a crash turn one machine into the next? [`SimFs::crash`], [`SimFs::crash_with`] and
+//! crash points ([`SimFs::crash_at_call`]) mark the machine crashed and build the post-crash one:
+//! the directories and names durable in durable directories, each surviving file's contents
+//! decided by `crash::crash_file`, and a [`CrashReport`].
+//!
+//! Invariants: a machine crashes at most once (a second crash of the same one is a test bug and
+//! panics); every crash draws from a generator derived from the seed and the crash's generation
+//! only, visiting files in path order, so the same seed and operations give the same post-crash
+//! state; a file reachable under two durable names becomes one file with two names; the old
+//! machine's file states are taken, not copied (cost ∝ pending data).
+
+use super::crash::{self, CrashPolicy, CrashReport};
+use super::image::Image;
+use super::machine::{Inode, Machine};
+use super::namespace::{is_root, parent_of, Namespace};
+use super::rng::SplitMix64;
+use super::state::FileState;
+use super::SimFs;
+use parking_lot::Mutex;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+impl SimFs {
+    /// Crashes with a policy drawn from the seed (random fate weights, reordering or not) and
+    /// returns the file system after the reboot. See the module docs.
+    ///
+    /// # Panics
+    /// If this file system already crashed (crash the one crash returned, or take it from
+    /// [`SimFs::crashed_into`]).
+    pub fn crash(&self) -> SimFs {
+        self.crash_inner(None).unwrap_or_else(|| {
+            panic!(
+                "SimFs::crash on a file system that already crashed; crash the one it crashed into"
+            )
+        })
+    }
+
+    /// Crashes with `policy` and returns the file system after the reboot.
+    ///
+    /// # Panics
+    /// If this file system already crashed.
+    pub fn crash_with(&self, policy: CrashPolicy) -> SimFs {
+        self.crash_inner(Some(policy)).unwrap_or_else(|| {
+            panic!("SimFs::crash_with on a file system that already crashed; crash the one it crashed into")
+        })
+    }
+
+    /// Arms a crash point: the `n`th mutating call from now (1: the next one) crashes the
+    /// machine before it has any effect, with `policy` (`None`: drawn from the seed, as
+    /// [`SimFs::crash`]). That call and every later one return [`IoError::Crashed`](crate::IoError::Crashed); the
+    /// post-crash file system is then [`SimFs::crashed_into`]. Mutating calls: each write request
+    /// (each op of a batch), file syncs, `set_len`, `allocate`, and `open` with create, `rename`,
+    /// `remove_file`, `create_dir_all`, `sync_dir`. Reads, `len` and `exists` do not count.
+    /// `n == 0` disarms.
+    pub fn crash_at_call(&self, n: u64, policy: Option<CrashPolicy>) {
+        *self.m.crash_point_policy.lock() = policy;
+        self.m.crash_countdown.store(n, Ordering::SeqCst);
+    }
+
+    /// The file system this one crashed into (by [`SimFs::crash`], [`SimFs::crash_with`] or a
+    /// crash point), if it crashed.
+    pub fn crashed_into(&self) -> Option<SimFs> {
+        self.m.after.lock().clone()
+    }
+
+    /// Crashes unless already crashed (`None` then).
+    pub(super) fn crash_inner(&self, policy: Option<CrashPolicy>) -> Option<SimFs> {
+        let m = &self.m;
+        let ns = m.ns.lock();
+        let live_on = m.sabotage.old_handles_live;
+        if !live_on && m.crashed.swap(true, Ordering::SeqCst) {
+            return None;
+        }
+        let generation = m.generation + 1;
+        let mut rng = SplitMix64::derive(m.config.seed, generation);
+        let policy = policy.unwrap_or_else(|| CrashPolicy::drawn(&mut rng));
+        let mut report = CrashReport {
+            generation,
+            policy: Some(policy),
+            ..CrashReport::default()
+        };
+        // Directories whose every ancestor is durable.
+        let mut dirs = BTreeSet::new();
+        for d in &ns.durable_dirs {
+            let p = parent_of(d);
+            if is_root(&p) || dirs.contains(&p) {
+                dirs.insert(d.clone());
+            }
+        }
+        let mut done: HashMap<u64, Arc<Inode>> = HashMap::new();
+        let mut files = BTreeMap::new();
+        for (path, inode) in &ns.durable_files {
+            let p = parent_of(path);
+            if !(is_root(&p) || dirs.contains(&p)) {
+                continue;
+            }
+            let new = match done.get(&inode.id) {
+                Some(n) => n.clone(),
+                None => {
+                    let mut st = inode.state.lock();
+                    // The old machine is dead: take its state (cost ∝ pending data), unless a
+                    // sabotage test keeps it alive.
+                    let mut copy = if live_on {
+                        FileState {
+                            current: Image::default(),
+                            durable: st.durable.clone(),
+                            pending: st.pending.clone(),
+                            limbo: false,
+                            linked: true,
+                        }
+                    } else {
+                        std::mem::take(&mut *st)
+                    };
+                    drop(st);
+                    let img = crash::crash_file(
+                        &mut copy,
+                        &policy,
+                        &mut rng,
+                        m.sector(),
+                        &mut report,
+                        m.sabotage,
+                    );
+                    report.files += 1;
+                    let n = Arc::new(Inode {
+                        id: inode.id,
+                        state: Mutex::new(FileState::clean(img)),
+                    });
+                    done.insert(inode.id, n.clone());
+                    n
+                }
+            };
+            files.insert(path.clone(), new);
+        }
+        let mut lost = BTreeSet::new();
+        for inode in ns.files.values() {
+            if !done.contains_key(&inode.id) && lost.insert(inode.id) && !live_on {
+                *inode.state.lock() = FileState::default();
+            }
+        }
+        report.files_lost = lost.len() as u64;
+        let new_ns = Namespace {
+            durable_files: files.clone(),
+            files,
+            durable_dirs: dirs.clone(),
+            dirs,
+        };
+        let after = SimFs {
+            m: Arc::new(Machine::new(
+                m.config.clone(),
+                generation,
+                new_ns,
+                Some(report),
+                m.sabotage,
+            )),
+        };
+        drop(ns);
+        *m.after.lock() = Some(after.clone());
+        Some(after)
+    }
+}
