@@ -12,7 +12,7 @@
 //!   ([`Frame::bump_identity`]: eviction, unmapping). So a reader that reads the version (even),
 //!   then the bytes, then the same version again, read a consistent image of one page without
 //!   taking the latch ([`Frame::optimistic_words`], `BufferPool::read_optimistic`). Tests:
-//!   `optimistic_tests.rs` (a reader that skips the re-check sees torn and replaced pages, the
+//!   `optimistic/tests.rs` (a reader that skips the re-check sees torn and replaced pages, the
 //!   real one never does) and `exclusive_latch_makes_the_version_odd` below.
 
 use keel_page::Lsn;

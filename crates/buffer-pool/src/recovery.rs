@@ -19,8 +19,9 @@
 //! Tests: `tests/recovery.rs` (torn pages rebuilt or reported, LSN rule, images first) and the
 //! crash property tests.
 
-use crate::pool::bump;
+use crate::flush_list::FlushKind;
 use crate::redo::{Record, RecoveredGroup};
+use crate::stats::bump;
 use crate::txn::apply_init;
 use crate::{BufferPool, PoolError, Result};
 use keel_page::{set_lsn, Lsn, PageHeader, PageId, PAGE_HEADER_SIZE, PAGE_TRAILER_SIZE};
@@ -137,7 +138,7 @@ impl BufferPool {
             // Keep frames available: write the oldest recovered pages when most are dirty.
             if self.dirty_pages() * 4 > self.frames() * 3 {
                 let (ids, _) = self.oldest_batch(None, self.batch_pages);
-                self.flush_pages(&ids, crate::pool::FlushKind::FlushList { wait: true })?;
+                self.flush_pages(&ids, FlushKind::FlushList { wait: true })?;
             }
         }
         bump(&self.c.redo_records_applied, rep.records_applied);

@@ -17,8 +17,9 @@
 
 use crate::frame::ExclusiveLatch;
 use crate::guard::PageReadGuard;
-use crate::pool::bump;
+use crate::knobs::TestKnobs;
 use crate::redo::Record;
+use crate::stats::bump;
 use crate::store::RedoSink;
 use crate::{BufferPool, PoolError, Result};
 use keel_page::{set_lsn, Lsn, PageHeader, PageId, PageType, PAGE_HEADER_SIZE, PAGE_TRAILER_SIZE};
@@ -426,8 +427,7 @@ impl<'p> PageTxn<'p> {
         let horizon = pool.horizon();
         let mut group: Vec<Record> = Vec::with_capacity(st.records.len() + 4);
         let mut fpi_bytes = 0usize;
-        if pool.store.wants_full_page_images()
-            && !crate::pool::TestKnobs::on(&pool.knobs.skip_full_page_images)
+        if pool.store.wants_full_page_images() && !TestKnobs::on(&pool.knobs.skip_full_page_images)
         {
             for (i, e) in st.entries.iter().enumerate() {
                 // The page's first change since the horizon: log it as it was before, unless
