@@ -78,7 +78,7 @@
 //!
 //! One module per question, each stating its invariants in its module docs: `pool` (the
 //! [`BufferPool`] type and its shared state), `config` ([`PoolConfig`] and the sizes derived
-//! from it), `stats` ([`PoolStats`] and the counters behind it), `knobs` (test-only
+//! from it), `stats` ([`PoolStats`], its field list written once), `knobs` (test-only
 //! `TestKnobs`), `frame` (frames, latches, the seqlock version, dirty metadata and its
 //! mirrors), `table` (page-table shards), `residency` (which frame holds which page; reads,
 //! loads, pins), `free_list`, `eviction` (CLOCK), `prefetch`, `flush_list` (dirty
