@@ -12,15 +12,16 @@
 //! (`cleaner_errors`), remembered (`PageCleaner::last_error`) and retried next round.
 //!
 //! This module holds the thread, its control block and both of its policies (when to write
-//! what); the mechanisms they use live with their concerns: eviction in `eviction`, batch
-//! writes in `flush_list`. Test: `tests/pool.rs:
+//! what); the mechanisms they use live with their concerns: the CLOCK sweep and eviction in
+//! `eviction`, batch writes in `flush_list`. Test: `tests/pool.rs:
 //! the_cleaner_keeps_a_free_reserve_and_writes_cold_pages`.
 
+use crate::eviction::Victim;
 use crate::flush_list::FlushKind;
-use crate::frame::NO_PAGE;
 use crate::stats::bump;
 use crate::{BufferPool, Result};
 use keel_page::PageId;
+use std::ops::ControlFlow;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -86,41 +87,26 @@ impl BufferPool {
         if want == 0 {
             return Ok(());
         }
-        let n = self.frames.len();
         let mut freed = 0;
         let mut cold_dirty: Vec<(u32, PageId)> = Vec::new();
-        for _ in 0..n {
-            if freed >= want {
-                break;
-            }
-            let f = (self.hand.fetch_add(1, Ordering::Relaxed) % n) as u32;
-            let fr = &self.frames[f as usize];
-            if fr.pin.load(Ordering::Relaxed) != 0 {
-                continue;
-            }
-            let pid = fr.page_id.load(Ordering::Relaxed);
-            if pid == NO_PAGE {
-                continue;
-            }
-            if fr.referenced.load(Ordering::Relaxed) {
-                fr.referenced.store(false, Ordering::Relaxed);
-                continue;
-            }
-            if fr.dirty.load(Ordering::Relaxed) {
-                if cold_dirty.len() < self.batch_pages
-                    && !fr.owned.load(Ordering::Relaxed)
-                    && !fr.flushing.load(Ordering::Relaxed)
-                {
-                    cold_dirty.push((f, PageId(pid)));
+        self.clock_sweep(self.frames.len(), |v| {
+            match v {
+                Victim::Evicted(f) => {
+                    self.unpin(f);
+                    freed += 1;
+                    bump(&self.c.cleaner_evictions, 1);
+                    if freed >= want {
+                        return ControlFlow::Break(());
+                    }
                 }
-                continue;
+                Victim::ColdDirty(f, pid) => {
+                    if cold_dirty.len() < self.batch_pages {
+                        cold_dirty.push((f, pid));
+                    }
+                }
             }
-            if self.try_evict(f, PageId(pid)) {
-                self.unpin(f);
-                freed += 1;
-                bump(&self.c.cleaner_evictions, 1);
-            }
-        }
+            ControlFlow::Continue(())
+        });
         if freed < want && !cold_dirty.is_empty() {
             let ids: Vec<PageId> = cold_dirty.iter().map(|x| x.1).collect();
             self.flush_pages(&ids, FlushKind::Lru)?;

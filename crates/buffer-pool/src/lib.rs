@@ -81,7 +81,7 @@
 //! from it), `stats` ([`PoolStats`], its field list written once), `knobs` (test-only
 //! `TestKnobs`), `frame` (frames, latches, the seqlock version, dirty metadata and its
 //! mirrors), `table` (page-table shards), `residency` (which frame holds which page; reads,
-//! loads, pins), `free_list`, `eviction` (CLOCK), `prefetch`, `flush_list` (dirty
+//! loads, pins), `free_list`, `eviction` (the CLOCK sweep), `prefetch`, `flush_list` (dirty
 //! pages and write batches), `checkpoint` (the checkpoint-LSN rule), `optimistic` (latch-free
 //! reads), `cleaner` (the page cleaner's thread and policies), `txn` (write transactions),
 //! [`recovery`] (redo application) and `store` (what the pool reads from and writes to).
