@@ -111,7 +111,7 @@ impl BufferPool {
         fr.valid.store(false, Ordering::Relaxed);
         fr.bump_identity();
         drop(map);
-        *fr.meta.lock() = Default::default();
+        fr.lock_meta().clear();
         bump(&self.c.evictions, 1);
         true
     }

@@ -135,7 +135,7 @@ impl BufferPool {
     /// Waits until no flusher is writing frame `f`.
     pub(crate) fn wait_not_flushing(&self, f: u32) {
         let fr = &self.frames[f as usize];
-        while fr.meta.lock().flushing {
+        while fr.lock_meta().flushing {
             std::thread::sleep(Duration::from_micros(50));
         }
     }
@@ -191,7 +191,7 @@ impl BufferPool {
                 self.unpin(f);
                 continue;
             }
-            let mut m = fr.meta.lock();
+            let mut m = fr.lock_meta();
             if !m.dirty || m.owner != 0 || m.flushing {
                 if m.owner != 0 {
                     out.owned += 1;
@@ -203,8 +203,7 @@ impl BufferPool {
                 self.unpin(f);
                 continue;
             }
-            m.flushing = true;
-            fr.flushing.store(true, Ordering::Relaxed);
+            m.set_flushing(true);
             m.copy_lsn = m.newest;
             m.next_oldest = None;
             let mut rebuildable = false;
@@ -256,15 +255,13 @@ impl BufferPool {
         let n = preps.len();
         for p in &preps {
             let fr = &self.frames[p.f as usize];
-            let mut m = fr.meta.lock();
-            m.flushing = false;
-            fr.flushing.store(false, Ordering::Relaxed);
+            let mut m = fr.lock_meta();
+            m.set_flushing(false);
             if res.is_ok() && m.dirty && fr.page_id.load(Ordering::Relaxed) == p.id.0 {
                 let mut fl = self.flush_list.lock();
                 fl.remove(&(m.oldest, p.id, p.f));
                 if m.newest == m.copy_lsn {
-                    m.dirty = false;
-                    fr.dirty.store(false, Ordering::Release);
+                    m.set_dirty(false);
                 } else {
                     // Committed again while being written: only changes after the copy remain.
                     m.oldest = m.next_oldest.unwrap_or(m.oldest);

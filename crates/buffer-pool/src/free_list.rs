@@ -54,7 +54,7 @@ impl BufferPool {
         let fr = &self.frames[f as usize];
         fr.valid.store(false, Ordering::Relaxed);
         fr.referenced.store(false, Ordering::Relaxed);
-        *fr.meta.lock() = Default::default();
+        fr.lock_meta().clear();
         let mut free = self.free.lock();
         free.push(f);
         self.free_len.store(free.len(), Ordering::Relaxed);

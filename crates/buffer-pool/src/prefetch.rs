@@ -117,7 +117,7 @@ impl BufferPool {
                 let fr = &self.frames[*f as usize];
                 match results.get(i) {
                     Some(Ok(PageState::Valid(_))) => {
-                        *fr.meta.lock() = Default::default();
+                        fr.lock_meta().clear();
                         fr.referenced.store(true, Ordering::Relaxed);
                         fr.valid.store(true, Ordering::Release);
                         rep.loaded += 1;

@@ -27,7 +27,6 @@ use crate::{BufferPool, PoolError, Result};
 use keel_page::{set_lsn, Lsn, PageHeader, PageId, PAGE_HEADER_SIZE, PAGE_TRAILER_SIZE};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
-use std::sync::atomic::Ordering;
 
 /// What [`BufferPool::apply_redo`] did.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -150,12 +149,11 @@ impl BufferPool {
         let fr = &self.frames[f as usize];
         let mut x = fr.exclusive();
         set_lsn(x.bytes_mut(), g.end_lsn);
-        let mut m = fr.meta.lock();
+        let mut m = fr.lock_meta();
         if !m.dirty {
-            m.dirty = true;
             m.oldest = g.start_lsn;
             self.flush_list.lock().insert((g.start_lsn, pid, f));
-            fr.dirty.store(true, Ordering::Release);
+            m.set_dirty(true);
         }
         m.newest = g.end_lsn;
         if init {

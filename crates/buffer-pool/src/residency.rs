@@ -138,18 +138,18 @@ impl BufferPool {
     pub(crate) fn unmap(&self, f: u32, id: PageId) {
         let fr = &self.frames[f as usize];
         {
-            let mut m = fr.meta.lock();
+            let mut m = fr.lock_meta();
             while m.flushing {
                 drop(m);
                 std::thread::sleep(Duration::from_micros(50));
-                m = fr.meta.lock();
+                m = fr.lock_meta();
             }
             if m.dirty {
                 self.flush_list.lock().remove(&(m.oldest, id, f));
             }
-            *m = Default::default();
-            fr.dirty.store(false, Ordering::Release);
-            fr.owned.store(false, Ordering::Relaxed);
+            m.clear();
+            m.set_dirty(false);
+            m.set_owner(0);
         }
         let mut map = self.table[shard_of(id.0)].map.write();
         if map.get(&id.0) == Some(&f) {
@@ -174,7 +174,7 @@ impl BufferPool {
         let res = self.store.read_page(id, x.bytes_mut());
         match res {
             Ok(PageState::Valid(_)) => {
-                *fr.meta.lock() = Default::default();
+                fr.lock_meta().clear();
                 fr.referenced.store(true, Ordering::Relaxed);
                 fr.valid.store(true, Ordering::Release);
                 drop(x);
@@ -220,7 +220,7 @@ impl BufferPool {
             return Ok((g, None));
         }
         x.bytes_mut().fill(0);
-        *fr.meta.lock() = Default::default();
+        fr.lock_meta().clear();
         fr.referenced.store(true, Ordering::Relaxed);
         fr.valid.store(true, Ordering::Release);
         Ok((f, Some(x)))
