@@ -9,6 +9,11 @@
 //!   [`Frame::lock_meta`], the mirrors are written only by [`MetaGuard`]'s setters, and
 //!   releasing the guard asserts that they agree with the meta ([`Frame::check_mirrors`], three
 //!   relaxed loads). Test: `disagreeing_mirrors_are_caught`.
+//! - **Page LSN monotonicity**: a frame's `FrameMeta::newest` (the page LSN of its newest
+//!   committed change, set by commits and by redo application) never goes backwards while the
+//!   frame holds the page ([`FrameMeta::set_newest`] asserts it; it is in-memory state fed by
+//!   the log's own LSNs, never by page bytes read from disk). Test:
+//!   `a_page_lsn_going_backwards_is_caught`.
 //! - **Version (seqlock)**: `Frame::version` is odd exactly while the latch is held exclusive
 //!   (it is raised by one right after the latch is taken exclusive and again right before it
 //!   is released), and it changes (by two) whenever the frame's page identity changes
@@ -51,6 +56,22 @@ pub(crate) struct FrameMeta {
     /// Oldest change committed after the flusher's copy (becomes `oldest` if the page stays
     /// dirty after the write).
     pub next_oldest: Option<Lsn>,
+}
+
+impl FrameMeta {
+    /// Records `end` as the page LSN of the newest committed change.
+    ///
+    /// Panics if that would move the page LSN backwards: `newest` only ever comes from the
+    /// log's LSNs in this process (it starts at zero whenever the frame takes a page), so a
+    /// smaller `end` is a bug in the pool or its log, not something a disk can cause.
+    pub fn set_newest(&mut self, end: Lsn) {
+        assert!(
+            end >= self.newest,
+            "page LSN going backwards: {end} after {}",
+            self.newest
+        );
+        self.newest = end;
+    }
 }
 
 /// One frame. `repr(C)`: the fields an optimistic read touches (latch, version, page id,
@@ -437,5 +458,15 @@ mod tests {
         let f = Frame::new(NonNull::new(buf.as_mut_ptr()).unwrap(), 4096);
         f.lock_meta().set_owner(3);
         f.lock_meta().clear();
+    }
+
+    /// A page LSN may stay or grow; going backwards panics.
+    #[test]
+    #[should_panic(expected = "page LSN going backwards")]
+    fn a_page_lsn_going_backwards_is_caught() {
+        let mut m = FrameMeta::default();
+        m.set_newest(Lsn(100));
+        m.set_newest(Lsn(100));
+        m.set_newest(Lsn(99));
     }
 }

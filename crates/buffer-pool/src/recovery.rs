@@ -155,7 +155,7 @@ impl BufferPool {
             self.flush_list.lock().insert((g.start_lsn, pid, f));
             m.set_dirty(true);
         }
-        m.newest = g.end_lsn;
+        m.set_newest(g.end_lsn);
         if init {
             m.rebuildable = true;
             m.rebuild_from = g.start_lsn;

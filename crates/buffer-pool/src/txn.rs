@@ -493,7 +493,7 @@ impl<'p> PageTxn<'p> {
                 } else if m.flushing && m.next_oldest.is_none() {
                     m.next_oldest = Some(start);
                 }
-                m.newest = end;
+                m.set_newest(end);
                 if e.first_init == Some(true) {
                     m.rebuildable = true;
                     m.rebuild_from = start;
