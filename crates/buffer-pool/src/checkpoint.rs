@@ -10,9 +10,14 @@
 //!   flush-list key, a lower bound of the start of its oldest unwritten group), nor a change
 //!   whose group is being appended (the log's end is read only while no commit is between
 //!   appending and listing its pages: the `decision` lock), nor, in full-page-writes mode, the
-//!   published horizon. Tests: `tests/pool.rs: checkpoint_lsn_never_passes_a_dirty_page`;
-//!   `tests/crash.rs: checkpoint_over_report_on_purpose_is_caught` (knob
-//!   `checkpoint_overreport`).
+//!   published horizon. `checkpoint_lsn` asserts the first part on every call
+//!   ([`assert_checkpoint_rule`]; O(1): the oldest key is the list's first). The one exception
+//!   it allows is full-page-writes mode staying where it was: after recovery the recovered
+//!   checkpoint may lie inside the first recovered group, older than that group's pages, and
+//!   returning it again moves nothing. Tests: `tests/pool.rs:
+//!   checkpoint_lsn_never_passes_a_dirty_page`; `tests/crash.rs:
+//!   checkpoint_over_report_on_purpose_is_caught` (knob `checkpoint_overreport`, which returns
+//!   before the assertion); `a_checkpoint_past_the_oldest_dirty_page_is_caught` below.
 //! - **Full page images**: in full-page-writes mode the checkpoint advances only when nothing
 //!   older than the horizon is dirty, and then to the horizon, so it never passes the last
 //!   image of a page still to be written. Test: `tests/pool.rs:
@@ -27,6 +32,18 @@ use crate::BufferPool;
 use keel_page::Lsn;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
+
+/// Asserts the checkpoint-LSN rule: checkpoint `c` is at or below `oldest`, the first-dirty
+/// LSN of the oldest dirty page (`None`: no page is dirty), unless it stays at `held`, a
+/// checkpoint already returned (full-page-writes mode only; see the module docs).
+pub(crate) fn assert_checkpoint_rule(c: Lsn, oldest: Option<Lsn>, held: Option<Lsn>) {
+    if let Some(o) = oldest {
+        assert!(
+            c <= o || held == Some(c),
+            "checkpoint {c} passes the oldest dirty page's first-dirty LSN {o}"
+        );
+    }
+}
 
 impl BufferPool {
     /// Starts a checkpoint and returns the LSN to flush up to (the log's end now).
@@ -73,6 +90,7 @@ impl BufferPool {
         let fl = self.flush_list.lock();
         let h = Lsn(self.horizon.load(Ordering::Acquire));
         let oldest = fl.first().map(|k| k.0);
+        let mut held = None;
         let c = if fpw {
             // A page changed after the previous horizon logged its image then; written clean
             // and changed again before this horizon, it logs none. A checkpoint between that
@@ -81,7 +99,11 @@ impl BufferPool {
             // dirty, and otherwise stays where it was. Every commit in flight starts at or
             // after the published horizon.
             let c = match oldest {
-                Some(o) if o < h => Lsn(self.fpw_checkpoint.load(Ordering::Acquire)),
+                Some(o) if o < h => {
+                    let prev = Lsn(self.fpw_checkpoint.load(Ordering::Acquire));
+                    held = Some(prev);
+                    prev
+                }
                 _ => h,
             };
             if !TestKnobs::on(&self.knobs.fpw_checkpoint_passes_images) {
@@ -99,6 +121,7 @@ impl BufferPool {
             // Every commit in flight starts at or after the published horizon.
             oldest.unwrap_or(h).min(h)
         };
+        assert_checkpoint_rule(c, oldest, held);
         self.horizon.fetch_max(c.0, Ordering::AcqRel);
         c
     }
@@ -113,5 +136,35 @@ impl BufferPool {
     /// The published checkpoint horizon.
     pub fn horizon(&self) -> Lsn {
         Lsn(self.horizon.load(Ordering::Acquire))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::assert_checkpoint_rule;
+    use keel_page::Lsn;
+
+    /// At or below the oldest dirty page, or with nothing dirty, any checkpoint passes; staying
+    /// at the checkpoint already returned passes too.
+    #[test]
+    fn the_checkpoint_rule_allows_what_it_should() {
+        assert_checkpoint_rule(Lsn(10), Some(Lsn(10)), None);
+        assert_checkpoint_rule(Lsn(9), Some(Lsn(10)), None);
+        assert_checkpoint_rule(Lsn(99), None, None);
+        assert_checkpoint_rule(Lsn(12), Some(Lsn(10)), Some(Lsn(12)));
+    }
+
+    /// A checkpoint one past the oldest dirty page's first-dirty LSN is caught.
+    #[test]
+    #[should_panic(expected = "passes the oldest dirty page")]
+    fn a_checkpoint_past_the_oldest_dirty_page_is_caught() {
+        assert_checkpoint_rule(Lsn(11), Some(Lsn(10)), None);
+    }
+
+    /// Staying somewhere is not the same as staying where it was.
+    #[test]
+    #[should_panic(expected = "passes the oldest dirty page")]
+    fn a_held_checkpoint_must_be_the_one_returned() {
+        assert_checkpoint_rule(Lsn(13), Some(Lsn(10)), Some(Lsn(12)));
     }
 }
