@@ -11,7 +11,10 @@
 //!   (`free_if_orphan`), so a last unpin racing an evictor never frees the frame the evictor
 //!   took. Test: `a_last_unpin_never_frees_a_frame_an_evictor_took` (knob
 //!   `free_without_taking` breaks it on purpose).
-//! - a frame is on the list at most once, and a frame on it holds no page.
+//! - **No double free**: a frame is on the list at most once (`debug_assert!`, O(n) in the
+//!   list's length). Test: `a_frame_freed_twice_is_caught`.
+//! - **A free frame holds no page**: a frame taken off the list has page id `NO_PAGE`
+//!   (`assert!`). Test: `a_free_frame_holding_a_page_is_caught`.
 //! - `free_len` is the list's length, stored under its lock (readable without it as a hint).
 
 use crate::frame::NO_PAGE;
@@ -56,6 +59,7 @@ impl BufferPool {
         fr.referenced.store(false, Ordering::Relaxed);
         fr.lock_meta().clear();
         let mut free = self.free.lock();
+        debug_assert!(!free.contains(&f), "frame {f} freed twice");
         free.push(f);
         self.free_len.store(free.len(), Ordering::Relaxed);
     }
@@ -69,7 +73,12 @@ impl BufferPool {
         let f = free.pop()?;
         self.free_len.store(free.len(), Ordering::Relaxed);
         drop(free);
-        self.frames[f as usize].pin.store(1, Ordering::Release);
+        let fr = &self.frames[f as usize];
+        assert!(
+            fr.page_id.load(Ordering::Acquire) == NO_PAGE,
+            "free frame {f} holds a page"
+        );
+        fr.pin.store(1, Ordering::Release);
         Some(f)
     }
 }
@@ -125,5 +134,27 @@ mod tests {
                 assert_eq!(pool.frames[f as usize].pin.load(Ordering::Relaxed), 1);
             }
         }
+    }
+
+    /// Freeing a frame that is already on the free list (every frame of a new pool is).
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "freed twice")]
+    fn a_frame_freed_twice_is_caught() {
+        let pool = pool(Arc::new(MemStore::new(PS)));
+        pool.push_free(0);
+    }
+
+    /// A frame on the free list that holds a page (as the broken `free_without_taking` leaves
+    /// one once the evictor has mapped it) is caught when it is claimed.
+    #[test]
+    #[should_panic(expected = "holds a page")]
+    fn a_free_frame_holding_a_page_is_caught() {
+        let pool = pool(Arc::new(MemStore::new(PS)));
+        let top = *pool.free.lock().last().unwrap();
+        pool.frames[top as usize]
+            .page_id
+            .store(5, Ordering::Relaxed);
+        pool.pop_free();
     }
 }
