@@ -13,8 +13,9 @@
 //! - **Second chance**: the sweep clears a set reference bit and passes the frame over; it
 //!   never offers a pinned frame, a frame without a page, a dirty frame held by a transaction
 //!   or one being written.
-//! - A frame request fails with [`PoolError::NoFreeFrame`] only when every frame is pinned
-//!   or dirty and either the pins are all transactions' or `frame_wait_ms` has passed.
+//! - A frame request fails with [`PoolError::NoFreeFrame`] only after four rounds (sweep,
+//!   free list, slow path) found no frame, and then only once the pins are all transactions'
+//!   or `frame_wait_ms` has passed.
 //!
 //! Tests: `tests/pool.rs: eviction_never_takes_a_pinned_page`,
 //! `the_slow_path_is_counted_when_no_clean_frame_exists`,

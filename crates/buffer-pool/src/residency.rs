@@ -7,9 +7,10 @@
 //! (module `eviction`); many pages at once come through `prefetch`.
 //!
 //! Invariants kept (crate docs, invariant 1):
-//! - pins are only raised from 0 with the page's shard lock held (`lookup_pin`, `pin_quiet`,
-//!   `map_claimed`), and a frame is only unmapped by its owner, so a page found in the table
-//!   and pinned keeps its frame until unpinned (see the `table` module);
+//! - a frame that holds a page is only pinned with that page's shard lock held (`lookup_pin`,
+//!   `pin_quiet`, `map_claimed`; claimers pin frames that hold none), and a frame is only
+//!   unmapped by its owner, so a page found in the table and pinned keeps its frame until
+//!   unpinned (see the `table` module);
 //! - a frame is mapped to a page only by whoever claimed it (pin 0 → 1), latched exclusive
 //!   until its bytes are valid; a failed load unmaps the frame again, so readers see `valid`
 //!   false under the latch and retry;
