@@ -10,12 +10,31 @@
 //! It never writes a page held by an uncommitted transaction (no-steal) and the page writer
 //! makes the log durable up to each page's LSN first (WAL rule). Errors are counted
 //! (`cleaner_errors`), remembered (`PageCleaner::last_error`) and retried next round.
+//!
+//! This module holds the thread, its control block and both of its policies (when to write
+//! what); the mechanisms they use live with their concerns: the CLOCK sweep and eviction in
+//! `eviction`, batch writes in `flush_list`. Test: `tests/pool.rs:
+//! the_cleaner_keeps_a_free_reserve_and_writes_cold_pages`.
 
-use crate::pool::bump;
-use crate::BufferPool;
+use crate::eviction::Victim;
+use crate::flush_list::FlushKind;
+use crate::stats::bump;
+use crate::{BufferPool, Result};
+use keel_page::PageId;
+use std::ops::ControlFlow;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
+
+/// Page-cleaner control block.
+#[derive(Default)]
+pub(crate) struct CleanerCtl {
+    pub stop: bool,
+    pub wake: bool,
+    pub running: bool,
+    pub last_error: Option<String>,
+}
 
 /// Handle of a running page cleaner; stopping (or dropping) it stops and joins the thread.
 #[derive(Debug)]
@@ -46,6 +65,80 @@ impl BufferPool {
                 Err(e)
             }
         }
+    }
+}
+
+impl BufferPool {
+    /// Wakes the cleaner, if one is running and not already woken.
+    pub(crate) fn wake_cleaner(&self) {
+        let mut c = self.ctl.lock();
+        if c.running && !c.wake {
+            c.wake = true;
+            self.cv.notify_one();
+        }
+    }
+
+    /// One pass of the cleaner's LRU side: moves cold clean frames to the free list and writes
+    /// a batch of cold dirty pages, until the free list holds the reserve.
+    pub(crate) fn refill_free_reserve(&self) -> Result<()> {
+        let want = self
+            .free_reserve
+            .saturating_sub(self.free_len.load(Ordering::Relaxed));
+        if want == 0 {
+            return Ok(());
+        }
+        let mut freed = 0;
+        let mut cold_dirty: Vec<(u32, PageId)> = Vec::new();
+        self.clock_sweep(self.frames.len(), |v| {
+            match v {
+                Victim::Evicted(f) => {
+                    self.unpin(f);
+                    freed += 1;
+                    bump(&self.c.cleaner_evictions, 1);
+                    if freed >= want {
+                        return ControlFlow::Break(());
+                    }
+                }
+                Victim::ColdDirty(f, pid) => {
+                    if cold_dirty.len() < self.batch_pages {
+                        cold_dirty.push((f, pid));
+                    }
+                }
+            }
+            ControlFlow::Continue(())
+        });
+        if freed < want && !cold_dirty.is_empty() {
+            let ids: Vec<PageId> = cold_dirty.iter().map(|x| x.1).collect();
+            self.flush_pages(&ids, FlushKind::Lru)?;
+            for (f, pid) in cold_dirty {
+                if freed >= want {
+                    break;
+                }
+                let fr = &self.frames[f as usize];
+                if !fr.referenced.load(Ordering::Relaxed) && self.try_evict(f, pid) {
+                    self.unpin(f);
+                    freed += 1;
+                    bump(&self.c.cleaner_evictions, 1);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// One pass of the cleaner's flush-list side: if too many pages are dirty, writes a batch of
+    /// the oldest. Returns whether more work remains.
+    pub(crate) fn flush_oldest_if_needed(&self) -> Result<bool> {
+        let dirty = self.dirty_pages();
+        let limit = self.frames.len() * self.cfg.dirty_target_pct as usize / 100;
+        if dirty <= limit {
+            return Ok(false);
+        }
+        let (ids, _) = self.oldest_batch(None, self.batch_pages);
+        if ids.is_empty() {
+            return Ok(false);
+        }
+        let out = self.flush_pages(&ids, FlushKind::FlushList { wait: false })?;
+        Ok(out.written > 0 && self.dirty_pages() > limit)
     }
 }
 

@@ -4,20 +4,29 @@
 //! - a frame's bytes are only read while its latch is held shared or exclusive, and only
 //!   written while it is held exclusive ([`SharedLatch`] / [`ExclusiveLatch`] are the only ways
 //!   to reach the bytes);
-//! - `Frame::dirty`, `owned` and `flushing` mirror the fields of [`FrameMeta`] and are only
-//!   written with the meta mutex held (they exist so scans can skip frames without locking).
+//! - **Mirrors**: `Frame::dirty`, `owned` and `flushing` mirror the fields of [`FrameMeta`]
+//!   (they exist so scans can skip frames without locking). The meta is reached only through
+//!   [`Frame::lock_meta`], the mirrors are written only by [`MetaGuard`]'s setters, and
+//!   releasing the guard asserts that they agree with the meta ([`Frame::check_mirrors`], three
+//!   relaxed loads). Test: `disagreeing_mirrors_are_caught`.
+//! - **Page LSN monotonicity**: a frame's `FrameMeta::newest` (the page LSN of its newest
+//!   committed change, set by commits and by redo application) never goes backwards while the
+//!   frame holds the page ([`FrameMeta::set_newest`] asserts it; it is in-memory state fed by
+//!   the log's own LSNs, never by page bytes read from disk). Test:
+//!   `a_page_lsn_going_backwards_is_caught`.
 //! - **Version (seqlock)**: `Frame::version` is odd exactly while the latch is held exclusive
 //!   (it is raised by one right after the latch is taken exclusive and again right before it
 //!   is released), and it changes (by two) whenever the frame's page identity changes
 //!   ([`Frame::bump_identity`]: eviction, unmapping). So a reader that reads the version (even),
 //!   then the bytes, then the same version again, read a consistent image of one page without
 //!   taking the latch ([`Frame::optimistic_words`], `BufferPool::read_optimistic`). Tests:
-//!   `optimistic_tests.rs` (a reader that skips the re-check sees torn and replaced pages, the
+//!   `optimistic/tests.rs` (a reader that skips the re-check sees torn and replaced pages, the
 //!   real one never does) and `exclusive_latch_makes_the_version_odd` below.
 
 use keel_page::Lsn;
 use parking_lot::lock_api::RawRwLock as _;
-use parking_lot::{Mutex, RawRwLock};
+use parking_lot::{Mutex, MutexGuard, RawRwLock};
+use std::ops::{Deref, DerefMut};
 use std::ptr::NonNull;
 use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
 
@@ -49,6 +58,22 @@ pub(crate) struct FrameMeta {
     pub next_oldest: Option<Lsn>,
 }
 
+impl FrameMeta {
+    /// Records `end` as the page LSN of the newest committed change.
+    ///
+    /// Panics if that would move the page LSN backwards: `newest` only ever comes from the
+    /// log's LSNs in this process (it starts at zero whenever the frame takes a page), so a
+    /// smaller `end` is a bug in the pool or its log, not something a disk can cause.
+    pub fn set_newest(&mut self, end: Lsn) {
+        assert!(
+            end >= self.newest,
+            "page LSN going backwards: {end} after {}",
+            self.newest
+        );
+        self.newest = end;
+    }
+}
+
 /// One frame. `repr(C)`: the fields an optimistic read touches (latch, version, page id,
 /// valid, data pointer) share the first cache line.
 #[repr(C, align(64))]
@@ -73,8 +98,8 @@ pub(crate) struct Frame {
     pub owned: AtomicBool,
     /// Mirror of `meta.flushing`.
     pub flushing: AtomicBool,
-    /// Dirty-tracking state.
-    pub meta: Mutex<FrameMeta>,
+    /// Dirty-tracking state (through [`Frame::lock_meta`] only).
+    meta: Mutex<FrameMeta>,
 }
 
 // SAFETY: `data` points into the pool's arena, which outlives every frame (both are owned by the
@@ -142,6 +167,30 @@ impl Frame {
         unsafe { std::slice::from_raw_parts(self.data.as_ptr().cast::<AtomicU64>(), self.len / 8) }
     }
 
+    /// Locks the frame's dirty-tracking state.
+    pub fn lock_meta(&self) -> MetaGuard<'_> {
+        MetaGuard {
+            frame: self,
+            meta: self.meta.lock(),
+        }
+    }
+
+    /// Asserts that the mirrors `dirty`, `owned` and `flushing` agree with `m`, the frame's
+    /// meta, locked by the caller (the mirrors are only written with it locked, so they cannot
+    /// change under the check).
+    pub fn check_mirrors(&self, m: &FrameMeta) {
+        let mirrors = (
+            self.dirty.load(Ordering::Relaxed),
+            self.owned.load(Ordering::Relaxed),
+            self.flushing.load(Ordering::Relaxed),
+        );
+        let meta = (m.dirty, m.owner != 0, m.flushing);
+        assert!(
+            mirrors == meta,
+            "frame mirrors (dirty, owned, flushing) = {mirrors:?} disagree with its meta {meta:?}"
+        );
+    }
+
     /// Takes the latch shared (blocks).
     pub fn shared(&self) -> SharedLatch<'_> {
         self.latch.lock_shared();
@@ -167,6 +216,65 @@ impl Frame {
         self.version.fetch_add(1, Ordering::Acquire);
         fence(Ordering::Release);
         ExclusiveLatch { frame: self }
+    }
+}
+
+/// A frame's [`FrameMeta`], locked. The only writer of the frame's mirrors (`dirty`, `owned`,
+/// `flushing`): set those fields through [`set_dirty`](Self::set_dirty),
+/// [`set_owner`](Self::set_owner) and [`set_flushing`](Self::set_flushing). Dropping it
+/// checks that the mirrors agree with the meta ([`Frame::check_mirrors`]).
+pub(crate) struct MetaGuard<'a> {
+    frame: &'a Frame,
+    meta: MutexGuard<'a, FrameMeta>,
+}
+
+impl MetaGuard<'_> {
+    /// Sets `dirty` and its mirror (Release: a reader that sees the frame clean under the
+    /// page-table lock sees everything before it).
+    pub fn set_dirty(&mut self, dirty: bool) {
+        self.meta.dirty = dirty;
+        self.frame.dirty.store(dirty, Ordering::Release);
+    }
+
+    /// Sets `owner` (0: none) and its mirror `owned`.
+    pub fn set_owner(&mut self, owner: u64) {
+        self.meta.owner = owner;
+        self.frame.owned.store(owner != 0, Ordering::Relaxed);
+    }
+
+    /// Sets `flushing` and its mirror.
+    pub fn set_flushing(&mut self, flushing: bool) {
+        self.meta.flushing = flushing;
+        self.frame.flushing.store(flushing, Ordering::Relaxed);
+    }
+
+    /// Forgets all dirty-tracking state (the frame takes another page or none). Leaves the
+    /// mirrors alone: a frame that is dirty, owned or being written must have had them cleared
+    /// through the setters first, or releasing the guard panics.
+    pub fn clear(&mut self) {
+        *self.meta = FrameMeta::default();
+    }
+}
+
+impl Deref for MetaGuard<'_> {
+    type Target = FrameMeta;
+    fn deref(&self) -> &FrameMeta {
+        &self.meta
+    }
+}
+
+impl DerefMut for MetaGuard<'_> {
+    fn deref_mut(&mut self) -> &mut FrameMeta {
+        &mut self.meta
+    }
+}
+
+impl Drop for MetaGuard<'_> {
+    fn drop(&mut self) {
+        // Not while unwinding from another panic (a second one would abort).
+        if !std::thread::panicking() {
+            self.frame.check_mirrors(&self.meta);
+        }
     }
 }
 
@@ -303,5 +411,62 @@ mod tests {
         assert!(writer_in.load(Ordering::SeqCst));
         assert!(!f.latch.is_locked());
         assert_eq!(f.shared().bytes()[0], 7);
+    }
+
+    /// The setters keep the mirrors in step with the meta, and clearing a clean frame's meta is
+    /// fine.
+    #[test]
+    fn setters_keep_the_mirrors_in_step() {
+        let mut buf = AlignedBuf::page(4096);
+        let f = Frame::new(NonNull::new(buf.as_mut_ptr()).unwrap(), 4096);
+        {
+            let mut m = f.lock_meta();
+            m.set_dirty(true);
+            m.set_owner(7);
+            m.set_flushing(true);
+        }
+        assert!(f.dirty.load(Ordering::Relaxed));
+        assert!(f.owned.load(Ordering::Relaxed));
+        assert!(f.flushing.load(Ordering::Relaxed));
+        {
+            let mut m = f.lock_meta();
+            m.set_dirty(false);
+            m.set_owner(0);
+            m.set_flushing(false);
+            m.clear();
+        }
+        f.lock_meta().clear();
+    }
+
+    /// A meta field changed without its mirror (here `dirty` written directly) is caught when
+    /// the guard is released.
+    #[test]
+    #[should_panic(expected = "disagree with its meta")]
+    fn disagreeing_mirrors_are_caught() {
+        let mut buf = AlignedBuf::page(4096);
+        let f = Frame::new(NonNull::new(buf.as_mut_ptr()).unwrap(), 4096);
+        let mut m = f.lock_meta();
+        m.dirty = true;
+    }
+
+    /// Clearing the meta of a frame still marked owned (a frame losing its page while a
+    /// transaction holds it) is caught.
+    #[test]
+    #[should_panic(expected = "disagree with its meta")]
+    fn clearing_an_owned_frame_is_caught() {
+        let mut buf = AlignedBuf::page(4096);
+        let f = Frame::new(NonNull::new(buf.as_mut_ptr()).unwrap(), 4096);
+        f.lock_meta().set_owner(3);
+        f.lock_meta().clear();
+    }
+
+    /// A page LSN may stay or grow; going backwards panics.
+    #[test]
+    #[should_panic(expected = "page LSN going backwards")]
+    fn a_page_lsn_going_backwards_is_caught() {
+        let mut m = FrameMeta::default();
+        m.set_newest(Lsn(100));
+        m.set_newest(Lsn(100));
+        m.set_newest(Lsn(99));
     }
 }

@@ -74,31 +74,57 @@
 //!    tests in `tests/recovery.rs` and the crash property tests in `tests/crash.rs` (every mode,
 //!    model log and real log, 512/4096-byte sectors; in `None` mode torn pages are reported).
 //!
+//! # Where each concern lives
+//!
+//! One module per question, each stating its invariants in its module docs: `pool` (the
+//! [`BufferPool`] type and its shared state), `config` ([`PoolConfig`] and the sizes derived
+//! from it), `stats` ([`PoolStats`], its field list written once), `knobs` (test-only
+//! `TestKnobs`), `frame` (frames, latches, the seqlock version, dirty metadata and its
+//! mirrors), `table` (page-table shards), `residency` (which frame holds which page; reads,
+//! loads, pins), `free_list`, `eviction` (the CLOCK sweep), `prefetch`, `flush_list` (dirty
+//! pages and write batches), `checkpoint` (the checkpoint-LSN rule), `optimistic` (latch-free
+//! reads), `cleaner` (the page cleaner's thread and policies), `txn` (write transactions),
+//! [`recovery`] (redo application) and `store` (what the pool reads from and writes to).
+//!
 //! # Lock order
 //!
 //! checkpoint decision lock → frame latch → frame meta → flush list → page-table shard
 //! (the shard lock is innermost: nothing is acquired while holding it except atomics).
 
+mod checkpoint;
 mod cleaner;
+mod config;
 mod error;
+mod eviction;
+mod flush_list;
 mod frame;
+mod free_list;
 mod guard;
-#[cfg(test)]
-mod optimistic_tests;
+mod knobs;
+mod optimistic;
 mod pool;
+mod prefetch;
 pub mod recovery;
 pub mod redo;
+mod residency;
+mod stats;
 mod store;
 mod table;
+#[cfg(test)]
+mod testutil;
 mod txn;
 
 pub use cleaner::PageCleaner;
+pub use config::PoolConfig;
 pub use error::{PoolError, Result};
 pub use guard::PageReadGuard;
 #[cfg(any(test, feature = "test-knobs"))]
-pub use pool::TestKnobs;
-pub use pool::{BufferPool, OptimisticToken, PoolConfig, PoolStats, PrefetchReport};
+pub use knobs::TestKnobs;
+pub use optimistic::OptimisticToken;
+pub use pool::BufferPool;
+pub use prefetch::PrefetchReport;
 pub use recovery::RedoApplyReport;
 pub use redo::{Record, RecoveredGroup};
+pub use stats::PoolStats;
 pub use store::{MemLog, MemStore, MemStoreStats, PageOut, PageStore, RedoSink};
 pub use txn::{apply_init, PageTxn, PageWriteGuard};

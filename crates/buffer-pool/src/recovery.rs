@@ -19,14 +19,14 @@
 //! Tests: `tests/recovery.rs` (torn pages rebuilt or reported, LSN rule, images first) and the
 //! crash property tests.
 
-use crate::pool::bump;
+use crate::flush_list::FlushKind;
 use crate::redo::{Record, RecoveredGroup};
+use crate::stats::bump;
 use crate::txn::apply_init;
 use crate::{BufferPool, PoolError, Result};
 use keel_page::{set_lsn, Lsn, PageHeader, PageId, PAGE_HEADER_SIZE, PAGE_TRAILER_SIZE};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
-use std::sync::atomic::Ordering;
 
 /// What [`BufferPool::apply_redo`] did.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -137,7 +137,7 @@ impl BufferPool {
             // Keep frames available: write the oldest recovered pages when most are dirty.
             if self.dirty_pages() * 4 > self.frames() * 3 {
                 let (ids, _) = self.oldest_batch(None, self.batch_pages);
-                self.flush_pages(&ids, crate::pool::FlushKind::FlushList { wait: true })?;
+                self.flush_pages(&ids, FlushKind::FlushList { wait: true })?;
             }
         }
         bump(&self.c.redo_records_applied, rep.records_applied);
@@ -149,14 +149,13 @@ impl BufferPool {
         let fr = &self.frames[f as usize];
         let mut x = fr.exclusive();
         set_lsn(x.bytes_mut(), g.end_lsn);
-        let mut m = fr.meta.lock();
+        let mut m = fr.lock_meta();
         if !m.dirty {
-            m.dirty = true;
             m.oldest = g.start_lsn;
             self.flush_list.lock().insert((g.start_lsn, pid, f));
-            fr.dirty.store(true, Ordering::Release);
+            m.set_dirty(true);
         }
-        m.newest = g.end_lsn;
+        m.set_newest(g.end_lsn);
         if init {
             m.rebuildable = true;
             m.rebuild_from = g.start_lsn;

@@ -17,8 +17,9 @@
 
 use crate::frame::ExclusiveLatch;
 use crate::guard::PageReadGuard;
-use crate::pool::bump;
+use crate::knobs::TestKnobs;
 use crate::redo::Record;
+use crate::stats::bump;
 use crate::store::RedoSink;
 use crate::{BufferPool, PoolError, Result};
 use keel_page::{set_lsn, Lsn, PageHeader, PageId, PageType, PAGE_HEADER_SIZE, PAGE_TRAILER_SIZE};
@@ -252,13 +253,11 @@ impl<'p> PageTxn<'p> {
     /// Marks the frame latched by `x` as owned by this transaction. Ok(Some(err)) if another
     /// transaction owns it.
     fn own(&self, id: PageId, x: &ExclusiveLatch<'_>) -> Result<Option<PoolError>> {
-        let fr = x.frame();
-        let mut m = fr.meta.lock();
+        let mut m = x.frame().lock_meta();
         if m.owner != 0 && m.owner != self.id {
             return Ok(Some(PoolError::PageBusy { page_id: id }));
         }
-        m.owner = self.id;
-        fr.owned.store(true, Ordering::Relaxed);
+        m.set_owner(self.id);
         Ok(None)
     }
 
@@ -426,8 +425,7 @@ impl<'p> PageTxn<'p> {
         let horizon = pool.horizon();
         let mut group: Vec<Record> = Vec::with_capacity(st.records.len() + 4);
         let mut fpi_bytes = 0usize;
-        if pool.store.wants_full_page_images()
-            && !crate::pool::TestKnobs::on(&pool.knobs.skip_full_page_images)
+        if pool.store.wants_full_page_images() && !TestKnobs::on(&pool.knobs.skip_full_page_images)
         {
             for (i, e) in st.entries.iter().enumerate() {
                 // The page's first change since the horizon: log it as it was before, unless
@@ -483,22 +481,19 @@ impl<'p> PageTxn<'p> {
             if e.freed {
                 pool.unmap(f, e.page_id);
             } else if e.first_init.is_none() {
-                fr.meta.lock().owner = 0;
-                fr.owned.store(false, Ordering::Relaxed);
+                fr.lock_meta().set_owner(0);
             } else {
                 set_lsn(x.bytes_mut(), end);
-                let mut m = fr.meta.lock();
-                m.owner = 0;
-                fr.owned.store(false, Ordering::Relaxed);
+                let mut m = fr.lock_meta();
+                m.set_owner(0);
                 if !m.dirty {
-                    m.dirty = true;
                     m.oldest = start;
                     pool.flush_list.lock().insert((start, e.page_id, f));
-                    fr.dirty.store(true, Ordering::Release);
+                    m.set_dirty(true);
                 } else if m.flushing && m.next_oldest.is_none() {
                     m.next_oldest = Some(start);
                 }
-                m.newest = end;
+                m.set_newest(end);
                 if e.first_init == Some(true) {
                     m.rebuildable = true;
                     m.rebuild_from = start;
@@ -550,8 +545,7 @@ impl<'p> PageTxn<'p> {
             if e.fresh {
                 pool.unmap(f, e.page_id);
             } else {
-                fr.meta.lock().owner = 0;
-                fr.owned.store(false, Ordering::Relaxed);
+                fr.lock_meta().set_owner(0);
             }
             drop(x);
             pool.unpin(f);

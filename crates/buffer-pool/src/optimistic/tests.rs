@@ -3,42 +3,13 @@
 //! concurrent writer and another page's bytes under eviction and replacement; the real reader
 //! never does.
 
-use crate::store::{MemStore, PageOut, PageStore};
-use crate::{BufferPool, PoolConfig};
-use keel_page::{Lsn, PageHeader, PageId, PageSize, PageType, PAGE_HEADER_SIZE};
+use crate::store::MemStore;
+use crate::testutil::{pool, put, PS};
+use crate::BufferPool;
+use keel_page::{PageId, PAGE_HEADER_SIZE};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-const PS: PageSize = PageSize::K4;
-
-fn pool(store: Arc<MemStore>) -> BufferPool {
-    BufferPool::new(
-        PoolConfig {
-            page_size: PS,
-            pool_bytes: 16 * PS.bytes(),
-            ..PoolConfig::default()
-        },
-        store,
-    )
-    .unwrap()
-}
-
-/// Stores page `id` with every payload byte `fill`.
-fn put(store: &MemStore, id: PageId, fill: u8) {
-    let mut p = vec![0u8; PS.bytes()];
-    PageHeader::init(&mut p, id, PageType::BTREE_LEAF, Lsn(1));
-    let end = p.len() - keel_page::PAGE_TRAILER_SIZE;
-    p[PAGE_HEADER_SIZE..end].fill(fill);
-    store
-        .write_pages(&[PageOut {
-            page_id: id,
-            image: &p,
-            lsn: Lsn(1),
-            rebuildable_from_redo: false,
-        }])
-        .unwrap();
-}
 
 /// The payload bytes of an optimistic copy: `Some(b)` if all equal `b`, `None` if mixed.
 fn uniform(words: &[AtomicU64]) -> Option<u8> {
@@ -247,49 +218,4 @@ fn optimistic_reads_refuse_absent_and_latched_pages() {
     pool.unpin(f);
     assert!(pool.read_optimistic(PageId(3), uniform).is_some());
     assert!(pool.read_optimistic(PageId(99), uniform).is_none());
-}
-
-/// A reader's last unpin races an evictor: between the reader's pin reaching 0 and its look at
-/// the frame's page id, the evictor takes the frame (page id `NO_PAGE` until it maps it to its
-/// new page). Freeing the frame there (knob `free_without_taking`) puts a frame in use on the
-/// free list: the next claim maps a second page to it and the first page's table entry points
-/// at a frame holding another page (a reader of it then retries forever). The real unpin frees
-/// only a frame it could take.
-#[test]
-fn a_last_unpin_never_frees_a_frame_an_evictor_took() {
-    for broken in [false, true] {
-        let store = Arc::new(MemStore::new(PS));
-        for id in 1..=3 {
-            put(&store, PageId(id), id as u8);
-        }
-        let pool = Arc::new(pool(store));
-        pool.knobs
-            .free_without_taking
-            .store(broken, Ordering::Relaxed);
-        let guard = pool.read(PageId(1)).unwrap();
-        let f = pool.table[crate::table::shard_of(1)].map.read()[&1];
-        let armed = Arc::new(AtomicBool::new(true));
-        {
-            let (p, armed) = (Arc::downgrade(&pool), armed.clone());
-            *pool.after_last_unpin.lock() = Some(Box::new(move |frame| {
-                let Some(p) = p.upgrade() else { return };
-                if frame == f && armed.swap(false, Ordering::SeqCst) {
-                    // The evictor: takes the now unpinned frame (pin 0 -> 1, page unmapped).
-                    assert!(p.try_evict(f, PageId(1)));
-                }
-            }));
-        }
-        drop(guard);
-        *pool.after_last_unpin.lock() = None;
-        // The evictor goes on: maps its frame to page 2 and reads it.
-        assert!(pool.map_claimed(f, PageId(2)).is_none());
-        let freed_twice = pool.free.lock().contains(&f);
-        assert_eq!(
-            freed_twice, broken,
-            "frame {f} on the free list while an evictor holds it (broken = {broken})"
-        );
-        if !broken {
-            assert_eq!(pool.frames[f as usize].pin.load(Ordering::Relaxed), 1);
-        }
-    }
 }

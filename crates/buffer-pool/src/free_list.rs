@@ -1,0 +1,160 @@
+//! The free list: which frames hold no page and may be claimed, and who may put a frame there.
+//!
+//! Answers: where a frame goes when its page is dropped (`push_free`, reached from a frame's
+//! last unpin through `free_if_orphan`, or from the cleaner's evictions through that unpin too)
+//! and how a claimer takes one (`pop_free`). Eviction (module `eviction`) is the other source
+//! of frames; the cleaner (module `cleaner`) keeps the list at its reserve.
+//!
+//! Invariants kept:
+//! - **Frame ownership** (crate docs, invariant 1): a frame belongs to whoever moved its pin
+//!   0 → 1; a frame without a page is put on the list only by a thread that took it that way
+//!   (`free_if_orphan`), so a last unpin racing an evictor never frees the frame the evictor
+//!   took. Test: `a_last_unpin_never_frees_a_frame_an_evictor_took` (knob
+//!   `free_without_taking` breaks it on purpose).
+//! - **No double free**: a frame is on the list at most once (`debug_assert!`, O(n) in the
+//!   list's length). Test: `a_frame_freed_twice_is_caught`.
+//! - **A free frame holds no page**: a frame taken off the list has page id `NO_PAGE`
+//!   (`assert!`). Test: `a_free_frame_holding_a_page_is_caught`.
+//! - `free_len` is the list's length, stored under its lock (readable without it as a hint).
+
+use crate::frame::NO_PAGE;
+use crate::knobs::TestKnobs;
+use crate::BufferPool;
+use std::sync::atomic::Ordering;
+
+impl BufferPool {
+    /// The last pin of frame `f` went while it held no page: free it, but only after taking it
+    /// (pin 0 → 1). Once the pin reached 0 an evictor may have claimed the frame (it holds a pin
+    /// then, and the page id reads `NO_PAGE` until it maps the frame to its new page) — freeing
+    /// it then would hand one frame to two pages, and a page-table entry would point at a frame
+    /// holding another page (readers of it would retry forever). Test:
+    /// `a_last_unpin_never_frees_a_frame_an_evictor_took`.
+    #[cold]
+    pub(crate) fn free_if_orphan(&self, f: u32) {
+        let fr = &self.frames[f as usize];
+        if TestKnobs::on(&self.knobs.free_without_taking) {
+            self.push_free(f);
+            return;
+        }
+        if fr
+            .pin
+            .compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            return;
+        }
+        if fr.page_id.load(Ordering::Acquire) != NO_PAGE {
+            // Claimed, mapped and released again meanwhile: a resident page, not ours.
+            fr.pin.fetch_sub(1, Ordering::Release);
+            return;
+        }
+        fr.pin.store(0, Ordering::Release);
+        self.push_free(f);
+    }
+
+    /// Puts frame `f`, which holds no page and which the caller took, on the free list.
+    pub(crate) fn push_free(&self, f: u32) {
+        let fr = &self.frames[f as usize];
+        fr.valid.store(false, Ordering::Relaxed);
+        fr.referenced.store(false, Ordering::Relaxed);
+        fr.lock_meta().clear();
+        let mut free = self.free.lock();
+        debug_assert!(!free.contains(&f), "frame {f} freed twice");
+        free.push(f);
+        self.free_len.store(free.len(), Ordering::Relaxed);
+    }
+
+    /// Pops a free frame and pins it (pin 0 → 1).
+    pub(crate) fn pop_free(&self) -> Option<u32> {
+        if self.free_len.load(Ordering::Relaxed) == 0 {
+            return None;
+        }
+        let mut free = self.free.lock();
+        let f = free.pop()?;
+        self.free_len.store(free.len(), Ordering::Relaxed);
+        drop(free);
+        let fr = &self.frames[f as usize];
+        assert!(
+            fr.page_id.load(Ordering::Acquire) == NO_PAGE,
+            "free frame {f} holds a page"
+        );
+        fr.pin.store(1, Ordering::Release);
+        Some(f)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::store::MemStore;
+    use crate::testutil::{pool, put, PS};
+    use keel_page::PageId;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    /// A reader's last unpin races an evictor: between the reader's pin reaching 0 and its look
+    /// at the frame's page id, the evictor takes the frame (page id `NO_PAGE` until it maps it
+    /// to its new page). Freeing the frame there (knob `free_without_taking`) puts a frame in
+    /// use on the free list: the next claim maps a second page to it and the first page's table
+    /// entry points at a frame holding another page (a reader of it then retries forever). The
+    /// real unpin frees only a frame it could take.
+    #[test]
+    fn a_last_unpin_never_frees_a_frame_an_evictor_took() {
+        for broken in [false, true] {
+            let store = Arc::new(MemStore::new(PS));
+            for id in 1..=3 {
+                put(&store, PageId(id), id as u8);
+            }
+            let pool = Arc::new(pool(store));
+            pool.knobs
+                .free_without_taking
+                .store(broken, Ordering::Relaxed);
+            let guard = pool.read(PageId(1)).unwrap();
+            let f = pool.table[crate::table::shard_of(1)].map.read()[&1];
+            let armed = Arc::new(AtomicBool::new(true));
+            {
+                let (p, armed) = (Arc::downgrade(&pool), armed.clone());
+                *pool.after_last_unpin.lock() = Some(Box::new(move |frame| {
+                    let Some(p) = p.upgrade() else { return };
+                    if frame == f && armed.swap(false, Ordering::SeqCst) {
+                        // The evictor: takes the now unpinned frame (pin 0 -> 1, page unmapped).
+                        assert!(p.try_evict(f, PageId(1)));
+                    }
+                }));
+            }
+            drop(guard);
+            *pool.after_last_unpin.lock() = None;
+            // The evictor goes on: maps its frame to page 2 and reads it.
+            assert!(pool.map_claimed(f, PageId(2)).is_none());
+            let freed_twice = pool.free.lock().contains(&f);
+            assert_eq!(
+                freed_twice, broken,
+                "frame {f} on the free list while an evictor holds it (broken = {broken})"
+            );
+            if !broken {
+                assert_eq!(pool.frames[f as usize].pin.load(Ordering::Relaxed), 1);
+            }
+        }
+    }
+
+    /// Freeing a frame that is already on the free list (every frame of a new pool is).
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "freed twice")]
+    fn a_frame_freed_twice_is_caught() {
+        let pool = pool(Arc::new(MemStore::new(PS)));
+        pool.push_free(0);
+    }
+
+    /// A frame on the free list that holds a page (as the broken `free_without_taking` leaves
+    /// one once the evictor has mapped it) is caught when it is claimed.
+    #[test]
+    #[should_panic(expected = "holds a page")]
+    fn a_free_frame_holding_a_page_is_caught() {
+        let pool = pool(Arc::new(MemStore::new(PS)));
+        let top = *pool.free.lock().last().unwrap();
+        pool.frames[top as usize]
+            .page_id
+            .store(5, Ordering::Relaxed);
+        pool.pop_free();
+    }
+}

@@ -1,0 +1,47 @@
+//! Test knobs: which invariants a test may break on purpose, and how a release build is kept
+//! from having any.
+//!
+//! Answers: what can be switched off to show that the crash and unit tests catch it. The
+//! [`TestKnobs`] type always exists (the pool holds one), but it is reachable
+//! (`keel_buffer_pool::TestKnobs`, `BufferPool::knobs`) only with the `test-knobs` feature,
+//! which only this crate's own dev-dependency enables.
+//!
+//! Invariant kept: outside tests every knob reads as off at compile time ([`TestKnobs::on`] is
+//! `cfg!(...) && load`), so no release build can disable an invariant (`cargo tree -p keel -e
+//! features` shows no `test-knobs`). Each knob has a test in `tests/` or the unit tests that
+//! turns it on and sees the breakage caught.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Knobs that break the pool's invariants on purpose, for the tests that show the crash tests
+/// catch it. Reachable only with the `test-knobs` feature, which only this crate's own
+/// dev-dependency enables; without it every knob reads as off at compile time
+/// ([`TestKnobs::on`]), so a release build has no knob that can disable an invariant.
+#[derive(Default)]
+pub struct TestKnobs {
+    /// `checkpoint_lsn` ignores dirty pages and returns the log's end (breaks docs/design.md
+    /// invariant 3).
+    pub checkpoint_overreport: AtomicBool,
+    /// Transactions never log full page images (breaks full-page-writes protection).
+    pub skip_full_page_images: AtomicBool,
+    /// Every page is handed to the writer as rebuildable from redo (breaks init-on-flush).
+    pub claim_all_rebuildable: AtomicBool,
+    /// `read_optimistic` does not re-check the frame's version after the read (breaks the
+    /// seqlock validation: torn or replaced pages are returned as if read consistently).
+    pub skip_optimistic_validation: AtomicBool,
+    /// The last unpin of a frame without a page frees it without taking it first (breaks the
+    /// frame ownership rule of `free_if_orphan`).
+    pub free_without_taking: AtomicBool,
+    /// Full-page-writes mode: `checkpoint_lsn` returns the oldest dirty page's LSN even when it
+    /// is below the horizon (breaks the rule that a checkpoint never passes the last image of a
+    /// page still to be written).
+    pub fpw_checkpoint_passes_images: AtomicBool,
+}
+
+impl TestKnobs {
+    /// Whether `knob` is set: always false (and compiled away) outside tests.
+    #[inline(always)]
+    pub(crate) fn on(knob: &AtomicBool) -> bool {
+        cfg!(any(test, feature = "test-knobs")) && knob.load(Ordering::Relaxed)
+    }
+}
