@@ -27,7 +27,7 @@
 //!   recovery sets them to the recovered checkpoint before anything else uses the pool.
 
 use crate::knobs::TestKnobs;
-use crate::store::RedoSink;
+use crate::page_store::RedoSink;
 use crate::BufferPool;
 use keel_page::Lsn;
 use std::sync::atomic::Ordering;

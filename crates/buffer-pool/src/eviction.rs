@@ -24,8 +24,8 @@
 
 use crate::flush_list::FlushKind;
 use crate::frame::NO_PAGE;
+use crate::page_table::shard_of;
 use crate::stats::bump;
-use crate::table::shard_of;
 use crate::{BufferPool, PoolError, Result};
 use keel_page::PageId;
 use std::ops::ControlFlow;
@@ -185,7 +185,7 @@ impl BufferPool {
 #[cfg(test)]
 mod tests {
     use super::Victim;
-    use crate::store::MemStore;
+    use crate::page_store::MemStore;
     use crate::testutil::{pool, put, PS};
     use keel_page::PageId;
     use std::ops::ControlFlow;

@@ -27,8 +27,8 @@
 //! clean), `init_on_flush_claimed_wrongly_on_purpose_is_caught`.
 
 use crate::knobs::TestKnobs;
+use crate::page_store::PageOut;
 use crate::stats::bump;
-use crate::store::PageOut;
 use crate::{BufferPool, Result};
 use keel_io::AlignedBuf;
 use keel_page::{Lsn, PageId};

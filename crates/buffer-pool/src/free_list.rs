@@ -85,7 +85,7 @@ impl BufferPool {
 
 #[cfg(test)]
 mod tests {
-    use crate::store::MemStore;
+    use crate::page_store::MemStore;
     use crate::testutil::{pool, put, PS};
     use keel_page::PageId;
     use std::sync::atomic::{AtomicBool, Ordering};
@@ -109,7 +109,7 @@ mod tests {
                 .free_without_taking
                 .store(broken, Ordering::Relaxed);
             let guard = pool.read(PageId(1)).unwrap();
-            let f = pool.table[crate::table::shard_of(1)].map.read()[&1];
+            let f = pool.table[crate::page_table::shard_of(1)].map.read()[&1];
             let armed = Arc::new(AtomicBool::new(true));
             {
                 let (p, armed) = (Arc::downgrade(&pool), armed.clone());

@@ -80,11 +80,11 @@
 //! [`BufferPool`] type and its shared state), `config` ([`PoolConfig`] and the sizes derived
 //! from it), `stats` ([`PoolStats`], its field list written once), `knobs` (test-only
 //! `TestKnobs`), `frame` (frames, latches, the seqlock version, dirty metadata and its
-//! mirrors), `table` (page-table shards), `residency` (which frame holds which page; reads,
+//! mirrors), `page_table` (page-table shards), `residency` (which frame holds which page; reads,
 //! loads, pins), `free_list`, `eviction` (the CLOCK sweep), `prefetch`, `flush_list` (dirty
 //! pages and write batches), `checkpoint` (the checkpoint-LSN rule), `optimistic` (latch-free
 //! reads), `cleaner` (the page cleaner's thread and policies), `txn` (write transactions),
-//! [`recovery`] (redo application) and `store` (what the pool reads from and writes to).
+//! [`recovery`] (redo application) and `page_store` (what the pool reads from and writes to).
 //!
 //! # Lock order
 //!
@@ -102,14 +102,14 @@ mod free_list;
 mod guard;
 mod knobs;
 mod optimistic;
+mod page_store;
+mod page_table;
 mod pool;
 mod prefetch;
 pub mod recovery;
 pub mod redo;
 mod residency;
 mod stats;
-mod store;
-mod table;
 #[cfg(test)]
 mod testutil;
 mod txn;
@@ -121,10 +121,10 @@ pub use guard::PageReadGuard;
 #[cfg(any(test, feature = "test-knobs"))]
 pub use knobs::TestKnobs;
 pub use optimistic::OptimisticToken;
+pub use page_store::{MemLog, MemStore, MemStoreStats, PageOut, PageStore, RedoSink};
 pub use pool::BufferPool;
 pub use prefetch::PrefetchReport;
 pub use recovery::RedoApplyReport;
 pub use redo::{Record, RecoveredGroup};
 pub use stats::PoolStats;
-pub use store::{MemLog, MemStore, MemStoreStats, PageOut, PageStore, RedoSink};
 pub use txn::{apply_init, PageTxn, PageWriteGuard};

@@ -10,7 +10,7 @@
 //! - a frame that holds a page is only pinned with that page's shard lock held (`lookup_pin`,
 //!   `pin_quiet`, `map_claimed`; claimers pin frames that hold none), and a frame is only
 //!   unmapped by its owner, so a page found in the table and pinned keeps its frame until
-//!   unpinned (see the `table` module);
+//!   unpinned (see the `page_table` module);
 //! - a frame is mapped to a page only by whoever claimed it (pin 0 → 1), latched exclusive
 //!   until its bytes are valid; a failed load unmaps the frame again, so readers see `valid`
 //!   false under the latch and retry;
@@ -24,8 +24,8 @@
 
 use crate::frame::{ExclusiveLatch, NO_PAGE};
 use crate::guard::{PageReadGuard, PinGuard};
+use crate::page_table::shard_of;
 use crate::stats::bump;
-use crate::table::shard_of;
 use crate::{BufferPool, PoolError, Result};
 use keel_page::{PageId, PageState};
 use std::sync::atomic::Ordering;

@@ -1,6 +1,6 @@
 //! Helpers shared by the unit tests: a small pool over a [`MemStore`] and pages to put in it.
 
-use crate::store::{MemStore, PageOut, PageStore};
+use crate::page_store::{MemStore, PageOut, PageStore};
 use crate::{BufferPool, PoolConfig};
 use keel_page::{Lsn, PageHeader, PageId, PageSize, PageType, PAGE_HEADER_SIZE};
 use std::sync::Arc;

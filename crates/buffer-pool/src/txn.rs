@@ -18,9 +18,9 @@
 use crate::frame::ExclusiveLatch;
 use crate::guard::PageReadGuard;
 use crate::knobs::TestKnobs;
+use crate::page_store::RedoSink;
 use crate::redo::Record;
 use crate::stats::bump;
-use crate::store::RedoSink;
 use crate::{BufferPool, PoolError, Result};
 use keel_page::{set_lsn, Lsn, PageHeader, PageId, PageType, PAGE_HEADER_SIZE, PAGE_TRAILER_SIZE};
 use std::cell::{Cell, RefCell};

@@ -101,11 +101,11 @@ mod error;
 mod files;
 mod header;
 mod log;
+mod log_writer;
 mod record;
 mod ring;
 mod scan;
 mod stats;
-mod writer;
 
 pub use config::{Durability, LogBlockSize, LogConfig, LogFiles, TailPolicy};
 pub use error::{LogError, Result};

@@ -3,7 +3,7 @@
 //! concurrent writer and another page's bytes under eviction and replacement; the real reader
 //! never does.
 
-use crate::store::MemStore;
+use crate::page_store::MemStore;
 use crate::testutil::{pool, put, PS};
 use crate::BufferPool;
 use keel_page::{PageId, PAGE_HEADER_SIZE};
