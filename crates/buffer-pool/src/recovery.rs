@@ -24,7 +24,7 @@ use crate::redo::{Record, RecoveredGroup};
 use crate::stats::bump;
 use crate::txn::apply_init;
 use crate::{BufferPool, PoolError, Result};
-use keel_page::{set_lsn, Lsn, PageHeader, PageId, PAGE_HEADER_SIZE, PAGE_TRAILER_SIZE};
+use keel_page::{set_lsn, Lsn, PageHeader, PageId};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 
@@ -293,11 +293,6 @@ impl BufferPool {
                         lsn: g.end_lsn,
                         reason,
                     };
-                    // A byte range a recovered record may change: between header and trailer.
-                    let ps = page.len();
-                    let outside_payload = |off: usize, len: usize| {
-                        off < PAGE_HEADER_SIZE || off.saturating_add(len) > ps - PAGE_TRAILER_SIZE
-                    };
                     let (mut freed, mut init) = (freed, init);
                     match r {
                         Record::PageInit { page_type, .. } => {
@@ -327,34 +322,16 @@ impl BufferPool {
                             freed = false;
                             rep.images_installed += 1;
                         }
-                        Record::PageWrite { offset, bytes, .. } => {
-                            let off = *offset as usize;
-                            if outside_payload(off, bytes.len()) {
-                                return Err(bad(format!(
-                                    "write of {} bytes at offset {off} is outside the payload",
-                                    bytes.len()
-                                )));
-                            }
+                        Record::PageWrite { .. } | Record::PageMove { .. } => {
                             if freed {
                                 return Err(bad(
-                                    "write to a page freed earlier in the group".into()
+                                    "a change to a page freed earlier in the group".into()
                                 ));
                             }
-                            page[off..off + bytes.len()].copy_from_slice(bytes);
-                        }
-                        Record::PageMove { src, dst, len, .. } => {
-                            let (src, dst, len) = (*src as usize, *dst as usize, *len as usize);
-                            if outside_payload(src, len) || outside_payload(dst, len) {
-                                return Err(bad(format!(
-                                    "move of {len} bytes from offset {src} to {dst} leaves the payload"
-                                )));
+                            // The one vocabulary and its one bounds check (keel_page::PageOp).
+                            if let Some((_, op)) = r.page_op() {
+                                op.apply(page).map_err(|e| bad(e.to_string()))?;
                             }
-                            if freed {
-                                return Err(bad(
-                                    "move within a page freed earlier in the group".into()
-                                ));
-                            }
-                            page.copy_within(src..src + len, dst);
                         }
                         Record::PageFree { .. } => freed = true,
                         Record::Logical { .. } => {}

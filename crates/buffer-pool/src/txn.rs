@@ -22,11 +22,16 @@ use crate::page_store::RedoSink;
 use crate::redo::Record;
 use crate::stats::bump;
 use crate::{BufferPool, PoolError, Result};
-use keel_page::{set_lsn, Lsn, PageHeader, PageId, PageType, PAGE_HEADER_SIZE, PAGE_TRAILER_SIZE};
+use keel_page::{set_lsn, Lsn, PageHeader, PageId, PageType};
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::ops::Deref;
 use std::sync::atomic::Ordering;
+
+mod diff;
+mod write_guard;
+
+pub use write_guard::PageWriteGuard;
 
 #[derive(Debug)]
 struct Entry {
@@ -567,168 +572,5 @@ impl Drop for PageTxn<'_> {
                 bump(&self.pool.c.aborts, 1);
             }
         }
-    }
-}
-
-/// A page latched exclusive by a write transaction; derefs to the page's bytes. Changes go
-/// through [`write`](Self::write), [`modify`](Self::modify) and [`init`](Self::init), which
-/// change the page and record redo (and undo) in the transaction. Dropping it releases the
-/// latch; the transaction keeps the page pinned until it ends.
-pub struct PageWriteGuard<'t> {
-    txn: &'t PageTxn<'t>,
-    entry: usize,
-    id: PageId,
-    latch: ExclusiveLatch<'t>,
-}
-
-impl PageWriteGuard<'_> {
-    /// The page's id.
-    pub fn page_id(&self) -> PageId {
-        self.id
-    }
-
-    /// The page type in the header.
-    pub fn page_type(&self) -> PageType {
-        PageHeader::read(self.latch.bytes())
-            .map(|h| h.page_type)
-            .unwrap_or(PageType::UNWRITTEN)
-    }
-
-    /// The page LSN before this transaction (the header keeps it until commit; 0 after init).
-    pub fn lsn(&self) -> Lsn {
-        BufferPool::header_lsn(self.latch.bytes())
-    }
-
-    fn check(&self, offset: usize, len: usize) -> Result<()> {
-        let max = self.latch.bytes().len() - PAGE_TRAILER_SIZE;
-        if offset < PAGE_HEADER_SIZE || offset.checked_add(len).is_none_or(|end| end > max) {
-            return Err(PoolError::OutOfBounds {
-                page_id: self.id,
-                offset,
-                len,
-                min: PAGE_HEADER_SIZE,
-                max,
-            });
-        }
-        Ok(())
-    }
-
-    /// Writes `bytes` at `offset` (within the payload) and records a PageWrite.
-    pub fn write(&mut self, offset: usize, bytes: &[u8]) -> Result<()> {
-        self.check(offset, bytes.len())?;
-        if bytes.is_empty() {
-            return Ok(());
-        }
-        let page = self.latch.bytes_mut();
-        let mut st = self.txn.st.borrow_mut();
-        if !st.entries[self.entry].fresh {
-            st.push_undo(self.entry, offset, &page[offset..offset + bytes.len()]);
-        }
-        page[offset..offset + bytes.len()].copy_from_slice(bytes);
-        st.redo_bytes += bytes.len() + 12;
-        st.records.push(Record::PageWrite {
-            page_id: self.id,
-            offset: offset as u32,
-            bytes: bytes.to_vec(),
-        });
-        st.entries[self.entry].note(false);
-        Ok(())
-    }
-
-    /// Moves `len` bytes from `src` to `dst` within the payload (as `memmove`; the ranges may
-    /// overlap) and records one PageMove (20 bytes of redo, whatever `len` is).
-    pub fn move_within(&mut self, src: usize, dst: usize, len: usize) -> Result<()> {
-        self.check(src, len)?;
-        self.check(dst, len)?;
-        if len == 0 || src == dst {
-            return Ok(());
-        }
-        let page = self.latch.bytes_mut();
-        let mut st = self.txn.st.borrow_mut();
-        if !st.entries[self.entry].fresh {
-            st.push_undo(self.entry, dst, &page[dst..dst + len]);
-        }
-        page.copy_within(src..src + len, dst);
-        st.redo_bytes += 21;
-        st.records.push(Record::PageMove {
-            page_id: self.id,
-            src: src as u32,
-            dst: dst as u32,
-            len: len as u32,
-        });
-        st.entries[self.entry].note(false);
-        Ok(())
-    }
-
-    /// Lets `f` change `len` bytes at `offset` in place, then records the bytes that changed
-    /// (trimmed to the first..last differing byte) as one PageWrite.
-    pub fn modify<R>(
-        &mut self,
-        offset: usize,
-        len: usize,
-        f: impl FnOnce(&mut [u8]) -> R,
-    ) -> Result<R> {
-        self.check(offset, len)?;
-        let page = self.latch.bytes_mut();
-        let old = page[offset..offset + len].to_vec();
-        let r = f(&mut page[offset..offset + len]);
-        let new = &page[offset..offset + len];
-        let Some(a) = (0..len).find(|&i| old[i] != new[i]) else {
-            return Ok(r);
-        };
-        let b = (a..len).rev().find(|&i| old[i] != new[i]).map_or(a, |i| i) + 1;
-        let bytes = new[a..b].to_vec();
-        let mut st = self.txn.st.borrow_mut();
-        if !st.entries[self.entry].fresh {
-            st.push_undo(self.entry, offset + a, &old[a..b]);
-        }
-        st.redo_bytes += bytes.len() + 12;
-        st.records.push(Record::PageWrite {
-            page_id: self.id,
-            offset: (offset + a) as u32,
-            bytes,
-        });
-        st.entries[self.entry].note(false);
-        Ok(r)
-    }
-
-    /// Re-initialises the page as `page_type` (all payload zero) and records a PageInit.
-    pub fn init(&mut self, page_type: PageType) {
-        let id = self.id;
-        let page = self.latch.bytes_mut();
-        let mut st = self.txn.st.borrow_mut();
-        if !st.entries[self.entry].fresh {
-            st.push_undo(self.entry, 0, page);
-        }
-        apply_init(page, id, page_type);
-        st.redo_bytes += 10;
-        st.records.push(Record::PageInit {
-            page_id: id,
-            page_type,
-        });
-        st.entries[self.entry].note(true);
-    }
-}
-
-impl Deref for PageWriteGuard<'_> {
-    type Target = [u8];
-    fn deref(&self) -> &[u8] {
-        self.latch.bytes()
-    }
-}
-
-impl Drop for PageWriteGuard<'_> {
-    fn drop(&mut self) {
-        if let Ok(mut st) = self.txn.st.try_borrow_mut() {
-            if let Some(e) = st.entries.get_mut(self.entry) {
-                e.latched = false;
-            }
-        }
-    }
-}
-
-impl std::fmt::Debug for PageWriteGuard<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "PageWriteGuard({})", self.id)
     }
 }

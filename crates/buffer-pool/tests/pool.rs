@@ -894,3 +894,60 @@ fn a_full_page_writes_checkpoint_never_passes_a_dirty_pages_image() {
         }
     }
 }
+
+/// The write guard's two ways to change a page meet one vocabulary (`keel_page::PageOp`): a
+/// free-form `rewrite` is logged as exactly the runs that changed (replaying the group's records
+/// with `Record::page_op` on the old page gives the new page, header and trailer untouched), and
+/// an op that leaves the payload is refused by the one bounds check, recording nothing.
+#[test]
+fn rewrite_logs_exactly_the_change() {
+    let (pool, store) = mem_pool(8);
+    seed(&*store, 2);
+    let before = pool.read(PageId(0)).unwrap().to_vec();
+    let log = MemLog::new();
+    let txn = pool.begin();
+    let mut g = txn.write(PageId(0)).unwrap();
+    let n = g
+        .rewrite(|p| {
+            p[P..P + 3].copy_from_slice(b"abc");
+            p[P + 100] ^= 0xFF;
+            p.copy_within(P + 500..P + 900, P + 520);
+            7
+        })
+        .unwrap();
+    assert_eq!(n, 7);
+    let after = g.to_vec();
+    let records = txn.records();
+    // Refused by the bounds check: the header, past the trailer, an overflowing move.
+    for op in [
+        keel_page::PageOp::Write {
+            offset: 0,
+            bytes: b"x",
+        },
+        keel_page::PageOp::Write {
+            offset: 4096 - 4,
+            bytes: b"x",
+        },
+        keel_page::PageOp::Move {
+            src: usize::MAX,
+            dst: P,
+            len: 2,
+        },
+    ] {
+        assert!(matches!(g.apply(op), Err(PoolError::OutOfBounds { .. })));
+    }
+    assert_eq!(g.to_vec(), after, "a refused op changed the page");
+    assert_eq!(txn.records(), records, "a refused op was logged");
+    drop(g);
+    txn.commit(&log).unwrap();
+    let groups = log.groups_since(Lsn::ZERO);
+    let mut replay = before.clone();
+    for r in &groups[0].records {
+        let (id, op) = r.page_op().expect("only page writes");
+        assert_eq!(id, PageId(0));
+        op.apply(&mut replay).unwrap();
+    }
+    let payload = keel_page::payload_range(replay.len());
+    assert_eq!(replay[payload.clone()], after[payload]);
+    assert_eq!(replay[..PAGE_HEADER_SIZE], before[..PAGE_HEADER_SIZE]);
+}

@@ -33,7 +33,7 @@ pub use header::{
     seal, set_lsn, set_page_type, verify, CorruptionDetail, PageError, PageHeader, PageState,
     PageType, PAGE_HEADER_SIZE, PAGE_TRAILER_SIZE,
 };
-pub use op::{payload_range, OutsidePayload, PageOp};
+pub use op::{check_payload_range, payload_range, OutsidePayload, PageOp};
 
 use serde::{Deserialize, Serialize};
 use std::fmt;

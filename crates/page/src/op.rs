@@ -58,6 +58,30 @@ pub fn payload_range(page_len: usize) -> Range<usize> {
     PAGE_HEADER_SIZE.min(max)..max
 }
 
+/// The one bounds check: `len` bytes at `offset` lie within the payload of a page of `page_len`
+/// bytes (checked sum: an offset near `usize::MAX` is refused, never wrapped).
+///
+/// # Errors
+///
+/// [`OutsidePayload`] naming the range and the payload.
+pub fn check_payload_range(
+    page_len: usize,
+    offset: usize,
+    len: usize,
+) -> Result<(), OutsidePayload> {
+    let payload = payload_range(page_len);
+    match offset.checked_add(len) {
+        Some(end) if offset >= payload.start && end <= payload.end => Ok(()),
+        _ => Err(OutsidePayload {
+            offset,
+            len,
+            min: payload.start,
+            max: payload.end,
+            page_len,
+        }),
+    }
+}
+
 impl PageOp<'_> {
     /// The bytes the op overwrites (for a move, the destination), unchecked.
     pub fn target(&self) -> (usize, usize) {
@@ -75,14 +99,6 @@ impl PageOp<'_> {
         }
     }
 
-    /// Bytes of redo the op costs (the record's encoded size, as `redo_log::Record` encodes it).
-    pub fn redo_bytes(&self) -> usize {
-        match *self {
-            PageOp::Write { bytes, .. } => bytes.len().saturating_add(12),
-            PageOp::Move { .. } => 21,
-        }
-    }
-
     /// The one bounds check: every range the op reads or writes lies within the payload of a
     /// page of `page_len` bytes.
     ///
@@ -90,19 +106,7 @@ impl PageOp<'_> {
     ///
     /// [`OutsidePayload`] naming the first range that does not.
     pub fn check(&self, page_len: usize) -> Result<(), OutsidePayload> {
-        let payload = payload_range(page_len);
-        let inside = |offset: usize, len: usize| -> Result<(), OutsidePayload> {
-            match offset.checked_add(len) {
-                Some(end) if offset >= payload.start && end <= payload.end => Ok(()),
-                _ => Err(OutsidePayload {
-                    offset,
-                    len,
-                    min: payload.start,
-                    max: payload.end,
-                    page_len,
-                }),
-            }
-        };
+        let inside = |offset: usize, len: usize| check_payload_range(page_len, offset, len);
         match *self {
             PageOp::Write { offset, bytes } => inside(offset, bytes.len()),
             PageOp::Move { src, dst, len } => {
@@ -243,6 +247,6 @@ mod tests {
             dst: 50,
             len: 9,
         };
-        assert_eq!((m.target(), m.redo_bytes()), ((50, 9), 21));
+        assert_eq!(m.target(), (50, 9));
     }
 }

@@ -16,7 +16,7 @@
 //! records that were encoded; anything else (wrong tags, lengths that disagree, trailing bytes,
 //! unknown record types) is an error, never a panic (fuzz target `log_block`).
 
-use keel_page::{PageId, PageType};
+use keel_page::{PageId, PageOp, PageType};
 
 /// Tag of a group header.
 pub(crate) const GROUP_TAG: u8 = 0x47;
@@ -90,6 +90,57 @@ pub enum Record {
 }
 
 impl Record {
+    /// The physical page change the record describes ([`PageOp`], the vocabulary the B-tree and
+    /// the transaction guard use too), for `PageWrite` and `PageMove`; `None` for the others.
+    /// The op is not checked here: [`PageOp::apply`] does the one bounds check.
+    pub fn page_op(&self) -> Option<(PageId, PageOp<'_>)> {
+        match self {
+            Record::PageWrite {
+                page_id,
+                offset,
+                bytes,
+            } => Some((
+                *page_id,
+                PageOp::Write {
+                    offset: *offset as usize,
+                    bytes,
+                },
+            )),
+            Record::PageMove {
+                page_id,
+                src,
+                dst,
+                len,
+            } => Some((
+                *page_id,
+                PageOp::Move {
+                    src: *src as usize,
+                    dst: *dst as usize,
+                    len: *len as usize,
+                },
+            )),
+            _ => None,
+        }
+    }
+
+    /// The record of a page change (the inverse of [`Record::page_op`]); `None` when an offset
+    /// or length does not fit the record's 32-bit fields.
+    pub fn from_page_op(page_id: PageId, op: PageOp<'_>) -> Option<Record> {
+        Some(match op {
+            PageOp::Write { offset, bytes } => Record::PageWrite {
+                page_id,
+                offset: u32::try_from(offset).ok()?,
+                bytes: bytes.to_vec(),
+            },
+            PageOp::Move { src, dst, len } => Record::PageMove {
+                page_id,
+                src: u32::try_from(src).ok()?,
+                dst: u32::try_from(dst).ok()?,
+                len: u32::try_from(len).ok()?,
+            },
+        })
+    }
+
     /// The page the record is about, if any.
     pub fn page_id(&self) -> Option<PageId> {
         match self {
