@@ -1,4 +1,12 @@
-//! The B+tree operations: get, insert (with splits), remove, range cursors, structural check.
+//! The B+tree operations: get, insert (with splits), remove. Other questions live in the files
+//! under `tree/`: `check.rs` (the structural check and destroying a tree), `overflow.rs`
+//! (values too large for a leaf, in chains of overflow pages), `range.rs` (range cursors).
+
+mod check;
+mod overflow;
+mod range;
+
+pub use range::Range;
 
 use crate::node::{
     self, cell_child, cell_key, inner_cell, leaf_cell_inline, leaf_cell_overflow, rd_u32, rd_u64,
@@ -317,155 +325,7 @@ impl BTree {
         }
     }
 
-    /// Walks the whole tree checking its invariants (key order and bounds, levels, slot
-    /// bounds, overflow chains); returns what it counted.
-    pub fn check<S: PageRead>(&self, store: &S) -> Result<TreeStats> {
-        let mut stats = TreeStats::default();
-        let level = with_node(store, self.root, |n| Ok(n.level()))?;
-        stats.depth = level as usize + 1;
-        self.check_node(store, self.root, level, None, None, &mut stats, 0)?;
-        Ok(stats)
-    }
-
-    /// Frees every page of the tree, including the root.
-    pub fn destroy<S: PageWrite>(&self, store: &mut S) -> Result<()> {
-        self.destroy_node(store, self.root, 0)
-    }
-
     // ----- internals -----
-
-    fn destroy_node<S: PageWrite>(&self, store: &mut S, id: PageId, depth: usize) -> Result<()> {
-        if depth > MAX_DEPTH {
-            return Err(BTreeError::Corrupt {
-                page_id: id,
-                detail: "cycle".into(),
-            });
-        }
-        let (children, overflow) = with_node(store, id, |n| {
-            let mut children = Vec::new();
-            let mut overflow = Vec::new();
-            if n.is_leaf() {
-                for i in 0..n.len() {
-                    if let ValueRef::Overflow { first, .. } = n.value(i)? {
-                        overflow.push(first);
-                    }
-                }
-            } else {
-                for c in 0..=n.len() {
-                    children.push(n.child(c)?);
-                }
-            }
-            Ok((children, overflow))
-        })?;
-        for c in children {
-            self.destroy_node(store, c, depth + 1)?;
-        }
-        for o in overflow {
-            self.free_overflow(store, o)?;
-        }
-        store.free(id)
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn check_node<S: PageRead>(
-        &self,
-        store: &S,
-        id: PageId,
-        level: u8,
-        low: Option<&[u8]>,
-        high: Option<&[u8]>,
-        stats: &mut TreeStats,
-        depth: usize,
-    ) -> Result<()> {
-        let corrupt = |detail: String| BTreeError::Corrupt {
-            page_id: id,
-            detail,
-        };
-        if depth > MAX_DEPTH {
-            return Err(corrupt("cycle of child pointers".into()));
-        }
-        let (keys, children, overflow, is_leaf) = with_node(store, id, |n| {
-            if n.level() != level {
-                return Err(level_error(id, level, n.level()));
-            }
-            if n.is_leaf() != (level == 0) {
-                return Err(BTreeError::Corrupt {
-                    page_id: id,
-                    detail: format!("leaf flag {} at level {level}", n.is_leaf()),
-                });
-            }
-            n.check_hints()?;
-            let mut keys = Vec::with_capacity(n.len());
-            let mut overflow = Vec::new();
-            for i in 0..n.len() {
-                keys.push(n.key(i)?.to_vec());
-                if n.is_leaf() {
-                    if let ValueRef::Overflow { first, len } = n.value(i)? {
-                        overflow.push((first, len));
-                    }
-                }
-            }
-            let mut children = Vec::new();
-            if !n.is_leaf() {
-                for c in 0..=n.len() {
-                    children.push(n.child(c)?);
-                }
-            }
-            Ok((keys, children, overflow, n.is_leaf()))
-        })?;
-        for w in keys.windows(2) {
-            if w[0] >= w[1] {
-                return Err(corrupt(format!(
-                    "keys out of order: {:?} >= {:?}",
-                    w[0], w[1]
-                )));
-            }
-        }
-        if let (Some(first), Some(lo)) = (keys.first(), low) {
-            if first.as_slice() < lo {
-                return Err(corrupt(format!(
-                    "key {first:?} below the parent's bound {lo:?}"
-                )));
-            }
-        }
-        if let (Some(last), Some(hi)) = (keys.last(), high) {
-            if last.as_slice() >= hi {
-                return Err(corrupt(format!(
-                    "key {last:?} not below the parent's bound {hi:?}"
-                )));
-            }
-        }
-        if is_leaf {
-            stats.leaves += 1;
-            stats.entries += keys.len();
-            for (first, len) in overflow {
-                let v = self.read_overflow(store, first, len)?;
-                stats.overflow_pages += v.len().div_ceil(self.limits.overflow_capacity());
-            }
-            return Ok(());
-        }
-        stats.inners += 1;
-        for (c, child) in children.iter().enumerate() {
-            let lo = if c == 0 {
-                low
-            } else {
-                Some(keys[c - 1].as_slice())
-            };
-            let hi = if c < keys.len() {
-                Some(keys[c].as_slice())
-            } else {
-                high
-            };
-            self.check_node(store, *child, level - 1, lo, hi, stats, depth + 1)
-                .map_err(|e| BTreeError::BadPointer {
-                    page_id: id,
-                    slot: c,
-                    target: *child,
-                    source: Box::new(e),
-                })?;
-        }
-        Ok(())
-    }
 
     /// Path of (inner page, child index) from the root, and the leaf for `key`.
     fn descend<S: PageRead>(
@@ -592,239 +452,18 @@ impl BTree {
             })
         }
     }
-
-    fn write_overflow<S: PageWrite>(&self, store: &mut S, value: &[u8]) -> Result<PageId> {
-        let cap = self.limits.overflow_capacity();
-        let chunks: Vec<&[u8]> = value.chunks(cap).collect();
-        let mut pages = Vec::with_capacity(chunks.len());
-        for _ in &chunks {
-            pages.push(store.allocate(PageType::OVERFLOW)?);
-        }
-        for (i, chunk) in chunks.iter().enumerate() {
-            let next = pages.get(i + 1).copied().unwrap_or(PageId(0));
-            store.write(pages[i], |p| {
-                let o = PAGE_HEADER_SIZE;
-                wr_u64(p, o, next.0);
-                p[o + 8..o + 12].copy_from_slice(&(chunk.len() as u32).to_le_bytes());
-                p[o + OVERFLOW_HEADER..o + OVERFLOW_HEADER + chunk.len()].copy_from_slice(chunk);
-            })?;
-        }
-        pages
-            .first()
-            .copied()
-            .ok_or(BTreeError::ValueTooLarge { len: 0 })
-    }
-
-    /// Reads `(next, data)` of one overflow page, checking its type and lengths.
-    fn overflow_page<S: PageRead>(&self, store: &S, id: PageId) -> Result<(PageId, Vec<u8>)> {
-        let cap = self.limits.overflow_capacity();
-        store.read(id, |p| {
-            let ty = PageHeader::read(p).map(|h| h.page_type);
-            if ty != Some(PageType::OVERFLOW) {
-                return Err(BTreeError::Corrupt {
-                    page_id: id,
-                    detail: format!("expected an overflow page, found type {ty:?}"),
-                });
-            }
-            let o = PAGE_HEADER_SIZE;
-            let used = rd_u32(p, o + 8) as usize;
-            if used > cap {
-                return Err(BTreeError::Corrupt {
-                    page_id: id,
-                    detail: format!("overflow page claims {used} bytes, holds at most {cap}"),
-                });
-            }
-            Ok((
-                PageId(rd_u64(p, o)),
-                p[o + OVERFLOW_HEADER..o + OVERFLOW_HEADER + used].to_vec(),
-            ))
-        })?
-    }
-
-    fn read_overflow<S: PageRead>(&self, store: &S, first: PageId, len: u64) -> Result<Vec<u8>> {
-        let mut out = Vec::with_capacity(len.min(1 << 30) as usize);
-        let mut id = first;
-        let mut prev = first;
-        while (out.len() as u64) < len {
-            if id == PageId(0) {
-                return Err(BTreeError::Corrupt {
-                    page_id: first,
-                    detail: format!("overflow chain ends after {} of {len} bytes", out.len()),
-                });
-            }
-            let (next, data) = self.overflow_page(store, id).map_err(|e| {
-                if id == first {
-                    e
-                } else {
-                    BTreeError::BadPointer {
-                        page_id: prev,
-                        slot: 0,
-                        target: id,
-                        source: Box::new(e),
-                    }
-                }
-            })?;
-            prev = id;
-            if data.is_empty() {
-                return Err(BTreeError::Corrupt {
-                    page_id: id,
-                    detail: "empty overflow page in a chain".into(),
-                });
-            }
-            out.extend_from_slice(&data);
-            id = next;
-        }
-        if out.len() as u64 != len {
-            return Err(BTreeError::Corrupt {
-                page_id: first,
-                detail: format!(
-                    "overflow chain holds {} bytes, the leaf says {len}",
-                    out.len()
-                ),
-            });
-        }
-        Ok(out)
-    }
-
-    fn free_overflow<S: PageWrite>(&self, store: &mut S, first: PageId) -> Result<()> {
-        let mut id = first;
-        let mut guard = 0u64;
-        while id != PageId(0) {
-            guard += 1;
-            if guard > (u32::MAX as u64 / 512) {
-                return Err(BTreeError::Corrupt {
-                    page_id: first,
-                    detail: "overflow chain too long (a cycle?)".into(),
-                });
-            }
-            let (next, _) = self.overflow_page(store, id)?;
-            store.free(id)?;
-            id = next;
-        }
-        Ok(())
-    }
-
-    fn materialize<S: PageRead>(&self, store: &S, v: FoundValue) -> Result<Vec<u8>> {
-        match v {
-            FoundValue::Inline(v) => Ok(v),
-            FoundValue::Overflow { first, len } => self.read_overflow(store, first, len),
-        }
-    }
-
-    /// Entries of the leaf holding the first keys above `low` (filtered by it), and the fence
-    /// above that leaf (the smallest key the next leaf may hold).
-    fn leaf_after<S: PageRead>(&self, store: &S, low: &Bound<Vec<u8>>) -> Result<LeafStep> {
-        self.leaf_toward(
-            store,
-            |n| {
-                let start = match low {
-                    Bound::Unbounded => 0,
-                    Bound::Included(k) => n.search(k)?.unwrap_or_else(|i| i),
-                    Bound::Excluded(k) => match n.search(k)? {
-                        Ok(i) => i + 1,
-                        Err(i) => i,
-                    },
-                };
-                Ok(start..n.len())
-            },
-            |n| {
-                let c = match low {
-                    Bound::Unbounded => 0,
-                    Bound::Included(k) | Bound::Excluded(k) => n.child_index_for(k)?,
-                };
-                // The separator after child c bounds it from above.
-                Ok((c, (c < n.len()).then_some(c)))
-            },
-            false,
-        )
-    }
-
-    /// Entries (descending) of the leaf holding the last keys below `high`, and the fence below
-    /// that leaf (every key of the previous leaf is smaller).
-    fn leaf_before<S: PageRead>(&self, store: &S, high: &Bound<Vec<u8>>) -> Result<LeafStep> {
-        self.leaf_toward(
-            store,
-            |n| {
-                let end = match high {
-                    Bound::Unbounded => n.len(),
-                    Bound::Included(k) => match n.search(k)? {
-                        Ok(i) => i + 1,
-                        Err(i) => i,
-                    },
-                    Bound::Excluded(k) => n.search(k)?.unwrap_or_else(|i| i),
-                };
-                Ok(0..end)
-            },
-            |n| {
-                let c = match high {
-                    Bound::Unbounded => n.len(),
-                    Bound::Included(k) => n.child_index_for(k)?,
-                    // Keys below k: if k is separator i, they are in child i, not i + 1.
-                    Bound::Excluded(k) => n.search(k)?.unwrap_or_else(|i| i),
-                };
-                // The separator before child c bounds it from below.
-                Ok((c, c.checked_sub(1)))
-            },
-            true,
-        )
-    }
-
-    /// The descent both range directions share: `route` picks the child of an inner node and
-    /// the separator that fences it on the scan's far side; at the leaf, `entries` picks the
-    /// slots to return (in descending order when `descending`). Returns them and the innermost
-    /// fence met on the way down.
-    fn leaf_toward<S: PageRead>(
-        &self,
-        store: &S,
-        entries: impl Fn(&Node<'_>) -> Result<std::ops::Range<usize>>,
-        route: impl Fn(&Node<'_>) -> Result<(usize, Option<usize>)>,
-        descending: bool,
-    ) -> Result<LeafStep> {
-        let mut id = self.root;
-        let mut fence: Option<Vec<u8>> = None;
-        let mut from: Option<(PageId, usize)> = None;
-        for _ in 0..MAX_DEPTH {
-            let step = with_node_from(store, id, from, |n| {
-                if n.is_leaf() {
-                    let mut range = entries(&n)?;
-                    let mut out = Vec::with_capacity(range.len());
-                    let mut push = |i: usize| -> Result<()> {
-                        out.push((n.key(i)?.to_vec(), FoundValue::from_ref(n.value(i)?)));
-                        Ok(())
-                    };
-                    if descending {
-                        range.rev().try_for_each(&mut push)?;
-                    } else {
-                        range.try_for_each(&mut push)?;
-                    }
-                    return Ok(Err(out));
-                }
-                let (c, sep) = route(&n)?;
-                let f = sep.map(|i| n.key(i).map(<[u8]>::to_vec)).transpose()?;
-                Ok(Ok((n.child(c)?, c, f)))
-            })?;
-            match step {
-                Err(entries) => return Ok((entries, fence)),
-                Ok((child, slot, f)) => {
-                    if f.is_some() {
-                        fence = f;
-                    }
-                    from = Some((id, slot));
-                    id = child;
-                }
-            }
-        }
-        Err(BTreeError::Corrupt {
-            page_id: id,
-            detail: "cycle of child pointers".into(),
-        })
-    }
 }
 
 /// Where to split `cells` (the new cell is at `inserted`): by bytes in the middle, except that
 /// an append at the right end of a leaf keeps the left node full (sequential loads).
 fn split_point(cells: &[Vec<u8>], leaf: bool, inserted: usize) -> usize {
     let n = cells.len();
+    // Cells are at most a quarter page (Limits), so a node that overflows holds at least two;
+    // both halves of a split must be non-empty (cheap, always on).
+    assert!(
+        n >= 2 && inserted < n,
+        "invariant: a split has at least two cells and the new one among them ({inserted} of {n})"
+    );
     if leaf && inserted == n - 1 && n >= 2 {
         return n - 1;
     }
@@ -841,132 +480,29 @@ fn split_point(cells: &[Vec<u8>], leaf: bool, inserted: usize) -> usize {
     n / 2
 }
 
-/// An ordered iterator over a key range; also iterates backwards (`.rev()`), and both ends may
-/// be used at once without crossing.
-pub struct Range<S: PageRead> {
-    tree: BTree,
-    store: S,
-    front: Bound<Vec<u8>>,
-    back: Bound<Vec<u8>>,
-    front_buf: VecDeque<(Vec<u8>, FoundValue)>,
-    back_buf: VecDeque<(Vec<u8>, FoundValue)>,
-    done: bool,
-}
+#[cfg(test)]
+mod tests {
+    use super::split_point;
 
-impl<S: PageRead> Range<S> {
-    fn fill_front(&mut self) -> Result<()> {
-        loop {
-            let (entries, fence) = self.tree.leaf_after(&self.store, &self.front)?;
-            if !entries.is_empty() {
-                self.front_buf = entries.into();
-                return Ok(());
-            }
-            match fence {
-                Some(f) if bound_ok_high(&f, &self.back) => {
-                    // The fence must move strictly forward (a leaf's high fence is above every
-                    // key that leads to it), or corrupt separators or hints would loop forever.
-                    let advances = match &self.front {
-                        Bound::Unbounded => true,
-                        Bound::Included(k) | Bound::Excluded(k) => f.as_slice() > k.as_slice(),
-                    };
-                    if !advances {
-                        return Err(BTreeError::Corrupt {
-                            page_id: self.tree.root,
-                            detail: format!("separator {f:?} does not advance a forward scan"),
-                        });
-                    }
-                    self.front = Bound::Included(f)
-                }
-                _ => {
-                    self.done = true;
-                    return Ok(());
+    #[test]
+    fn split_points_leave_both_halves_non_empty() {
+        for n in 2..40usize {
+            let cells: Vec<Vec<u8>> = (0..n).map(|i| vec![0; 8 + i * 7 % 50]).collect();
+            for inserted in 0..n {
+                for leaf in [true, false] {
+                    let m = split_point(&cells, leaf, inserted);
+                    assert!(
+                        (1..n).contains(&m),
+                        "n {n} inserted {inserted} leaf {leaf}: {m}"
+                    );
                 }
             }
         }
     }
 
-    fn fill_back(&mut self) -> Result<()> {
-        loop {
-            let (entries, fence) = self.tree.leaf_before(&self.store, &self.back)?;
-            if !entries.is_empty() {
-                self.back_buf = entries.into();
-                return Ok(());
-            }
-            match fence {
-                Some(f) if bound_ok_low(&f, &self.front) => {
-                    let advances = match &self.back {
-                        Bound::Unbounded => true,
-                        Bound::Included(k) => f.as_slice() <= k.as_slice(),
-                        Bound::Excluded(k) => f.as_slice() < k.as_slice(),
-                    };
-                    if !advances {
-                        return Err(BTreeError::Corrupt {
-                            page_id: self.tree.root,
-                            detail: format!("separator {f:?} does not advance a backward scan"),
-                        });
-                    }
-                    self.back = Bound::Excluded(f)
-                }
-                _ => {
-                    self.done = true;
-                    return Ok(());
-                }
-            }
-        }
-    }
-
-    fn finish(&mut self, item: (Vec<u8>, FoundValue)) -> Option<Result<(Vec<u8>, Vec<u8>)>> {
-        let (k, v) = item;
-        match self.tree.materialize(&self.store, v) {
-            Ok(v) => Some(Ok((k, v))),
-            Err(e) => {
-                self.done = true;
-                Some(Err(e))
-            }
-        }
-    }
-}
-
-impl<S: PageRead> Iterator for Range<S> {
-    type Item = Result<(Vec<u8>, Vec<u8>)>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        if self.done {
-            return None;
-        }
-        if self.front_buf.is_empty() {
-            if let Err(e) = self.fill_front() {
-                self.done = true;
-                return Some(Err(e));
-            }
-        }
-        let item = self.front_buf.pop_front()?;
-        if !bound_ok_high(&item.0, &self.back) || !bound_ok_low(&item.0, &self.front) {
-            self.done = true;
-            return None;
-        }
-        self.front = Bound::Excluded(item.0.clone());
-        self.finish(item)
-    }
-}
-
-impl<S: PageRead> DoubleEndedIterator for Range<S> {
-    fn next_back(&mut self) -> Option<Self::Item> {
-        if self.done {
-            return None;
-        }
-        if self.back_buf.is_empty() {
-            if let Err(e) = self.fill_back() {
-                self.done = true;
-                return Some(Err(e));
-            }
-        }
-        let item = self.back_buf.pop_front()?;
-        if !bound_ok_low(&item.0, &self.front) || !bound_ok_high(&item.0, &self.back) {
-            self.done = true;
-            return None;
-        }
-        self.back = Bound::Excluded(item.0.clone());
-        self.finish(item)
+    #[test]
+    #[should_panic(expected = "invariant: a split has at least two cells")]
+    fn a_split_of_one_cell_trips() {
+        split_point(&[vec![1, 2, 3]], true, 0);
     }
 }

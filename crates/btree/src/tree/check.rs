@@ -1,0 +1,161 @@
+//! Walking a whole tree: the structural check (key order and bounds, levels, slot bounds,
+//! overflow chains; what `BTree::check` reports is what the model tests rely on) and freeing
+//! every page of a tree. Both stop at [`MAX_DEPTH`] levels: a cycle of child pointers is
+//! corruption, never an endless walk.
+
+use super::*;
+
+impl BTree {
+    /// Walks the whole tree checking its invariants (key order and bounds, levels, slot
+    /// bounds, overflow chains); returns what it counted.
+    pub fn check<S: PageRead>(&self, store: &S) -> Result<TreeStats> {
+        let mut stats = TreeStats::default();
+        let level = with_node(store, self.root, |n| Ok(n.level()))?;
+        stats.depth = level as usize + 1;
+        self.check_node(store, self.root, level, None, None, &mut stats, 0)?;
+        Ok(stats)
+    }
+
+    /// Frees every page of the tree, including the root.
+    pub fn destroy<S: PageWrite>(&self, store: &mut S) -> Result<()> {
+        self.destroy_node(store, self.root, 0)
+    }
+
+    pub(super) fn destroy_node<S: PageWrite>(
+        &self,
+        store: &mut S,
+        id: PageId,
+        depth: usize,
+    ) -> Result<()> {
+        if depth > MAX_DEPTH {
+            return Err(BTreeError::Corrupt {
+                page_id: id,
+                detail: "cycle".into(),
+            });
+        }
+        let (children, overflow) = with_node(store, id, |n| {
+            let mut children = Vec::new();
+            let mut overflow = Vec::new();
+            if n.is_leaf() {
+                for i in 0..n.len() {
+                    if let ValueRef::Overflow { first, .. } = n.value(i)? {
+                        overflow.push(first);
+                    }
+                }
+            } else {
+                for c in 0..=n.len() {
+                    children.push(n.child(c)?);
+                }
+            }
+            Ok((children, overflow))
+        })?;
+        for c in children {
+            self.destroy_node(store, c, depth + 1)?;
+        }
+        for o in overflow {
+            self.free_overflow(store, o)?;
+        }
+        store.free(id)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn check_node<S: PageRead>(
+        &self,
+        store: &S,
+        id: PageId,
+        level: u8,
+        low: Option<&[u8]>,
+        high: Option<&[u8]>,
+        stats: &mut TreeStats,
+        depth: usize,
+    ) -> Result<()> {
+        let corrupt = |detail: String| BTreeError::Corrupt {
+            page_id: id,
+            detail,
+        };
+        if depth > MAX_DEPTH {
+            return Err(corrupt("cycle of child pointers".into()));
+        }
+        let (keys, children, overflow, is_leaf) = with_node(store, id, |n| {
+            if n.level() != level {
+                return Err(level_error(id, level, n.level()));
+            }
+            if n.is_leaf() != (level == 0) {
+                return Err(BTreeError::Corrupt {
+                    page_id: id,
+                    detail: format!("leaf flag {} at level {level}", n.is_leaf()),
+                });
+            }
+            n.check_hints()?;
+            let mut keys = Vec::with_capacity(n.len());
+            let mut overflow = Vec::new();
+            for i in 0..n.len() {
+                keys.push(n.key(i)?.to_vec());
+                if n.is_leaf() {
+                    if let ValueRef::Overflow { first, len } = n.value(i)? {
+                        overflow.push((first, len));
+                    }
+                }
+            }
+            let mut children = Vec::new();
+            if !n.is_leaf() {
+                for c in 0..=n.len() {
+                    children.push(n.child(c)?);
+                }
+            }
+            Ok((keys, children, overflow, n.is_leaf()))
+        })?;
+        for w in keys.windows(2) {
+            if w[0] >= w[1] {
+                return Err(corrupt(format!(
+                    "keys out of order: {:?} >= {:?}",
+                    w[0], w[1]
+                )));
+            }
+        }
+        if let (Some(first), Some(lo)) = (keys.first(), low) {
+            if first.as_slice() < lo {
+                return Err(corrupt(format!(
+                    "key {first:?} below the parent's bound {lo:?}"
+                )));
+            }
+        }
+        if let (Some(last), Some(hi)) = (keys.last(), high) {
+            if last.as_slice() >= hi {
+                return Err(corrupt(format!(
+                    "key {last:?} not below the parent's bound {hi:?}"
+                )));
+            }
+        }
+        if is_leaf {
+            stats.leaves += 1;
+            stats.entries += keys.len();
+            for (first, len) in overflow {
+                let v = self.read_overflow(store, first, len)?;
+                stats.overflow_pages += v.len().div_ceil(self.limits.overflow_capacity());
+            }
+            return Ok(());
+        }
+        stats.inners += 1;
+        for (c, child) in children.iter().enumerate() {
+            let lo = if c == 0 {
+                low
+            } else {
+                Some(keys[c - 1].as_slice())
+            };
+            let hi = if c < keys.len() {
+                Some(keys[c].as_slice())
+            } else {
+                high
+            };
+            self.check_node(store, *child, level - 1, lo, hi, stats, depth + 1)
+                .map_err(|e| BTreeError::BadPointer {
+                    page_id: id,
+                    slot: c,
+                    target: *child,
+                    source: Box::new(e),
+                })?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,138 @@
+//! Values too large for a leaf cell: a chain of overflow pages, each with a header naming the
+//! next page and its length. Reading a chain checks every page's type, length and the chain's
+//! total against the cell, so a damaged chain is `BTreeError::Corrupt`, never a short value.
+
+use super::*;
+
+impl BTree {
+    pub(super) fn write_overflow<S: PageWrite>(
+        &self,
+        store: &mut S,
+        value: &[u8],
+    ) -> Result<PageId> {
+        let cap = self.limits.overflow_capacity();
+        let chunks: Vec<&[u8]> = value.chunks(cap).collect();
+        let mut pages = Vec::with_capacity(chunks.len());
+        for _ in &chunks {
+            pages.push(store.allocate(PageType::OVERFLOW)?);
+        }
+        for (i, chunk) in chunks.iter().enumerate() {
+            let next = pages.get(i + 1).copied().unwrap_or(PageId(0));
+            store.write(pages[i], |p| {
+                let o = PAGE_HEADER_SIZE;
+                wr_u64(p, o, next.0);
+                p[o + 8..o + 12].copy_from_slice(&(chunk.len() as u32).to_le_bytes());
+                p[o + OVERFLOW_HEADER..o + OVERFLOW_HEADER + chunk.len()].copy_from_slice(chunk);
+            })?;
+        }
+        pages
+            .first()
+            .copied()
+            .ok_or(BTreeError::ValueTooLarge { len: 0 })
+    }
+
+    /// Reads `(next, data)` of one overflow page, checking its type and lengths.
+    pub(super) fn overflow_page<S: PageRead>(
+        &self,
+        store: &S,
+        id: PageId,
+    ) -> Result<(PageId, Vec<u8>)> {
+        let cap = self.limits.overflow_capacity();
+        store.read(id, |p| {
+            let ty = PageHeader::read(p).map(|h| h.page_type);
+            if ty != Some(PageType::OVERFLOW) {
+                return Err(BTreeError::Corrupt {
+                    page_id: id,
+                    detail: format!("expected an overflow page, found type {ty:?}"),
+                });
+            }
+            let o = PAGE_HEADER_SIZE;
+            let used = rd_u32(p, o + 8) as usize;
+            if used > cap {
+                return Err(BTreeError::Corrupt {
+                    page_id: id,
+                    detail: format!("overflow page claims {used} bytes, holds at most {cap}"),
+                });
+            }
+            Ok((
+                PageId(rd_u64(p, o)),
+                p[o + OVERFLOW_HEADER..o + OVERFLOW_HEADER + used].to_vec(),
+            ))
+        })?
+    }
+
+    pub(super) fn read_overflow<S: PageRead>(
+        &self,
+        store: &S,
+        first: PageId,
+        len: u64,
+    ) -> Result<Vec<u8>> {
+        let mut out = Vec::with_capacity(len.min(1 << 30) as usize);
+        let mut id = first;
+        let mut prev = first;
+        while (out.len() as u64) < len {
+            if id == PageId(0) {
+                return Err(BTreeError::Corrupt {
+                    page_id: first,
+                    detail: format!("overflow chain ends after {} of {len} bytes", out.len()),
+                });
+            }
+            let (next, data) = self.overflow_page(store, id).map_err(|e| {
+                if id == first {
+                    e
+                } else {
+                    BTreeError::BadPointer {
+                        page_id: prev,
+                        slot: 0,
+                        target: id,
+                        source: Box::new(e),
+                    }
+                }
+            })?;
+            prev = id;
+            if data.is_empty() {
+                return Err(BTreeError::Corrupt {
+                    page_id: id,
+                    detail: "empty overflow page in a chain".into(),
+                });
+            }
+            out.extend_from_slice(&data);
+            id = next;
+        }
+        if out.len() as u64 != len {
+            return Err(BTreeError::Corrupt {
+                page_id: first,
+                detail: format!(
+                    "overflow chain holds {} bytes, the leaf says {len}",
+                    out.len()
+                ),
+            });
+        }
+        Ok(out)
+    }
+
+    pub(super) fn free_overflow<S: PageWrite>(&self, store: &mut S, first: PageId) -> Result<()> {
+        let mut id = first;
+        let mut guard = 0u64;
+        while id != PageId(0) {
+            guard += 1;
+            if guard > (u32::MAX as u64 / 512) {
+                return Err(BTreeError::Corrupt {
+                    page_id: first,
+                    detail: "overflow chain too long (a cycle?)".into(),
+                });
+            }
+            let (next, _) = self.overflow_page(store, id)?;
+            store.free(id)?;
+            id = next;
+        }
+        Ok(())
+    }
+
+    pub(super) fn materialize<S: PageRead>(&self, store: &S, v: FoundValue) -> Result<Vec<u8>> {
+        match v {
+            FoundValue::Inline(v) => Ok(v),
+            FoundValue::Overflow { first, len } => self.read_overflow(store, first, len),
+        }
+    }
+}

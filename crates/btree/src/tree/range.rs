@@ -1,0 +1,256 @@
+//! Range cursors: finding the leaf after or before a bound (a descent per leaf, no sibling
+//! pointers) and [`Range`], the double-ended iterator over a key range.
+//!
+//! Invariant: both ends may be used at once and never cross; every key returned lies in the
+//! range, in order.
+
+use super::*;
+
+impl BTree {
+    /// Entries of the leaf holding the first keys above `low` (filtered by it), and the fence
+    /// above that leaf (the smallest key the next leaf may hold).
+    pub(super) fn leaf_after<S: PageRead>(
+        &self,
+        store: &S,
+        low: &Bound<Vec<u8>>,
+    ) -> Result<LeafStep> {
+        self.leaf_toward(
+            store,
+            |n| {
+                let start = match low {
+                    Bound::Unbounded => 0,
+                    Bound::Included(k) => n.search(k)?.unwrap_or_else(|i| i),
+                    Bound::Excluded(k) => match n.search(k)? {
+                        Ok(i) => i + 1,
+                        Err(i) => i,
+                    },
+                };
+                Ok(start..n.len())
+            },
+            |n| {
+                let c = match low {
+                    Bound::Unbounded => 0,
+                    Bound::Included(k) | Bound::Excluded(k) => n.child_index_for(k)?,
+                };
+                // The separator after child c bounds it from above.
+                Ok((c, (c < n.len()).then_some(c)))
+            },
+            false,
+        )
+    }
+
+    /// Entries (descending) of the leaf holding the last keys below `high`, and the fence below
+    /// that leaf (every key of the previous leaf is smaller).
+    pub(super) fn leaf_before<S: PageRead>(
+        &self,
+        store: &S,
+        high: &Bound<Vec<u8>>,
+    ) -> Result<LeafStep> {
+        self.leaf_toward(
+            store,
+            |n| {
+                let end = match high {
+                    Bound::Unbounded => n.len(),
+                    Bound::Included(k) => match n.search(k)? {
+                        Ok(i) => i + 1,
+                        Err(i) => i,
+                    },
+                    Bound::Excluded(k) => n.search(k)?.unwrap_or_else(|i| i),
+                };
+                Ok(0..end)
+            },
+            |n| {
+                let c = match high {
+                    Bound::Unbounded => n.len(),
+                    Bound::Included(k) => n.child_index_for(k)?,
+                    // Keys below k: if k is separator i, they are in child i, not i + 1.
+                    Bound::Excluded(k) => n.search(k)?.unwrap_or_else(|i| i),
+                };
+                // The separator before child c bounds it from below.
+                Ok((c, c.checked_sub(1)))
+            },
+            true,
+        )
+    }
+
+    /// The descent both range directions share: `route` picks the child of an inner node and
+    /// the separator that fences it on the scan's far side; at the leaf, `entries` picks the
+    /// slots to return (in descending order when `descending`). Returns them and the innermost
+    /// fence met on the way down.
+    pub(super) fn leaf_toward<S: PageRead>(
+        &self,
+        store: &S,
+        entries: impl Fn(&Node<'_>) -> Result<std::ops::Range<usize>>,
+        route: impl Fn(&Node<'_>) -> Result<(usize, Option<usize>)>,
+        descending: bool,
+    ) -> Result<LeafStep> {
+        let mut id = self.root;
+        let mut fence: Option<Vec<u8>> = None;
+        let mut from: Option<(PageId, usize)> = None;
+        for _ in 0..MAX_DEPTH {
+            let step = with_node_from(store, id, from, |n| {
+                if n.is_leaf() {
+                    let mut range = entries(&n)?;
+                    let mut out = Vec::with_capacity(range.len());
+                    let mut push = |i: usize| -> Result<()> {
+                        out.push((n.key(i)?.to_vec(), FoundValue::from_ref(n.value(i)?)));
+                        Ok(())
+                    };
+                    if descending {
+                        range.rev().try_for_each(&mut push)?;
+                    } else {
+                        range.try_for_each(&mut push)?;
+                    }
+                    return Ok(Err(out));
+                }
+                let (c, sep) = route(&n)?;
+                let f = sep.map(|i| n.key(i).map(<[u8]>::to_vec)).transpose()?;
+                Ok(Ok((n.child(c)?, c, f)))
+            })?;
+            match step {
+                Err(entries) => return Ok((entries, fence)),
+                Ok((child, slot, f)) => {
+                    if f.is_some() {
+                        fence = f;
+                    }
+                    from = Some((id, slot));
+                    id = child;
+                }
+            }
+        }
+        Err(BTreeError::Corrupt {
+            page_id: id,
+            detail: "cycle of child pointers".into(),
+        })
+    }
+}
+
+/// An ordered iterator over a key range; also iterates backwards (`.rev()`), and both ends may
+/// be used at once without crossing.
+pub struct Range<S: PageRead> {
+    pub(super) tree: BTree,
+    pub(super) store: S,
+    pub(super) front: Bound<Vec<u8>>,
+    pub(super) back: Bound<Vec<u8>>,
+    pub(super) front_buf: VecDeque<(Vec<u8>, FoundValue)>,
+    pub(super) back_buf: VecDeque<(Vec<u8>, FoundValue)>,
+    pub(super) done: bool,
+}
+
+impl<S: PageRead> Range<S> {
+    fn fill_front(&mut self) -> Result<()> {
+        loop {
+            let (entries, fence) = self.tree.leaf_after(&self.store, &self.front)?;
+            if !entries.is_empty() {
+                self.front_buf = entries.into();
+                return Ok(());
+            }
+            match fence {
+                Some(f) if bound_ok_high(&f, &self.back) => {
+                    // The fence must move strictly forward (a leaf's high fence is above every
+                    // key that leads to it), or corrupt separators or hints would loop forever.
+                    let advances = match &self.front {
+                        Bound::Unbounded => true,
+                        Bound::Included(k) | Bound::Excluded(k) => f.as_slice() > k.as_slice(),
+                    };
+                    if !advances {
+                        return Err(BTreeError::Corrupt {
+                            page_id: self.tree.root,
+                            detail: format!("separator {f:?} does not advance a forward scan"),
+                        });
+                    }
+                    self.front = Bound::Included(f)
+                }
+                _ => {
+                    self.done = true;
+                    return Ok(());
+                }
+            }
+        }
+    }
+
+    fn fill_back(&mut self) -> Result<()> {
+        loop {
+            let (entries, fence) = self.tree.leaf_before(&self.store, &self.back)?;
+            if !entries.is_empty() {
+                self.back_buf = entries.into();
+                return Ok(());
+            }
+            match fence {
+                Some(f) if bound_ok_low(&f, &self.front) => {
+                    let advances = match &self.back {
+                        Bound::Unbounded => true,
+                        Bound::Included(k) => f.as_slice() <= k.as_slice(),
+                        Bound::Excluded(k) => f.as_slice() < k.as_slice(),
+                    };
+                    if !advances {
+                        return Err(BTreeError::Corrupt {
+                            page_id: self.tree.root,
+                            detail: format!("separator {f:?} does not advance a backward scan"),
+                        });
+                    }
+                    self.back = Bound::Excluded(f)
+                }
+                _ => {
+                    self.done = true;
+                    return Ok(());
+                }
+            }
+        }
+    }
+
+    fn finish(&mut self, item: (Vec<u8>, FoundValue)) -> Option<Result<(Vec<u8>, Vec<u8>)>> {
+        let (k, v) = item;
+        match self.tree.materialize(&self.store, v) {
+            Ok(v) => Some(Ok((k, v))),
+            Err(e) => {
+                self.done = true;
+                Some(Err(e))
+            }
+        }
+    }
+}
+
+impl<S: PageRead> Iterator for Range<S> {
+    type Item = Result<(Vec<u8>, Vec<u8>)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        if self.front_buf.is_empty() {
+            if let Err(e) = self.fill_front() {
+                self.done = true;
+                return Some(Err(e));
+            }
+        }
+        let item = self.front_buf.pop_front()?;
+        if !bound_ok_high(&item.0, &self.back) || !bound_ok_low(&item.0, &self.front) {
+            self.done = true;
+            return None;
+        }
+        self.front = Bound::Excluded(item.0.clone());
+        self.finish(item)
+    }
+}
+
+impl<S: PageRead> DoubleEndedIterator for Range<S> {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        if self.back_buf.is_empty() {
+            if let Err(e) = self.fill_back() {
+                self.done = true;
+                return Some(Err(e));
+            }
+        }
+        let item = self.back_buf.pop_front()?;
+        if !bound_ok_low(&item.0, &self.front) || !bound_ok_high(&item.0, &self.back) {
+            self.done = true;
+            return None;
+        }
+        self.back = Bound::Excluded(item.0.clone());
+        self.finish(item)
+    }
+}
