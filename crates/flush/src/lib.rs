@@ -72,11 +72,11 @@
 mod area;
 mod config;
 mod error;
+mod page_writer;
 mod record;
 mod scheme;
 mod stats;
 mod wal;
-mod writer;
 
 #[cfg(test)]
 mod tests;
@@ -86,9 +86,9 @@ pub use config::{
     PageWriterConfig, ResolvedMode, ResolvedProtection, TornPageProtection, DEFAULT_BATCH_PAGES,
 };
 pub use error::{FlushError, Result, WalError};
+pub use page_writer::{
+    DoublewriteRecovery, FlushPage, PageWriter, RestoredPage, DATA_FILE_NAME, DOUBLEWRITE_FILE_NAME,
+};
 pub use record::full_page_image_record;
 pub use stats::FlushStats;
 pub use wal::WalFlush;
-pub use writer::{
-    DoublewriteRecovery, FlushPage, PageWriter, RestoredPage, DATA_FILE_NAME, DOUBLEWRITE_FILE_NAME,
-};

@@ -1,0 +1,174 @@
+//! The read path: one page or a batch (io_uring where available), each verified (checksum, page
+//! id, torn trailer) and refused when its LSN is above the durable log (page LSN in the
+//! future) or its id is out of range. Invariant: a page that fails is an error naming the file
+//! and page, never data.
+
+use super::*;
+
+impl PageWriter {
+    /// Reads page `id` into `buf` (one page of bytes) and verifies it: `Ok(Valid)`,
+    /// `Ok(Unwritten)` for an all-zero page or one beyond the end of the file, or
+    /// [`FlushError::Corruption`] naming file, page and what was expected and found (a torn page
+    /// is never returned as data).
+    pub fn read_page(&self, id: PageId, buf: &mut [u8]) -> Result<PageState> {
+        let ps = self.config.page_size.bytes();
+        if buf.len() != ps {
+            return Err(FlushError::BadBuffer {
+                page_id: id,
+                len: buf.len(),
+                page_size: self.config.page_size,
+            });
+        }
+        if self.data.is_direct() && !(buf.as_ptr() as usize).is_multiple_of(keel_io::PAGE_ALIGN) {
+            let mut bounce = AlignedBuf::page(ps);
+            let st = self.read_raw(id, &mut bounce);
+            buf.copy_from_slice(&bounce);
+            return st.and_then(|()| self.verify(id, buf));
+        }
+        self.read_raw(id, buf)?;
+        self.verify(id, buf)
+    }
+
+    pub(super) fn verify(&self, id: PageId, buf: &[u8]) -> Result<PageState> {
+        add(&self.counters.pages_read, 1);
+        let st = verify(buf, id, self.config.checksum, self.data.path())?;
+        if let PageState::Valid(h) = &st {
+            self.check_not_in_future(id, h.lsn)?;
+        }
+        Ok(st)
+    }
+
+    /// WAL rule, read side: a page reaches the disk only after the log is durable up to its
+    /// LSN, so a page whose LSN is above what the log holds durably proves that durable log
+    /// data was lost (a damaged log, or a log from another store). Such a page is refused
+    /// (InnoDB: "page LSN in the future"), never used: its changes belong to commits recovery
+    /// did not see.
+    pub(super) fn check_not_in_future(&self, id: PageId, lsn: Lsn) -> Result<()> {
+        let durable = self.log.durable_lsn();
+        if lsn > durable {
+            return Err(FlushError::PageLsnInFuture {
+                file: self.data.path().to_path_buf(),
+                page_id: id,
+                page_lsn: lsn,
+                log_durable: durable,
+            });
+        }
+        Ok(())
+    }
+
+    /// Reads the bytes of page `id` (aligned `buf` if the file is direct); bytes beyond the end of
+    /// the file read as zero.
+    /// The byte offset of page `id` in the data file, or [`FlushError::PageOutOfRange`] when no
+    /// file can hold it (a damaged page pointer): checked before any I/O is issued.
+    pub(super) fn page_offset(&self, id: PageId) -> Result<u64> {
+        id.offset(self.config.page_size)
+            .ok_or_else(|| FlushError::PageOutOfRange {
+                file: self.data.path().to_path_buf(),
+                page_id: id,
+                page_size: self.config.page_size,
+            })
+    }
+
+    pub(super) fn read_raw(&self, id: PageId, buf: &mut [u8]) -> Result<()> {
+        let off = self.page_offset(id)?;
+        match self.data.read_exact_at(buf, off) {
+            Ok(()) => Ok(()),
+            Err(IoError::ShortRead { .. }) => {
+                buf.fill(0);
+                let len = self.data.len()?;
+                let mut avail = len.saturating_sub(off).min(buf.len() as u64) as usize;
+                if self.data.is_direct() {
+                    avail = avail / 512 * 512;
+                }
+                if avail > 0 {
+                    self.data.read_exact_at(&mut buf[..avail], off)?;
+                }
+                Ok(())
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Reads many pages in one batch (submitted together by the io_uring backend) and verifies
+    /// each; one result per request, in order. Pages beyond the end of the file are unwritten.
+    pub fn read_pages(&self, reqs: &mut [(PageId, &mut [u8])]) -> Vec<Result<PageState>> {
+        let ps = self.config.page_size.bytes();
+        let mut results: Vec<Option<Result<PageState>>> = (0..reqs.len()).map(|_| None).collect();
+        let len = match self.data.len() {
+            Ok(l) => l,
+            Err(e) => {
+                let msg = e.to_string();
+                return reqs
+                    .iter()
+                    .map(|_| {
+                        Err(FlushError::Io(IoError::Os {
+                            op: "fstat",
+                            path: self.data.path().to_path_buf(),
+                            source: std::io::Error::other(msg.clone()),
+                        }))
+                    })
+                    .collect();
+            }
+        };
+        // Requests that can go in one batch: right size, wholly inside the file.
+        let batchable: Vec<usize> = reqs
+            .iter()
+            .enumerate()
+            .filter(|(_, (id, buf))| {
+                buf.len() == ps
+                    && id
+                        .offset(self.config.page_size)
+                        .is_some_and(|o| o.saturating_add(ps as u64) <= len)
+            })
+            .map(|(i, _)| i)
+            .collect();
+        if !batchable.is_empty() {
+            let direct = self.data.is_direct();
+            let mut bounce = AlignedBuf::page(if direct { batchable.len() * ps } else { 0 });
+            let ok = {
+                let mut ops: Vec<ReadOp<'_>> = Vec::with_capacity(batchable.len());
+                if direct {
+                    let mut rest: &mut [u8] = &mut bounce;
+                    for &i in &batchable {
+                        let (head, tail) = rest.split_at_mut(ps);
+                        rest = tail;
+                        ops.push(ReadOp {
+                            // Batchable: its offset was checked above.
+                            offset: reqs[i].0.offset(self.config.page_size).unwrap_or(0),
+                            buf: head,
+                        });
+                    }
+                    self.data.read_batch(&mut ops).is_ok()
+                } else {
+                    let mut want: Vec<bool> = vec![false; reqs.len()];
+                    for &i in &batchable {
+                        want[i] = true;
+                    }
+                    for (i, (id, buf)) in reqs.iter_mut().enumerate() {
+                        if want[i] {
+                            ops.push(ReadOp {
+                                // Batchable: its offset was checked above.
+                                offset: id.offset(self.config.page_size).unwrap_or(0),
+                                buf: &mut buf[..],
+                            });
+                        }
+                    }
+                    self.data.read_batch(&mut ops).is_ok()
+                }
+            };
+            if ok {
+                for (k, &i) in batchable.iter().enumerate() {
+                    if direct {
+                        reqs[i].1.copy_from_slice(&bounce[k * ps..(k + 1) * ps]);
+                    }
+                    results[i] = Some(self.verify(reqs[i].0, reqs[i].1));
+                }
+            }
+        }
+        // Everything else (and everything, if the batch failed) one by one.
+        reqs.iter_mut()
+            .zip(results)
+            .map(|((id, buf), r)| r.unwrap_or_else(|| self.read_page(*id, buf)))
+            .collect()
+    }
+}
