@@ -28,9 +28,9 @@
 
 mod directory;
 
-pub(crate) use directory::{decode_directory, encode_directory, image_crc};
 #[cfg(test)]
 pub(crate) use directory::image_crc_of_sealed;
+pub(crate) use directory::{decode_directory, encode_directory, image_crc};
 
 use crate::error::{FlushError, Result};
 use keel_io::{preallocate, AlignedBuf, File, Preallocation};
