@@ -127,4 +127,4 @@ pub use prefetch::PrefetchReport;
 pub use recovery::RedoApplyReport;
 pub use redo::{Record, RecoveredGroup};
 pub use stats::PoolStats;
-pub use txn::{apply_init, PageTxn, PageWriteGuard};
+pub use txn::{PageTxn, PageWriteGuard};

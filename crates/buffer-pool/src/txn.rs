@@ -118,7 +118,7 @@ impl std::fmt::Debug for PageTxn<'_> {
 }
 
 /// Zeroes `page` and writes a header for (`id`, `ty`) with LSN 0: the effect of a PageInit.
-pub fn apply_init(page: &mut [u8], id: PageId, ty: PageType) {
+pub(crate) fn apply_init(page: &mut [u8], id: PageId, ty: PageType) {
     page.fill(0);
     PageHeader::init(page, id, ty, Lsn::ZERO);
 }

@@ -41,7 +41,7 @@ impl Store {
         Store::open_with_fs(Arc::new(OsFs::auto()), dir, config)
     }
 
-    /// Opens on any file system (e.g. [`keel_io::SimFs`] for crash tests).
+    /// Opens on any file system (e.g. `keel_io::SimFs` for crash tests).
     ///
     /// How a store is created, locked and opened is described in [`crate::layout`] and
     /// `docs/format.md`: an exclusive lock on `dir/LOCK` for the store's lifetime (shared for

@@ -152,17 +152,23 @@ mod tests {
     use crate::{LogConfig, RedoLog};
     use std::sync::Arc;
 
-    /// Invariant 3's bookkeeping: a group that completes twice (an appender bug) trips the
-    /// assertion instead of moving `completed` past bytes nobody copied.
-    #[test]
-    #[should_panic(expected = "invariant: the group at")]
-    fn a_group_completing_twice_trips() {
+    /// A new log on real files and the end of what it has completed.
+    fn fresh_log() -> (tempfile::TempDir, RedoLog, u64) {
         let dir = tempfile::tempdir().unwrap();
         let fs: Arc<dyn keel_io::FileSystem> = Arc::new(keel_io::OsFs::default());
         let log = RedoLog::open(fs, dir.path(), LogConfig::default())
             .unwrap()
             .0;
         let end = log.sh().completed.load(super::SeqCst);
+        (dir, log, end)
+    }
+
+    /// Invariant 3's bookkeeping: a group that completes twice (an appender bug) trips the
+    /// assertion instead of moving `completed` past bytes nobody copied.
+    #[test]
+    #[should_panic(expected = "invariant: the group at")]
+    fn a_group_completing_twice_trips() {
+        let (_dir, log, end) = fresh_log();
         // A group after a gap waits in `pending`; the same group again is a bug.
         log.sh().complete(end + 100, end + 200);
         log.sh().complete(end + 100, end + 200);
@@ -171,12 +177,7 @@ mod tests {
     #[test]
     #[should_panic(expected = "invariant: a completed group is not empty")]
     fn an_empty_group_trips() {
-        let dir = tempfile::tempdir().unwrap();
-        let fs: Arc<dyn keel_io::FileSystem> = Arc::new(keel_io::OsFs::default());
-        let log = RedoLog::open(fs, dir.path(), LogConfig::default())
-            .unwrap()
-            .0;
-        let end = log.sh().completed.load(super::SeqCst);
+        let (_dir, log, end) = fresh_log();
         log.sh().complete(end, end);
     }
 }
