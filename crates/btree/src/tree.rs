@@ -390,6 +390,18 @@ impl BTree {
             })?;
             let leaf = kind == KIND_LEAF;
             cells.insert(idx, std::mem::take(&mut cell));
+            // A healthy node that must split holds at least five cells (four of the largest fit,
+            // see `Limits`). Too few for two non-empty halves means its header's free space is
+            // wrong: bad bytes, reported, never split (the split_point assertion is for bugs).
+            if cells.len() < if leaf { 2 } else { 3 } {
+                return Err(BTreeError::Corrupt {
+                    page_id: id,
+                    detail: format!(
+                        "a node of {} cells has no room for another (bad free space count)",
+                        cells.len() - 1
+                    ),
+                });
+            }
             let page_type = if leaf {
                 PageType::BTREE_LEAF
             } else {
@@ -411,6 +423,10 @@ impl BTree {
             if path.is_empty() {
                 // Root split: the root keeps its page id and becomes an inner node above two new
                 // children holding its old contents.
+                let root_level = level.checked_add(1).ok_or_else(|| BTreeError::Corrupt {
+                    page_id: id,
+                    detail: format!("a root at level {level} cannot split"),
+                })?;
                 let l = store.allocate(page_type)?;
                 let r = store.allocate(page_type)?;
                 self.rebuild(store, l, kind, level, leftmost, &left_cells)?;
@@ -418,7 +434,7 @@ impl BTree {
                 let root_cells = vec![inner_cell(&sep, r)];
                 let root = self.root;
                 store.reinit(root, PageType::BTREE_INNER)?;
-                self.rebuild(store, root, KIND_INNER, level + 1, l, &root_cells)?;
+                self.rebuild(store, root, KIND_INNER, root_level, l, &root_cells)?;
                 return Ok(());
             }
             let right = store.allocate(page_type)?;
@@ -498,6 +514,35 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Bad bytes, not a bug (ported from helper branch split-btree): an empty root leaf whose
+    /// header claims no free space makes the first insert split a node of one cell. That is
+    /// corruption, reported as such; before, `split_point` panicked.
+    #[test]
+    fn a_full_node_of_one_cell_is_corruption() {
+        use crate::node::{NH_CELL_START, SLOTS};
+        use crate::{BTree, BTreeError, MemPages};
+        let mut pages = MemPages::new(4096);
+        let t = BTree::create(&mut pages).unwrap();
+        let root = pages.raw_mut(t.root()).unwrap();
+        root[NH_CELL_START..NH_CELL_START + 4].copy_from_slice(&(SLOTS as u32).to_le_bytes());
+        let err = t.insert(&mut pages, b"k", b"v").unwrap_err();
+        assert!(matches!(err, BTreeError::Corrupt { .. }), "{err}");
+    }
+
+    /// Bad bytes: a root leaf at level 255 that splits would need a root at level 256.
+    #[test]
+    fn a_root_split_past_level_255_is_corruption() {
+        use crate::node::NH_LEVEL;
+        use crate::{BTree, BTreeError, MemPages};
+        let mut pages = MemPages::new(4096);
+        let t = BTree::create(&mut pages).unwrap();
+        pages.raw_mut(t.root()).unwrap()[NH_LEVEL] = 255;
+        let err = (0..1000u32)
+            .find_map(|i| t.insert(&mut pages, &i.to_be_bytes(), &[0u8; 100]).err())
+            .expect("the root splits");
+        assert!(matches!(err, BTreeError::Corrupt { .. }), "{err}");
     }
 
     #[test]
