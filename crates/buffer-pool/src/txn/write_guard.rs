@@ -48,13 +48,7 @@ impl PageWriteGuard<'_> {
     }
 
     fn out_of_bounds(&self, e: OutsidePayload) -> PoolError {
-        PoolError::OutOfBounds {
-            page_id: self.id,
-            offset: e.offset,
-            len: e.len,
-            min: e.min,
-            max: e.max,
-        }
+        outside(self.id, e)
     }
 
     /// Applies one physical change ([`PageOp`], the vocabulary the B-tree and redo apply use,
@@ -70,26 +64,20 @@ impl PageWriteGuard<'_> {
         if op.is_noop() {
             return Ok(());
         }
-        let record = Record::from_page_op(self.id, op).ok_or(PoolError::OutOfBounds {
-            page_id: self.id,
-            offset: op.target().0,
-            len: op.target().1,
-            min: 0,
-            max: u32::MAX as usize,
+        // Offsets within a checked payload (pages are at most 64 KiB) always fit the record.
+        let record = Record::from_page_op(self.id, op).ok_or_else(|| {
+            let (offset, len) = op.target();
+            let payload = payload_range(self.latch.bytes().len());
+            outside_range(self.id, offset, len, payload)
         })?;
+        let id = self.id;
         let page = self.latch.bytes_mut();
         let mut st = self.txn.st.borrow_mut();
         let (at, len) = op.target();
         if !st.entries[self.entry].fresh {
             st.push_undo(self.entry, at, &page[at..at + len]);
         }
-        op.apply(page).map_err(|e| PoolError::OutOfBounds {
-            page_id: self.id,
-            offset: e.offset,
-            len: e.len,
-            min: e.min,
-            max: e.max,
-        })?;
+        op.apply(page).map_err(|e| outside(id, e))?;
         st.redo_bytes += match op {
             PageOp::Write { bytes, .. } => bytes.len() + 12,
             PageOp::Move { .. } => 21,
@@ -223,5 +211,25 @@ impl Drop for PageWriteGuard<'_> {
 impl std::fmt::Debug for PageWriteGuard<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "PageWriteGuard({})", self.id)
+    }
+}
+
+/// The pool's error for an op outside the payload of page `id` (one mapping for every caller).
+fn outside(page_id: PageId, e: OutsidePayload) -> PoolError {
+    outside_range(page_id, e.offset, e.len, e.min..e.max)
+}
+
+fn outside_range(
+    page_id: PageId,
+    offset: usize,
+    len: usize,
+    payload: std::ops::Range<usize>,
+) -> PoolError {
+    PoolError::OutOfBounds {
+        page_id,
+        offset,
+        len,
+        min: payload.start,
+        max: payload.end,
     }
 }
