@@ -50,7 +50,7 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
 /// `"4096"` stays `"4KiB"`, `"1000"` stays `"1000"`).
 pub fn format_size(bytes: u64) -> String {
     for (unit, mult) in SIZE_UNITS {
-        if mult > 1 && bytes != 0 && bytes.is_multiple_of(mult) {
+        if bytes != 0 && bytes.is_multiple_of(mult) {
             return format!("{}{unit}", bytes / mult);
         }
     }
