@@ -370,6 +370,7 @@ enum RowsOf<'r> {
 impl Iterator for Rows<'_> {
     type Item = Result<(Vec<u8>, Vec<u8>)>;
 
+    #[inline]
     fn next(&mut self) -> Option<Self::Item> {
         match &mut self.0 {
             RowsOf::Txn(r) => r.next(),
@@ -380,6 +381,7 @@ impl Iterator for Rows<'_> {
 }
 
 impl DoubleEndedIterator for Rows<'_> {
+    #[inline]
     fn next_back(&mut self) -> Option<Self::Item> {
         match &mut self.0 {
             RowsOf::Txn(r) => r.next_back(),

@@ -214,6 +214,7 @@ impl<S: PageRead> Range<S> {
 impl<S: PageRead> Iterator for Range<S> {
     type Item = Result<(Vec<u8>, Vec<u8>)>;
 
+    #[inline]
     fn next(&mut self) -> Option<Self::Item> {
         if self.done {
             return None;
@@ -235,6 +236,7 @@ impl<S: PageRead> Iterator for Range<S> {
 }
 
 impl<S: PageRead> DoubleEndedIterator for Range<S> {
+    #[inline]
     fn next_back(&mut self) -> Option<Self::Item> {
         if self.done {
             return None;
