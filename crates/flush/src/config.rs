@@ -96,8 +96,10 @@ pub struct PageWriterConfig {
     /// with a whole-page init skip the doublewrite (or the atomic write, or the full page image).
     /// Default true; off for the E2 comparison.
     pub init_on_flush_skip: bool,
-    /// Open the data file and the doublewrite area with O_DIRECT. `Atomic` always opens the data
-    /// file with O_DIRECT (RWF_ATOMIC needs it). Default false (works on every file system).
+    /// Open the data file and the doublewrite area with O_DIRECT where the file system can (else
+    /// buffered, with the reason in [`crate::PageWriter::direct_io`]). `Atomic` always opens the
+    /// data file with O_DIRECT (RWF_ATOMIC needs it). Default false here; the `keel` facade
+    /// defaults it to true.
     pub direct_io: bool,
 }
 
@@ -212,6 +214,62 @@ pub(crate) fn resolve(
     })
 }
 
+/// Whether the data file and the doublewrite area are opened with O_DIRECT, and why (readable
+/// back with [`crate::PageWriter::direct_io`], reported in the store's `effective()`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DirectIo {
+    /// O_DIRECT is in force.
+    pub in_force: bool,
+    /// Why: the probe's alignment when on, or why it fell back to buffered I/O.
+    pub reason: String,
+}
+
+/// Resolves the `direct_io` request against the probe: on only where the file system opens
+/// O_DIRECT files and its alignment divides the page size (pages are page-aligned in memory and
+/// in the file, so any such alignment is met); otherwise buffered, with the reason. Never an
+/// error: buffered I/O is correct everywhere, only slower to measure honestly.
+pub(crate) fn resolve_direct_io(
+    requested: bool,
+    page_size: PageSize,
+    caps: Option<&Capabilities>,
+) -> DirectIo {
+    let buffered = |reason: String| DirectIo {
+        in_force: false,
+        reason,
+    };
+    if !requested {
+        return buffered("configured off (direct_io = false): the data file goes through the OS page cache".into());
+    }
+    let Some(caps) = caps else {
+        return buffered("fell back to buffered I/O: the file system could not be probed".into());
+    };
+    match caps.direct_io {
+        None => buffered(format!(
+            "fell back to buffered I/O: the {} file system does not open files with O_DIRECT",
+            caps.filesystem
+        )),
+        Some(a)
+            if a.offset == 0
+                || a.memory == 0
+                || page_size.bytes() % a.offset as usize != 0
+                || page_size.bytes() % a.memory as usize != 0 =>
+        {
+            buffered(format!(
+                "fell back to buffered I/O: the {} file system needs {}-byte offsets and \
+                 {}-byte buffers for O_DIRECT, which {page_size} pages do not meet",
+                caps.filesystem, a.offset, a.memory
+            ))
+        }
+        Some(a) => DirectIo {
+            in_force: true,
+            reason: format!(
+                "O_DIRECT on {} ({}-byte offset and {}-byte memory alignment)",
+                caps.filesystem, a.offset, a.memory
+            ),
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -313,5 +371,43 @@ mod tests {
             serde_json::to_string(&TornPageProtection::FullPageWrites).unwrap(),
             "\"full_page_writes\""
         );
+    }
+
+    #[test]
+    fn direct_io_falls_back_with_a_reason_where_the_file_system_cannot() {
+        use keel_io::DirectIoAlignment;
+        let with = |d| Capabilities {
+            direct_io: d,
+            ..caps(AtomicWriteLimits::NONE)
+        };
+        let ok = with(Some(DirectIoAlignment {
+            memory: 4,
+            offset: 512,
+        }));
+        let r = resolve_direct_io(true, PageSize::K16, Some(&ok));
+        assert!(r.in_force, "{}", r.reason);
+        assert!(r.reason.contains("512-byte offset"), "{}", r.reason);
+
+        let r = resolve_direct_io(false, PageSize::K16, Some(&ok));
+        assert!(!r.in_force);
+        assert!(r.reason.contains("configured off"), "{}", r.reason);
+
+        let mut tmpfs = with(None);
+        tmpfs.filesystem = "tmpfs".into();
+        let r = resolve_direct_io(true, PageSize::K16, Some(&tmpfs));
+        assert!(!r.in_force);
+        assert!(r.reason.contains("tmpfs"), "{}", r.reason);
+
+        let r = resolve_direct_io(true, PageSize::K16, None);
+        assert!(!r.in_force);
+        assert!(r.reason.contains("could not be probed"), "{}", r.reason);
+
+        let huge = with(Some(DirectIoAlignment {
+            memory: 4,
+            offset: 65536,
+        }));
+        let r = resolve_direct_io(true, PageSize::K16, Some(&huge));
+        assert!(!r.in_force);
+        assert!(r.reason.contains("65536-byte offsets"), "{}", r.reason);
     }
 }

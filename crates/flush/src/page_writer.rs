@@ -10,7 +10,7 @@
 //! (a previous run may have stopped with pending slots and unsynced in-place writes).
 
 use crate::area::{Candidate, DoublewriteArea, Geometry, DOUBLEWRITE_SLOTS, MAX_BATCH_PAGES};
-use crate::config::{resolve, PageWriterConfig, ResolvedMode, ResolvedProtection};
+use crate::config::{resolve, resolve_direct_io, DirectIo, PageWriterConfig, ResolvedMode, ResolvedProtection};
 use crate::error::{FlushError, Result};
 use crate::scheme::{self, Ctx, Group, GroupPage, Knobs, Poison, ProtectionScheme};
 use crate::stats::{add, Counters, FlushStats};
@@ -62,6 +62,7 @@ pub struct FlushPage<'a> {
 pub struct PageWriter {
     config: PageWriterConfig,
     resolved: ResolvedProtection,
+    direct_io: DirectIo,
     data: Arc<dyn File>,
     area: Option<Arc<DoublewriteArea>>,
     scheme: Box<dyn ProtectionScheme>,
@@ -125,6 +126,8 @@ impl PageWriter {
                     found,
                 }
             })?;
+        let direct_io = resolve_direct_io(config.direct_io, config.page_size, caps.as_ref());
+        let direct = direct_io.in_force;
         let data_path = dir.join(DATA_FILE_NAME);
         let data_options = |direct: bool| {
             OpenOptions::new(FileClass::Data)
@@ -133,7 +136,7 @@ impl PageWriter {
         };
         let mut data = fs.open(
             &data_path,
-            &data_options(config.direct_io || resolved.mode == ResolvedMode::Atomic),
+            &data_options(direct || resolved.mode == ResolvedMode::Atomic),
         )?;
         if resolved.mode == ResolvedMode::Atomic {
             // The file system's probe said yes; the data file itself must agree.
@@ -157,11 +160,11 @@ impl PageWriter {
                     reason: format!("auto: the probe said atomic writes are possible, but {found}"),
                 };
                 drop(data);
-                data = fs.open(&data_path, &data_options(config.direct_io))?;
+                data = fs.open(&data_path, &data_options(direct))?;
             }
         }
         let area_path = dir.join(DOUBLEWRITE_FILE_NAME);
-        let area_options = OpenOptions::new(FileClass::Doublewrite).direct(config.direct_io);
+        let area_options = OpenOptions::new(FileClass::Doublewrite).direct(direct);
         let (area, scheme): (Option<Arc<DoublewriteArea>>, Box<dyn ProtectionScheme>) =
             match resolved.mode {
                 ResolvedMode::Doublewrite { batch_pages } => {
@@ -204,11 +207,13 @@ impl PageWriter {
             dir = %dir.display(),
             mode = %resolved.mode,
             reason = %resolved.reason,
+            direct_io = %direct_io.reason,
             "page writer opened"
         );
         Ok(PageWriter {
             config,
             resolved,
+            direct_io,
             data,
             area,
             scheme,
@@ -224,6 +229,12 @@ impl PageWriter {
     /// What the configured protection resolved to, and why.
     pub fn resolved(&self) -> &ResolvedProtection {
         &self.resolved
+    }
+
+    /// Whether the data file and the doublewrite area use O_DIRECT, and why (the request in
+    /// [`PageWriterConfig::direct_io`] resolved against the file system's probe).
+    pub fn direct_io(&self) -> &DirectIo {
+        &self.direct_io
     }
 
     /// The configuration the writer was opened with.

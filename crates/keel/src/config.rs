@@ -94,7 +94,11 @@ pub struct Config {
     pub checkpoint_interval: Duration,
     /// Take a checkpoint when this fraction of the log space is in use.
     pub checkpoint_log_fraction: f64,
-    /// Open the data file with O_DIRECT.
+    /// Open the data file and the doublewrite area with O_DIRECT (default true), so page reads
+    /// and writes reach the device instead of being served and absorbed by the OS page cache
+    /// (the pool is the only cache, as in InnoDB with `O_DIRECT`). Where the file system cannot
+    /// (tmpfs, or an alignment the page size does not meet) the store falls back to buffered
+    /// I/O and says why in [`crate::Effective::direct_io_reason`]; it is never an error.
     pub direct_io: bool,
     /// Create the store if the directory holds none (default true). With `false`, opening a
     /// directory without a store is [`Error::NotAStore`] and creates nothing, not even the
@@ -139,7 +143,7 @@ impl Default for Config {
             group_commit_delay: Duration::ZERO,
             checkpoint_interval: Duration::from_secs(5),
             checkpoint_log_fraction: 0.5,
-            direct_io: false,
+            direct_io: true,
             create: true,
             read_only: false,
             accept_log_loss: false,

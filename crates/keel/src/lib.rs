@@ -50,7 +50,7 @@ pub use error::{Error, Result};
 pub use keel_btree::BTreeError;
 pub use keel_buffer_pool::PoolError;
 pub use keel_flush::FlushError;
-pub use keel_io::IoError;
+pub use keel_io::{Capabilities, IoError};
 pub use keel_redo_log::LogError;
 pub use meta::MetaInfo;
 

@@ -138,16 +138,20 @@ impl Store {
             log.checkpoint(c)?;
         }
         let resolved = writer.resolved();
+        let probe = fs.capabilities(&dir).ok();
         let effective = Effective {
             config: config.clone(),
             torn_page: format!("{:?}", resolved.mode),
             torn_page_reason: resolved.reason.clone(),
-            io_backend: fs
-                .capabilities(&dir)
-                .map(|c| if c.io_uring { "io_uring" } else { "pwrite" }.to_string())
-                .unwrap_or_else(|_| "unknown".into()),
+            direct_io: writer.direct_io().in_force,
+            direct_io_reason: writer.direct_io().reason.clone(),
+            io_backend: probe.as_ref().map_or_else(
+                || "unknown".into(),
+                |c| if c.io_uring { "io_uring" } else { "pwrite" }.to_string(),
+            ),
+            probe,
         };
-        tracing::info!(dir = %dir.display(), torn_page = %effective.torn_page, reason = %effective.torn_page_reason, read_only, "opening store");
+        tracing::info!(dir = %dir.display(), torn_page = %effective.torn_page, reason = %effective.torn_page_reason, direct_io = %effective.direct_io_reason, read_only, "opening store");
 
         let catalog_root = catalog_root(&Parts {
             fs: fs.as_ref(),

@@ -74,6 +74,14 @@ pub struct Effective {
     pub torn_page_reason: String,
     /// The I/O backend (`io_uring` or `pwrite`).
     pub io_backend: String,
+    /// Whether the data file and the doublewrite area use O_DIRECT.
+    pub direct_io: bool,
+    /// Why (the probe's alignment, or why it fell back to buffered I/O).
+    pub direct_io_reason: String,
+    /// What the file-system probe found in the store directory (file system, direct-I/O
+    /// alignment, device block sizes, atomic-write units, io_uring); `None` if it failed.
+    #[serde(default)]
+    pub probe: Option<keel_io::Capabilities>,
 }
 
 /// Counters of every layer, serde-serialisable.

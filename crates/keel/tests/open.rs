@@ -459,3 +459,68 @@ fn an_empty_identity_from_an_older_interrupted_creation_is_redone() {
     let e = Store::open(dir.path(), small()).unwrap_err();
     assert!(e.is_corruption(), "{e}");
 }
+
+// ---------------------------------------------------------------------------------------------
+// O_DIRECT by default (issue 14, item 1): on where the file system can, a reasoned fallback where
+// it cannot, never an error.
+
+#[test]
+fn direct_io_is_on_by_default_and_falls_back_with_a_reason() {
+    assert!(Config::default().direct_io, "the default is O_DIRECT");
+    let d = tempfile::tempdir().unwrap();
+    let s = Store::open(d.path(), small()).unwrap();
+    let e = s.effective();
+    let probe = e.probe.clone().expect("the probe ran");
+    if probe.direct_io.is_some() {
+        assert!(e.direct_io, "{}", e.direct_io_reason);
+        assert!(
+            e.direct_io_reason.contains("O_DIRECT on"),
+            "{}",
+            e.direct_io_reason
+        );
+    } else {
+        println!(
+            "SKIPPED: {} cannot open O_DIRECT files here; checking the fallback instead",
+            probe.filesystem
+        );
+        assert!(!e.direct_io && e.direct_io_reason.contains("fell back"));
+    }
+    fill(&s, 50);
+    s.close().unwrap();
+
+    // Asked off: off, saying so; the data written with O_DIRECT reads back buffered.
+    let s = Store::open(
+        d.path(),
+        Config {
+            direct_io: false,
+            ..small()
+        },
+    )
+    .unwrap();
+    assert!(!s.effective().direct_io);
+    assert!(s.effective().direct_io_reason.contains("configured off"));
+    assert_eq!(count(&s), 50);
+    drop(s);
+
+    // A file system without O_DIRECT (tmpfs) opens buffered with the reason, not an error.
+    let shm = Path::new("/dev/shm");
+    let on_tmpfs = keel_io::OsFs::default()
+        .capabilities(shm)
+        .map(|c| c.direct_io.is_none())
+        .unwrap_or(false);
+    if !on_tmpfs {
+        println!("SKIPPED: no tmpfs without O_DIRECT at /dev/shm to test the fallback on");
+        return;
+    }
+    let t = tempfile::tempdir_in(shm).unwrap();
+    let s = Store::open(t.path(), small()).unwrap();
+    assert!(!s.effective().direct_io);
+    assert!(
+        s.effective().direct_io_reason.contains("fell back")
+            && s.effective().direct_io_reason.contains("tmpfs"),
+        "{}",
+        s.effective().direct_io_reason
+    );
+    fill(&s, 10);
+    assert_eq!(count(&s), 10);
+}
