@@ -238,7 +238,10 @@ pub(crate) fn resolve_direct_io(
         reason,
     };
     if !requested {
-        return buffered("configured off (direct_io = false): the data file goes through the OS page cache".into());
+        return buffered(
+            "configured off (direct_io = false): the data file goes through the OS page cache"
+                .into(),
+        );
     }
     let Some(caps) = caps else {
         return buffered("fell back to buffered I/O: the file system could not be probed".into());
@@ -251,8 +254,8 @@ pub(crate) fn resolve_direct_io(
         Some(a)
             if a.offset == 0
                 || a.memory == 0
-                || page_size.bytes() % a.offset as usize != 0
-                || page_size.bytes() % a.memory as usize != 0 =>
+                || !page_size.bytes().is_multiple_of(a.offset as usize)
+                || !page_size.bytes().is_multiple_of(a.memory as usize) =>
         {
             buffered(format!(
                 "fell back to buffered I/O: the {} file system needs {}-byte offsets and \
