@@ -83,7 +83,8 @@ mod tests;
 
 pub use area::{DOUBLEWRITE_SLOTS, MAX_BATCH_PAGES};
 pub use config::{
-    DirectIo, PageWriterConfig, ResolvedMode, ResolvedProtection, TornPageProtection, DEFAULT_BATCH_PAGES,
+    DirectIo, PageWriterConfig, ResolvedMode, ResolvedProtection, TornPageProtection,
+    DEFAULT_BATCH_PAGES,
 };
 pub use error::{FlushError, Result, WalError};
 pub use page_writer::{

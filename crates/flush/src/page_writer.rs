@@ -10,7 +10,9 @@
 //! (a previous run may have stopped with pending slots and unsynced in-place writes).
 
 use crate::area::{Candidate, DoublewriteArea, Geometry, DOUBLEWRITE_SLOTS, MAX_BATCH_PAGES};
-use crate::config::{resolve, resolve_direct_io, DirectIo, PageWriterConfig, ResolvedMode, ResolvedProtection};
+use crate::config::{
+    resolve, resolve_direct_io, DirectIo, PageWriterConfig, ResolvedMode, ResolvedProtection,
+};
 use crate::error::{FlushError, Result};
 use crate::scheme::{self, Ctx, Group, GroupPage, Knobs, Poison, ProtectionScheme};
 use crate::stats::{add, Counters, FlushStats};
