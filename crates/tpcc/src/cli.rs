@@ -1,7 +1,7 @@
-//! The `keel-tpcc` command line: `load`, `run`, `check`, `matrix`, `quick`.
+//! The `keel-tpcc` command line: `load`, `run`, `check`, `matrix`, `quick`, `compare`.
 //!
 //! Every command is generic over the engine; `--engine` picks it: `keel` (the durable store, the
-//! default) or `memory` (the in-memory reference engine). Exit status: 0 success, 1 a consistency check failed, 2 an error.
+//! default), `memory` (the in-memory reference engine), or the peers `sqlite` and `redb`. Exit status: 0 success, 1 a consistency check failed, 2 an error.
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::{Path, PathBuf};
@@ -19,6 +19,8 @@ use crate::keel_engine::KeelEngine;
 use crate::load::{load, read_marker, LoadOptions};
 use crate::matrix::{run_matrix, MatrixOptions, MatrixSpec};
 use crate::memory::MemoryEngine;
+use crate::redb_engine::RedbEngine;
+use crate::sqlite_engine::SqliteEngine;
 
 /// Which storage engine to run on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -27,6 +29,10 @@ pub enum EngineKind {
     Keel,
     /// The in-memory reference engine ("memory (no durability)").
     Memory,
+    /// Peer: SQLite (bundled, WAL, synchronous=FULL), cache = pool_size.
+    Sqlite,
+    /// Peer: redb (Durability::Immediate), cache = pool_size.
+    Redb,
 }
 
 impl EngineKind {
@@ -35,6 +41,8 @@ impl EngineKind {
         match self {
             EngineKind::Keel => "keel",
             EngineKind::Memory => "memory",
+            EngineKind::Sqlite => "sqlite",
+            EngineKind::Redb => "redb",
         }
     }
 
@@ -43,6 +51,8 @@ impl EngineKind {
         match self {
             EngineKind::Keel => KeelEngine::DURABLE,
             EngineKind::Memory => MemoryEngine::DURABLE,
+            EngineKind::Sqlite => SqliteEngine::DURABLE,
+            EngineKind::Redb => RedbEngine::DURABLE,
         }
     }
 }
@@ -74,6 +84,9 @@ pub enum Command {
     Matrix(MatrixArgs),
     /// Load a small database, run a short while and check it: the end-to-end demo.
     Quick(QuickArgs),
+    /// Compare two runs (run.json files or repeat directories): ratios B/A with their spread,
+    /// and whether each is within noise.
+    Compare(CompareArgs),
 }
 
 /// Store configuration: a keel.toml file and/or `--set` flags (flags win). Both take the
@@ -172,9 +185,23 @@ pub struct RunArgs {
     /// TESTS ONLY: stop each terminal after N transactions.
     #[arg(long, hide = true)]
     pub max_transactions: Option<u64>,
+    /// Open loop: this many transactions per second over all terminals, arriving as Poisson
+    /// processes; latency counts from each transaction's scheduled arrival. Default: closed loop.
+    #[arg(long, value_name = "TPS")]
+    pub rate: Option<f64>,
     /// Store configuration.
     #[command(flatten)]
     pub store: StoreArgs,
+}
+
+/// `compare` arguments.
+#[derive(Debug, Clone, Args)]
+pub struct CompareArgs {
+    /// Baseline: a run.json, or a directory holding one (or a matrix's runs/<config>/ with
+    /// r1, r2, ... repeats).
+    pub a: PathBuf,
+    /// Candidate, the same forms.
+    pub b: PathBuf,
 }
 
 /// `check` arguments.
@@ -229,6 +256,9 @@ pub struct MatrixArgs {
     /// TESTS ONLY: load this many items instead of 100,000.
     #[arg(long, hide = true)]
     pub test_items: Option<u32>,
+    /// Open-loop arrival rate for every run (transactions per second, Poisson).
+    #[arg(long, value_name = "TPS")]
+    pub rate: Option<f64>,
     /// Store knobs applied on top of every configuration.
     #[command(flatten)]
     pub store: StoreArgs,
@@ -315,6 +345,8 @@ pub fn dispatch(cli: &Cli) -> TpccResult<i32> {
     match cli.engine {
         EngineKind::Keel => run_command::<KeelEngine>(&cli.command),
         EngineKind::Memory => run_command::<MemoryEngine>(&cli.command),
+        EngineKind::Sqlite => run_command::<SqliteEngine>(&cli.command),
+        EngineKind::Redb => run_command::<RedbEngine>(&cli.command),
     }
 }
 
@@ -326,6 +358,7 @@ pub fn run_command<E: Engine>(cmd: &Command) -> TpccResult<i32> {
         Command::Check(a) => cmd_check::<E>(a),
         Command::Matrix(a) => cmd_matrix::<E>(a),
         Command::Quick(a) => cmd_quick::<E>(a),
+        Command::Compare(a) => crate::compare::cmd_compare(&a.a, &a.b),
     }
 }
 
@@ -376,7 +409,7 @@ fn cmd_load<E: Engine>(a: &LoadArgs) -> TpccResult<()> {
     Ok(())
 }
 
-fn run_options(a: &RunArgs, label: String) -> RunOptions {
+fn run_options(a: &RunArgs, label: String, dir: &Path) -> RunOptions {
     RunOptions {
         terminals: a.terminals,
         duration: a.duration,
@@ -387,6 +420,9 @@ fn run_options(a: &RunArgs, label: String) -> RunOptions {
         acked_log: a.acked_log.clone(),
         label,
         print: true,
+        rate: a.rate,
+        device_dir: Some(dir.to_path_buf()),
+        interrupt: Some(crate::interrupt::flag()),
     }
 }
 
@@ -455,7 +491,7 @@ fn cmd_run<E: Engine>(a: &RunArgs) -> TpccResult<i32> {
             &a.dir,
             &out,
             &store,
-            &run_options(a, String::new()),
+            &run_options(a, String::new(), &a.dir),
             !a.no_check,
         );
     };
@@ -476,7 +512,7 @@ fn cmd_run<E: Engine>(a: &RunArgs) -> TpccResult<i32> {
             &copy,
             &out.join(k.name()),
             &store,
-            &run_options(a, k.name().to_string()),
+            &run_options(a, k.name().to_string(), &copy),
             !a.no_check,
         )?;
         worst = worst.max(code);
@@ -561,6 +597,8 @@ fn cmd_matrix<E: Engine>(a: &MatrixArgs) -> TpccResult<i32> {
         keep_data: a.keep_data,
         items: a.test_items,
         cli_store,
+        rate: a.rate,
+        interrupt: Some(crate::interrupt::flag()),
     };
     let (rows, ok) = run_matrix::<E>(&spec, &opts)?;
     println!();
@@ -631,6 +669,9 @@ fn cmd_quick<E: Engine>(a: &QuickArgs) -> TpccResult<i32> {
         acked_log: Some(out.join("acked-new-orders.txt")),
         label: String::new(),
         print: true,
+        rate: None,
+        device_dir: Some(data.clone()),
+        interrupt: Some(crate::interrupt::flag()),
     };
     std::fs::create_dir_all(&out).map_err(|e| TpccError::io(&out, e))?;
     run_in_dir::<E>(&data, &out, &store, &ro, true)

@@ -1,6 +1,11 @@
-//! The driver: one thread per terminal, each with a home warehouse, no keying or think time
-//! (as tpcc-mysql); an interval line every `interval` seconds with NOTPM, p50/p95/p99 latency per
-//! transaction type (timed until `commit` returns) and the engine's counters; a summary at the end.
+//! The driver: one thread per terminal, each with a home warehouse. Closed loop by default (no
+//! keying or think time, as tpcc-mysql); with `rate`, open loop: each terminal's transactions
+//! arrive as a Poisson process (exponential gaps, rate / terminals each) and a transaction's
+//! latency runs from its scheduled arrival, so queueing behind a slow one is counted (no
+//! coordinated omission). An interval line every `interval` seconds (NOTPM, latency
+//! percentiles up to p99.9, CPU and device bytes per transaction: see [`interval_legend`]), a
+//! summary at the end. Ctrl-C (the `interrupt` flag) ends the current interval early and the run
+//! finishes normally: summary, run.json and CSV cover the measured time until then.
 //!
 //! Invariants:
 //! - a New-Order id is appended to the acknowledged side file only after its `commit` returned
@@ -12,19 +17,22 @@ use parking_lot::Mutex;
 use std::io::Write as _;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
 
+use crate::costs::{Costs, Snapshot};
 use crate::engine::{Engine, ReadTx, WriteTx};
 use crate::error::{TpccError, TpccResult};
 use crate::load::read_marker;
 use crate::rng::NuRandC;
+use crate::run_meta::{build_commit, rfc3339_utc, Host, RunMeta};
 use crate::schema::{self, table};
 use crate::txn::{Terminal, TxKind};
 
 pub use crate::acked::{missing_acked, read_acked};
 pub use crate::results::{
-    bytes, interval_line, intervals_csv, summary, write_run_files, Acc, IntervalRecord, Latency,
-    Rates, RunResult,
+    bytes, interval_legend, interval_line, intervals_csv, summary, write_run_files, Acc,
+    IntervalRecord, Latency, Rates, RunResult,
 };
 
 /// How to run.
@@ -48,6 +56,15 @@ pub struct RunOptions {
     pub label: String,
     /// Print interval lines.
     pub print: bool,
+    /// Open loop: transactions per second over all terminals, arriving as Poisson processes.
+    /// `None`: closed loop.
+    pub rate: Option<f64>,
+    /// A directory on the store's device, for the device's byte counters (default: the current
+    /// directory).
+    pub device_dir: Option<PathBuf>,
+    /// Set to end the run early (Ctrl-C): the current interval ends at once and the run
+    /// finishes normally.
+    pub interrupt: Option<Arc<AtomicBool>>,
 }
 
 impl Default for RunOptions {
@@ -62,8 +79,18 @@ impl Default for RunOptions {
             acked_log: None,
             label: String::new(),
             print: true,
+            rate: None,
+            device_dir: None,
+            interrupt: None,
         }
     }
+}
+
+/// An exponential gap of mean `1 / rate` seconds (a Poisson process's inter-arrival time).
+fn exponential_gap(rng: &mut crate::rng::Rng, rate: f64) -> Duration {
+    // Uniform in (0, 1]: 53 random bits, never 0 (ln 0 is -inf).
+    let u = ((rng.next_u64() >> 11) + 1) as f64 / (1u64 << 53) as f64;
+    Duration::from_secs_f64((-u.ln() / rate).min(3600.0))
 }
 
 fn bump_run_counter<E: Engine>(engine: &E) -> TpccResult<u32> {
@@ -90,12 +117,44 @@ pub fn run_workload<E: Engine>(engine: &E, opts: &RunOptions) -> TpccResult<RunR
     if opts.terminals == 0 {
         return Err(TpccError::Usage("--terminals must be at least 1".into()));
     }
+    if let Some(r) = opts.rate {
+        if !(r.is_finite() && r > 0.0) {
+            return Err(TpccError::Usage(format!(
+                "--rate must be a positive number of transactions per second, not {r}"
+            )));
+        }
+    }
     if opts.interval < Duration::from_millis(100) {
         return Err(TpccError::Usage(
             "the report interval must be at least 0.1 s".into(),
         ));
     }
     let run_no = bump_run_counter(engine)?;
+    let meta = RunMeta {
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        commit: build_commit().to_string(),
+        started_utc: rfc3339_utc(SystemTime::now()),
+        seed: opts.seed,
+        warmup_s: opts.warmup.as_secs_f64(),
+        duration_s: opts.duration.as_secs_f64(),
+        interval_s: opts.interval.as_secs_f64(),
+        terminals: opts.terminals,
+        rate_tps: opts.rate,
+        engine: E::LABEL.to_string(),
+        host: Host::this(),
+        effective: engine.effective(),
+    };
+    if opts.print {
+        for l in meta.lines() {
+            println!("{l}");
+        }
+        println!("{}", interval_legend());
+    }
+    let device_dir = opts
+        .device_dir
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("."));
+    let interrupted = AtomicBool::new(false);
     let acked = match &opts.acked_log {
         Some(p) => Some(Mutex::new(
             std::fs::OpenOptions::new()
@@ -125,6 +184,9 @@ pub fn run_workload<E: Engine>(engine: &E, opts: &RunOptions) -> TpccResult<RunR
     } else {
         None
     };
+    let snap_at_start = Snapshot::take(&device_dir);
+    let mut snap_measure_start = snap_at_start.clone();
+    let mut last_snap = snap_at_start;
     let stats_at_start = engine.stats();
     let mut stats_measure_start = stats_at_start.clone();
     let mut last_stats = stats_at_start;
@@ -138,6 +200,9 @@ pub fn run_workload<E: Engine>(engine: &E, opts: &RunOptions) -> TpccResult<RunR
             let errors = &errors;
             let acked = &acked;
             let mut term = Terminal::new(id, marker.warehouses, marker.items, opts.seed, run_no);
+            let per_terminal = opts.rate.map(|r| r / opts.terminals as f64);
+            let mut arrivals = crate::rng::Rng::derive(opts.seed, 0xA77E_0000 + id as u64);
+            let mut next_arrival = Instant::now();
             s.spawn(move || {
                 let mut n = 0u64;
                 while !stop.load(Ordering::Relaxed) {
@@ -146,8 +211,27 @@ pub fn run_workload<E: Engine>(engine: &E, opts: &RunOptions) -> TpccResult<RunR
                             break;
                         }
                     }
+                    let t0 = match per_terminal {
+                        Some(r) => {
+                            next_arrival += exponential_gap(&mut arrivals, r);
+                            // Sleep until the arrival in short steps, so a stop is noticed.
+                            loop {
+                                let now = Instant::now();
+                                if now >= next_arrival || stop.load(Ordering::Relaxed) {
+                                    break;
+                                }
+                                std::thread::sleep(
+                                    (next_arrival - now).min(Duration::from_millis(50)),
+                                );
+                            }
+                            if stop.load(Ordering::Relaxed) {
+                                break;
+                            }
+                            next_arrival
+                        }
+                        None => Instant::now(),
+                    };
                     let kind = term.next_kind();
-                    let t0 = Instant::now();
                     let res = term.execute(engine, kind);
                     let micros = t0.elapsed().as_micros() as u64;
                     match res {
@@ -199,6 +283,14 @@ pub fn run_workload<E: Engine>(engine: &E, opts: &RunOptions) -> TpccResult<RunR
             // Sleep in small steps so an early stop (error, bounded run) is noticed.
             let mut all_done = false;
             while Instant::now() < next {
+                if opts
+                    .interrupt
+                    .as_ref()
+                    .is_some_and(|f| f.load(Ordering::Relaxed))
+                {
+                    interrupted.store(true, Ordering::Relaxed);
+                    stop.store(true, Ordering::Relaxed);
+                }
                 if stop.load(Ordering::Relaxed)
                     || finished.load(Ordering::Relaxed) == opts.terminals
                 {
@@ -214,6 +306,7 @@ pub fn run_workload<E: Engine>(engine: &E, opts: &RunOptions) -> TpccResult<RunR
                 acc.merge(&taken);
             }
             let st = engine.stats();
+            let snap = Snapshot::take(&device_dir);
             let secs = tick.duration_since(last_tick).as_secs_f64().max(1e-9);
             let warm = measured_start.is_none();
             let base = measured_start.unwrap_or(warm_end);
@@ -231,6 +324,7 @@ pub fn run_workload<E: Engine>(engine: &E, opts: &RunOptions) -> TpccResult<RunR
                 rollbacks: acc.rollbacks,
                 latency: std::array::from_fn(|i| acc.latency(TxKind::ALL[i])),
                 stats: st.delta(&last_stats),
+                costs: Costs::between(&last_snap, &snap, acc.done.iter().sum()),
             };
             if opts.print && (rec.done.iter().sum::<u64>() > 0 || !all_done) {
                 println!("{}", interval_line(&opts.label, &rec));
@@ -242,11 +336,13 @@ pub fn run_workload<E: Engine>(engine: &E, opts: &RunOptions) -> TpccResult<RunR
                 if tick >= warm_end {
                     measured_start = Some(tick);
                     stats_measure_start = st.clone();
+                    snap_measure_start = snap.clone();
                 }
             } else {
                 total.merge(&acc);
             }
             last_stats = st;
+            last_snap = snap;
             last_tick = tick;
             measured_end = tick;
             if all_done || (!bounded && tick >= end) {
@@ -265,6 +361,8 @@ pub fn run_workload<E: Engine>(engine: &E, opts: &RunOptions) -> TpccResult<RunR
         .map(|m| measured_end.duration_since(m).as_secs_f64())
         .unwrap_or(0.0)
         .max(1e-9);
+    let transactions: u64 = total.done.iter().sum();
+    let costs = Costs::between(&snap_measure_start, &last_snap, transactions);
     engine.checkpoint()?;
     Ok(RunResult {
         engine: E::LABEL.to_string(),
@@ -279,7 +377,10 @@ pub fn run_workload<E: Engine>(engine: &E, opts: &RunOptions) -> TpccResult<RunR
         latency: std::array::from_fn(|i| total.latency(TxKind::ALL[i])),
         rates: total.rates(),
         stats,
+        costs,
         intervals,
         run_no,
+        meta,
+        interrupted: interrupted.into_inner(),
     })
 }

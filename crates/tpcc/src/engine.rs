@@ -158,6 +158,12 @@ pub trait Engine: Send + Sync + Sized + 'static {
 
     /// The engine's cumulative counters.
     fn stats(&self) -> EngineStats;
+
+    /// The settings actually in force (what `auto` chose, O_DIRECT, the file-system probe), for
+    /// the run metadata. The default reports nothing beyond the label.
+    fn effective(&self) -> crate::run_meta::EffectiveInfo {
+        crate::run_meta::EffectiveInfo::default()
+    }
 }
 
 /// Cumulative engine counters, as the facade's `Store::stats()` reports them. The driver prints

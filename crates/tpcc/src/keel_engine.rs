@@ -237,6 +237,52 @@ impl Engine for KeelEngine {
         self.0.checkpoint().map(|_| ()).map_err(engine_error)
     }
 
+    fn effective(&self) -> crate::run_meta::EffectiveInfo {
+        let e = self.0.effective();
+        let c = &e.config;
+        let mut lines = vec![
+            format!("torn pages: {} ({})", e.torn_page, e.torn_page_reason),
+            format!(
+                "data file: {}{}; I/O backend {}",
+                if e.direct_io { "" } else { "buffered: " },
+                e.direct_io_reason,
+                e.io_backend
+            ),
+            format!(
+                "durability {:?}, log sync {:?}, {} log files of {} with {}-byte blocks, pool {}, page {}, checksum {:?}",
+                c.durability,
+                c.log_sync,
+                c.log_file_count,
+                crate::driver::bytes(c.log_file_size),
+                c.log_block_size,
+                crate::driver::bytes(c.pool_size as u64),
+                c.page_size(),
+                c.checksum
+            ),
+        ];
+        if let Some(p) = &e.probe {
+            let atomic = if p.atomic.unit_max == 0 {
+                "no atomic writes".to_string()
+            } else {
+                format!(
+                    "atomic write units {}..={} bytes (hardware-backed up to {})",
+                    p.atomic.unit_min, p.atomic.unit_max, p.atomic.unit_max_opt
+                )
+            };
+            lines.push(format!(
+                "probe: file system {}, device blocks {} logical / {} physical, {atomic}, io_uring {}",
+                p.filesystem,
+                p.logical_block_size,
+                p.physical_block_size,
+                if p.io_uring { "yes" } else { "no" }
+            ));
+        }
+        crate::run_meta::EffectiveInfo {
+            lines,
+            json: serde_json::to_value(e).unwrap_or_default(),
+        }
+    }
+
     fn stats(&self) -> EngineStats {
         let s = self.0.stats();
         // O_DSYNC writes are synchronous: the log issues no sync call, so count the durable
@@ -261,6 +307,8 @@ impl Engine for KeelEngine {
             ("full_page_image_bytes", s.flush.full_page_image_bytes),
             ("forced_log_flushes", s.flush.forced_log_flushes),
             ("pages_read", s.flush.pages_read),
+            ("doublewrite_bytes", s.io.doublewrite.write_bytes),
+            ("data_read_bytes", s.io.data.read_bytes),
         ] {
             other.insert(k.to_string(), v);
         }

@@ -13,21 +13,29 @@
 //! systems), [`keel_engine`] (the keel adapter), [`cli`] (the commands).
 
 pub mod acked;
+pub mod charts;
 pub mod check;
 pub mod cli;
+pub mod compare;
 pub mod config;
+pub mod costs;
 pub mod driver;
 pub mod engine;
 pub mod error;
 pub mod fsmount;
+pub mod interrupt;
 pub mod keel_engine;
 pub mod load;
 pub mod matrix;
 pub mod memory;
+pub mod redb_engine;
 pub mod report;
 pub mod results;
 pub mod rng;
+pub mod run_meta;
 pub mod schema;
+pub mod spread;
+pub mod sqlite_engine;
 pub mod terminal;
 pub mod txn;
 
@@ -35,3 +43,5 @@ pub use engine::{Engine, EngineError, EngineStats, ReadTx, WriteTx};
 pub use error::{TpccError, TpccResult};
 pub use keel_engine::KeelEngine;
 pub use memory::MemoryEngine;
+pub use redb_engine::RedbEngine;
+pub use sqlite_engine::SqliteEngine;

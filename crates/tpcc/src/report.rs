@@ -1,17 +1,16 @@
-//! Matrix reports: `report.md` (configuration → median NOTPM, ratio to the first row, p99
-//! New-Order latency, data writes, doublewrite writes, pages skipped, log bytes, syncs per commit),
-//! `notpm.svg` (NOTPM per interval, one line per run, coloured per configuration) and
-//! `medians.svg` (bar chart of the median NOTPM), drawn with plotters' SVG backend.
+//! Matrix reports: `report.md` — per configuration the median NOTPM with its range, the ratio to
+//! the first row with its range and a "within noise" verdict, p99 New-Order latency, and the
+//! per-transaction costs (CPU µs, device bytes and flushes, log/data/doublewrite bytes, syncs,
+//! context switches, cores used); then the engine counters, what ran (effective settings), every
+//! run with the machine's load, and any busy-machine warnings. The charts are in `charts.rs`.
 //!
 //! Invariant: every figure in a row is the median over that configuration's repeats (never a mean
-//! that one noisy repeat can drag), and the first row that ran is the ratio's base.
-
-use plotters::prelude::*;
-use std::path::Path;
+//! that one noisy repeat can drag) shown with its min–max, and the first row that ran is the
+//! ratio's base.
 
 use crate::driver::{bytes, RunResult};
-use crate::error::{TpccError, TpccResult};
 use crate::load::LoadReport;
+use crate::spread::{Ratio, Spread};
 
 /// One configuration's results across repeats.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -32,31 +31,102 @@ pub struct ConfigResult {
     pub load: Option<LoadReport>,
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    if v.is_empty() {
-        return 0.0;
-    }
-    v.sort_by(|a, b| a.total_cmp(b));
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
-}
-
 impl ConfigResult {
-    /// Median NOTPM over repeats.
+    /// The spread of `f` over the repeats (`None` when no repeat has the figure).
+    pub fn spread(&self, f: impl Fn(&RunResult) -> Option<f64>) -> Option<Spread> {
+        Spread::of(self.runs.iter().filter_map(f))
+    }
+    /// Median NOTPM over repeats (0 when nothing ran).
     pub fn median_notpm(&self) -> f64 {
-        median(self.runs.iter().map(|r| r.notpm).collect())
+        self.spread(|r| Some(r.notpm)).map_or(0.0, |s| s.median)
     }
     /// Median p99 New-Order latency, ms.
     pub fn p99_new_order_ms(&self) -> f64 {
-        median(self.runs.iter().map(|r| r.latency[0].p99_ms).collect())
+        self.spread(|r| Some(r.latency[0].p99_ms))
+            .map_or(0.0, |s| s.median)
     }
     fn median_of(&self, f: impl Fn(&RunResult) -> f64) -> f64 {
-        median(self.runs.iter().map(f).collect())
+        self.spread(|r| Some(f(r))).map_or(0.0, |s| s.median)
     }
+}
+
+/// Per-transaction figure `v` of run `r` (all five types count).
+fn per_txn(v: u64, r: &RunResult) -> Option<f64> {
+    let n: u64 = r.done.iter().sum();
+    (n > 0).then(|| v as f64 / n as f64)
+}
+
+/// A cost column: header, the figure of a run, decimals.
+pub type Column = (&'static str, fn(&RunResult) -> Option<f64>, usize);
+
+/// The per-transaction cost columns of report.md; the cost chart draws the first three (CPU µs,
+/// device KiB written, device KiB read), so they stay first.
+pub fn cost_columns() -> Vec<Column> {
+    vec![
+        (
+            "CPU µs/txn",
+            |r| Some(r.costs.cpu_us_per_txn).filter(|_| r.costs.transactions > 0),
+            0,
+        ),
+        (
+            "device KiB written/txn",
+            |r| {
+                r.costs
+                    .device
+                    .as_ref()
+                    .map(|d| d.write_bytes_per_txn / 1024.0)
+            },
+            1,
+        ),
+        (
+            "device KiB read/txn",
+            |r| {
+                r.costs
+                    .device
+                    .as_ref()
+                    .map(|d| d.read_bytes_per_txn / 1024.0)
+            },
+            1,
+        ),
+        (
+            "device flushes/txn",
+            |r| r.costs.device.as_ref().map(|d| d.flushes_per_txn),
+            2,
+        ),
+        (
+            "log KiB/txn",
+            |r| per_txn(r.stats.log_bytes, r).map(|v| v / 1024.0),
+            2,
+        ),
+        (
+            "data KiB/txn",
+            |r| per_txn(r.stats.other.get("data_bytes_written").copied()?, r).map(|v| v / 1024.0),
+            1,
+        ),
+        (
+            "doublewrite KiB/txn",
+            |r| per_txn(r.stats.other.get("doublewrite_bytes").copied()?, r).map(|v| v / 1024.0),
+            1,
+        ),
+        (
+            "syncs/txn",
+            |r| per_txn(r.stats.log_syncs + r.stats.data_syncs, r),
+            2,
+        ),
+        (
+            "ctx switches/txn",
+            |r| {
+                Some(r.costs.voluntary_cs_per_txn + r.costs.involuntary_cs_per_txn)
+                    .filter(|_| r.costs.transactions > 0)
+            },
+            1,
+        ),
+        (
+            "cores used",
+            |r| Some(r.costs.cores_used).filter(|_| r.costs.transactions > 0),
+            2,
+        ),
+    ]
 }
 
 /// The header information of a report.
@@ -72,6 +142,34 @@ pub struct ReportMeta {
     pub workload: String,
     /// Notes (engine caveats, skipped file systems, ...).
     pub notes: Vec<String>,
+}
+
+/// The header of the main table of report.md (the CI test checks every column is there).
+pub fn main_table_header() -> String {
+    let mut h =
+        String::from("| configuration | NOTPM median (min–max) | ratio (range) | p99 New-Order ms");
+    for (name, _, _) in cost_columns() {
+        h.push_str(&format!(" | {name}"));
+    }
+    h.push_str(" | check |");
+    h
+}
+
+fn machine_cell(x: &RunResult) -> String {
+    let m = &x.costs.machine;
+    let f = |v: Option<f64>, d: usize| v.map_or("?".to_string(), |x| format!("{x:.d$}"));
+    format!(
+        "{}→{}, {}%, {}{}",
+        f(m.load1_start, 2),
+        f(m.load1_end, 2),
+        f(m.steal_pct, 1),
+        f(m.other_cores, 2),
+        if m.warnings.is_empty() {
+            ""
+        } else {
+            " **busy**"
+        }
+    )
 }
 
 /// Renders `report.md`.
@@ -90,28 +188,45 @@ pub fn render_markdown(meta: &ReportMeta, rows: &[ConfigResult]) -> String {
     let base = rows
         .iter()
         .find(|r| r.skipped.is_none() && !r.runs.is_empty())
-        .map(|r| r.median_notpm())
-        .unwrap_or(0.0);
-    s.push_str("| configuration | median NOTPM | ratio | p99 New-Order ms | data writes | doublewrite writes | pages skipped | log bytes | syncs/commit | check |\n");
-    s.push_str("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n");
+        .and_then(|r| r.spread(|x| Some(x.notpm)));
+    let cols = cost_columns();
+    s.push_str(&main_table_header());
+    s.push('\n');
+    s.push_str("| --- | ---: | ---: | ---:");
+    for _ in &cols {
+        s.push_str(" | ---:");
+    }
+    s.push_str(" | --- |\n");
     for r in rows {
         if let Some(why) = &r.skipped {
-            s.push_str(&format!("| {} | skipped | | | | | | | | {why} |\n", r.name));
+            s.push_str(&format!("| {} | skipped |", r.name));
+            for _ in 0..cols.len() + 2 {
+                s.push_str(" |");
+            }
+            s.push_str(&format!(" {why} |\n"));
             continue;
         }
-        let m = r.median_notpm();
-        let ratio = if base > 0.0 { m / base } else { 0.0 };
+        let notpm = r.spread(|x| Some(x.notpm));
+        let ratio = match (&base, &notpm) {
+            (Some(a), Some(b)) => Ratio::of(a, b).map_or("-".into(), |x| x.show()),
+            _ => "-".into(),
+        };
         s.push_str(&format!(
-            "| {} | {:.0} | {:.2} | {:.2} | {:.0} | {:.0} | {:.0} | {} | {:.3} | {} |\n",
+            "| {} | {} | {} | {}",
             r.name,
-            m,
+            notpm.map_or("-".into(), |x| x.show(0)),
             ratio,
-            r.p99_new_order_ms(),
-            r.median_of(|x| x.stats.data_writes as f64),
-            r.median_of(|x| x.stats.doublewrite_writes as f64),
-            r.median_of(|x| x.stats.pages_skipped_protection as f64),
-            bytes(r.median_of(|x| x.stats.log_bytes as f64) as u64),
-            r.median_of(|x| x.stats.syncs_per_commit()),
+            r.spread(|x| Some(x.latency[0].p99_ms))
+                .map_or("-".into(), |x| x.show(2)),
+        ));
+        for (_, f, d) in &cols {
+            s.push_str(&format!(
+                " | {}",
+                r.spread(f).map_or("-".into(), |x| x.show(*d))
+            ));
+        }
+        s.push_str(&format!(
+            " | {} |\n",
             match r.checks_passed {
                 Some(true) => "1–12 pass",
                 Some(false) => "**FAILED**",
@@ -120,11 +235,36 @@ pub fn render_markdown(meta: &ReportMeta, rows: &[ConfigResult]) -> String {
         ));
     }
     s.push_str(
-        "\nCounters are medians over the repeats of the measured period (warm-up excluded). ",
+        "\nEvery figure is the median over the repeats with the range (min–max) in brackets; \
+         warm-up excluded. Ratio = median NOTPM / the first row's, with the range \
+         [min / first row's max, max / first row's min]; \"within noise\" when it includes 1.0. \
+         Per-transaction figures divide by all transactions (five types). Device figures are \
+         `/proc/diskstats` deltas of the device holding the store (all its traffic, so other \
+         processes' I/O counts too); data, doublewrite and log bytes are the engine's own \
+         counters (`-` where an engine has none).\n\n",
     );
-    s.push_str("Ratio = median NOTPM / the first row's.\n\n");
 
-    s.push_str("## Configurations\n\n| configuration | engine | settings |\n| --- | --- | --- |\n");
+    s.push_str("## Engine counters (medians over the measured periods)\n\n");
+    s.push_str("| configuration | data writes | doublewrite writes | pages skipped | log bytes | log syncs/commit |\n");
+    s.push_str("| --- | ---: | ---: | ---: | ---: | ---: |\n");
+    for r in rows
+        .iter()
+        .filter(|r| r.skipped.is_none() && !r.runs.is_empty())
+    {
+        s.push_str(&format!(
+            "| {} | {:.0} | {:.0} | {:.0} | {} | {:.3} |\n",
+            r.name,
+            r.median_of(|x| x.stats.data_writes as f64),
+            r.median_of(|x| x.stats.doublewrite_writes as f64),
+            r.median_of(|x| x.stats.pages_skipped_protection as f64),
+            bytes(r.median_of(|x| x.stats.log_bytes as f64) as u64),
+            r.median_of(|x| x.stats.syncs_per_commit()),
+        ));
+    }
+
+    s.push_str(
+        "\n## Configurations\n\n| configuration | engine | settings |\n| --- | --- | --- |\n",
+    );
     for r in rows {
         s.push_str(&format!(
             "| {} | {} | {} |\n",
@@ -132,11 +272,53 @@ pub fn render_markdown(meta: &ReportMeta, rows: &[ConfigResult]) -> String {
         ));
     }
 
-    s.push_str("\n## NOTPM of every run (in run order: repeats interleaved A B C A B C …)\n\n");
-    s.push_str("| configuration | runs |\n| --- | --- |\n");
+    s.push_str("\n## What ran (effective settings of each configuration's first run)\n\n");
+    let mut first_meta = true;
+    for r in rows.iter().filter(|r| !r.runs.is_empty()) {
+        let m = &r.runs[0].meta;
+        if first_meta {
+            for l in m.lines().iter().take(3) {
+                s.push_str(&format!("- {l}\n"));
+            }
+            first_meta = false;
+        }
+        s.push_str(&format!("- **{}**: engine {}\n", r.name, m.engine));
+        for l in &m.effective.lines {
+            s.push_str(&format!("  - {l}\n"));
+        }
+    }
+
+    s.push_str("\n## Every run (in run order: repeats interleaved A B C A B C …)\n\n");
+    s.push_str("| configuration | NOTPM per repeat | CPU µs/txn per repeat | machine per repeat (load average start→end, steal, other processes' cores) |\n| --- | --- | --- | --- |\n");
     for r in rows.iter().filter(|r| r.skipped.is_none()) {
         let v: Vec<String> = r.runs.iter().map(|x| format!("{:.0}", x.notpm)).collect();
-        s.push_str(&format!("| {} | {} |\n", r.name, v.join(", ")));
+        let c: Vec<String> = r
+            .runs
+            .iter()
+            .map(|x| format!("{:.0}", x.costs.cpu_us_per_txn))
+            .collect();
+        let m: Vec<String> = r.runs.iter().map(machine_cell).collect();
+        s.push_str(&format!(
+            "| {} | {} | {} | {} |\n",
+            r.name,
+            v.join(", "),
+            c.join(", "),
+            m.join("; ")
+        ));
+    }
+    let mut warnings = Vec::new();
+    for r in rows {
+        for (i, x) in r.runs.iter().enumerate() {
+            for w in &x.costs.machine.warnings {
+                warnings.push(format!("{} repeat {}: {w}", r.name, i + 1));
+            }
+        }
+    }
+    if !warnings.is_empty() {
+        s.push_str("\n**The machine was not quiet during some runs; their figures may not be comparable:**\n\n");
+        for w in warnings {
+            s.push_str(&format!("- {w}\n"));
+        }
     }
 
     if rows.iter().any(|r| r.load.is_some()) {
@@ -165,182 +347,6 @@ pub fn render_markdown(meta: &ReportMeta, rows: &[ConfigResult]) -> String {
             meta.published.trim()
         ));
     }
-    s.push_str("\nCharts: `notpm.svg` (NOTPM per interval), `medians.svg` (median NOTPM). Raw data: `matrix.json`, `runs/*/intervals.csv`.\n");
+    s.push_str("\nCharts: `notpm.svg` (NOTPM per interval, one line style per repeat), `medians.svg` (median NOTPM with min–max error bars; a memory baseline in its own panel), `latency.svg` (p99 New-Order latency per configuration), `costs.svg` (CPU µs and device KiB per transaction). Raw data: `matrix.json`, `runs/*/r*/run.json` and `intervals.csv`; compare two configurations with `keel-tpcc compare runs/A runs/B`.\n");
     s
-}
-
-/// Colour `i` of `n`: the ten Tableau colours, or evenly spaced hues when there are more rows.
-fn palette(i: usize, n: usize) -> RGBColor {
-    const C: [RGBColor; 10] = [
-        RGBColor(31, 119, 180),
-        RGBColor(255, 127, 14),
-        RGBColor(44, 160, 44),
-        RGBColor(214, 39, 40),
-        RGBColor(148, 103, 189),
-        RGBColor(140, 86, 75),
-        RGBColor(227, 119, 194),
-        RGBColor(127, 127, 127),
-        RGBColor(188, 189, 34),
-        RGBColor(23, 190, 207),
-    ];
-    if n <= C.len() {
-        return C[i % C.len()];
-    }
-    let (r, g, b) = HSLColor(
-        i as f64 / n as f64,
-        0.7,
-        if i & 1 == 0 { 0.42 } else { 0.58 },
-    )
-    .rgb();
-    RGBColor(r, g, b)
-}
-
-fn plot_err(path: &Path, e: impl std::fmt::Display) -> TpccError {
-    TpccError::Usage(format!("drawing {}: {e}", path.display()))
-}
-
-fn label_px(names: &[String], px_per_char: u32, lo: u32, hi: u32) -> u32 {
-    let longest = names.iter().map(|n| n.chars().count()).max().unwrap_or(0) as u32;
-    (24 + px_per_char * longest).clamp(lo, hi)
-}
-
-/// Draws NOTPM per measured interval, one line per run, coloured per configuration, with the
-/// legend beside the plot (it never covers the lines).
-pub fn draw_notpm(path: &Path, title: &str, rows: &[ConfigResult]) -> TpccResult<()> {
-    let ran: Vec<&ConfigResult> = rows.iter().filter(|r| !r.runs.is_empty()).collect();
-    let mut max_t: f64 = 1.0;
-    let mut max_y: f64 = 1.0;
-    for r in &ran {
-        for run in &r.runs {
-            for i in run.intervals.iter().filter(|i| !i.warmup) {
-                max_t = max_t.max(i.t_end_s);
-                max_y = max_y.max(i.notpm);
-            }
-        }
-    }
-    let names: Vec<String> = ran.iter().map(|r| r.name.clone()).collect();
-    let legend_w = label_px(&names, 7, 160, 480);
-    let height = (600u32).max(80 + 20 * names.len() as u32);
-    let root = SVGBackend::new(path, (1000 + legend_w, height)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| plot_err(path, e))?;
-    let (plot, legend) = root.split_horizontally(1000);
-    let mut chart = ChartBuilder::on(&plot)
-        .caption(title, ("sans-serif", 22))
-        .margin(15)
-        .x_label_area_size(45)
-        .y_label_area_size(75)
-        .build_cartesian_2d(0.0..max_t * 1.02, 0.0..max_y * 1.1)
-        .map_err(|e| plot_err(path, e))?;
-    chart
-        .configure_mesh()
-        .x_desc("seconds since the end of warm-up")
-        .y_desc("NOTPM (New-Orders per minute)")
-        .y_label_formatter(&|v| format!("{v:.0}"))
-        .draw()
-        .map_err(|e| plot_err(path, e))?;
-    for (ci, r) in ran.iter().enumerate() {
-        let color = palette(ci, names.len());
-        for run in &r.runs {
-            let pts: Vec<(f64, f64)> = run
-                .intervals
-                .iter()
-                .filter(|i| !i.warmup)
-                .map(|i| (i.t_end_s, i.notpm))
-                .collect();
-            chart
-                .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))
-                .map_err(|e| plot_err(path, e))?;
-            chart
-                .draw_series(pts.iter().map(|&p| Circle::new(p, 3, color.filled())))
-                .map_err(|e| plot_err(path, e))?;
-        }
-    }
-    for (ci, name) in names.iter().enumerate() {
-        let y = 60 + 20 * ci as i32;
-        let color = palette(ci, names.len());
-        legend
-            .draw(&PathElement::new(
-                vec![(8, y), (32, y)],
-                color.stroke_width(3),
-            ))
-            .map_err(|e| plot_err(path, e))?;
-        legend
-            .draw(&Text::new(
-                name.clone(),
-                (40, y - 7),
-                ("sans-serif", 13).into_font().color(&BLACK),
-            ))
-            .map_err(|e| plot_err(path, e))?;
-    }
-    root.present().map_err(|e| plot_err(path, e))?;
-    Ok(())
-}
-
-/// Draws the median NOTPM of each configuration as bars (skipped ones left empty and labelled).
-pub fn draw_medians(path: &Path, title: &str, rows: &[ConfigResult]) -> TpccResult<()> {
-    let n = rows.len().max(1);
-    let max_y = rows.iter().map(|r| r.median_notpm()).fold(1.0f64, f64::max);
-    let width = (160 + 70 * n as u32).clamp(600, 2400);
-    let names: Vec<String> = rows.iter().map(|r| r.name.clone()).collect();
-    let label_area = label_px(&names, 7, 60, 360);
-    let root = SVGBackend::new(path, (width, 480 + label_area)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| plot_err(path, e))?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 22))
-        .margin(15)
-        .x_label_area_size(label_area)
-        .y_label_area_size(75)
-        .build_cartesian_2d(0.0..n as f64, 0.0..max_y * 1.15)
-        .map_err(|e| plot_err(path, e))?;
-    chart
-        .configure_mesh()
-        .disable_x_mesh()
-        .x_labels(0)
-        .y_desc("median NOTPM")
-        .y_label_formatter(&|v| format!("{v:.0}"))
-        .draw()
-        .map_err(|e| plot_err(path, e))?;
-    for (i, r) in rows.iter().enumerate() {
-        let x0 = i as f64 + 0.15;
-        let x1 = i as f64 + 0.85;
-        let m = r.median_notpm();
-        if r.skipped.is_none() {
-            chart
-                .draw_series(std::iter::once(Rectangle::new(
-                    [(x0, 0.0), (x1, m)],
-                    palette(i, n).filled(),
-                )))
-                .map_err(|e| plot_err(path, e))?;
-            chart
-                .draw_series(std::iter::once(Text::new(
-                    format!("{m:.0}"),
-                    (i as f64 + 0.3, m + max_y * 0.03),
-                    ("sans-serif", 14),
-                )))
-                .map_err(|e| plot_err(path, e))?;
-        } else {
-            chart
-                .draw_series(std::iter::once(Text::new(
-                    "skipped".to_string(),
-                    (i as f64 + 0.25, max_y * 0.05),
-                    ("sans-serif", 14),
-                )))
-                .map_err(|e| plot_err(path, e))?;
-        }
-    }
-    // Names under the bars, rotated so long configuration names fit.
-    let area = chart.plotting_area();
-    let (px, _) = area.get_pixel_range();
-    let (_, py) = area.get_pixel_range();
-    let bar_w = (px.end - px.start) as f64 / n as f64;
-    for (i, name) in names.iter().enumerate() {
-        let x = px.start + (bar_w * (i as f64 + 0.5)) as i32;
-        let style = TextStyle::from(("sans-serif", 13).into_font())
-            .transform(FontTransform::Rotate90)
-            .color(&BLACK);
-        root.draw(&Text::new(name.clone(), (x - 6, py.end + 8), style))
-            .map_err(|e| plot_err(path, e))?;
-    }
-    root.present().map_err(|e| plot_err(path, e))?;
-    Ok(())
 }

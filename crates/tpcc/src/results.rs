@@ -2,14 +2,16 @@
 //! records, the run result, the end-of-run summary, `run.json` and `intervals.csv`.
 
 use hdrhistogram::Histogram;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
+use crate::costs::Costs;
 use crate::engine::EngineStats;
 use crate::error::{TpccError, TpccResult};
+use crate::run_meta::RunMeta;
 use crate::txn::{Outcome, TxKind};
 
 /// Latency percentiles of one transaction type, milliseconds.
-#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq)]
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq)]
 pub struct Latency {
     /// Transactions measured.
     pub count: u64,
@@ -19,6 +21,9 @@ pub struct Latency {
     pub p95_ms: f64,
     /// 99th percentile.
     pub p99_ms: f64,
+    /// 99.9th percentile.
+    #[serde(default)]
+    pub p999_ms: f64,
     /// Maximum.
     pub max_ms: f64,
 }
@@ -127,6 +132,7 @@ impl Acc {
             p50_ms: ms(h.value_at_quantile(0.50)),
             p95_ms: ms(h.value_at_quantile(0.95)),
             p99_ms: ms(h.value_at_quantile(0.99)),
+            p999_ms: ms(h.value_at_quantile(0.999)),
             max_ms: ms(h.max()),
         }
     }
@@ -159,7 +165,7 @@ impl Acc {
 }
 
 /// Workload characteristics of a run (percentages).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Rates {
     /// Share of each type in [`TxKind::ALL`] order (target 45/43/4/4/4).
     pub mix_pct: [f64; 5],
@@ -180,7 +186,7 @@ pub struct Rates {
 }
 
 /// One reported interval.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct IntervalRecord {
     /// Seconds since the measured period began, at the interval's end (negative in warm-up).
     pub t_end_s: f64,
@@ -200,10 +206,13 @@ pub struct IntervalRecord {
     pub latency: [Latency; 5],
     /// Engine counters of the interval.
     pub stats: EngineStats,
+    /// CPU, device and machine costs of the interval.
+    #[serde(default)]
+    pub costs: Costs,
 }
 
 /// Everything a run measured.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RunResult {
     /// Engine label.
     pub engine: String,
@@ -229,10 +238,19 @@ pub struct RunResult {
     pub rates: Rates,
     /// Engine counters over the measured period.
     pub stats: EngineStats,
+    /// CPU, device and machine costs over the measured period, per transaction.
+    #[serde(default)]
+    pub costs: Costs,
     /// Every interval, warm-up included.
     pub intervals: Vec<IntervalRecord>,
     /// The run number (HISTORY ids).
     pub run_no: u32,
+    /// What ran, where, when and how (version, commit, machine, effective configuration).
+    #[serde(default)]
+    pub meta: RunMeta,
+    /// The run was cut short by Ctrl-C (its figures cover the measured time until then).
+    #[serde(default)]
+    pub interrupted: bool,
 }
 
 impl RunResult {
@@ -268,38 +286,98 @@ pub fn bytes(n: u64) -> String {
     }
 }
 
-/// The interval line (tpcc-mysql style).
+/// Interval lines are at most this wide (a terminal's 120 columns).
+pub const LINE_WIDTH: usize = 120;
+
+/// What the columns of [`interval_line`] mean, printed once before the first line.
+pub fn interval_legend() -> String {
+    "legend: [t] seconds since warm-up ended (w: warm-up); NOTPM New-Orders/min; tpm all \
+     transactions/min; NO New-Order p50/p99/p99.9 ms; P Payment, OS Order-Status, D Delivery, \
+     SL Stock-Level p99 ms; per transaction: cpu process CPU µs, w/r store device KiB \
+     written/read (k = thousands, M = millions)"
+        .to_string()
+}
+
+/// A count in at most 5 characters (`12345`, `123k`, `12.3M`, `123M`, `12G`).
+fn num(v: f64) -> String {
+    if v < 99_999.5 {
+        format!("{v:.0}")
+    } else if v < 999_500.0 {
+        format!("{:.0}k", v / 1e3)
+    } else if v < 99_950_000.0 {
+        format!("{:.1}M", v / 1e6)
+    } else if v < 999_500_000.0 {
+        format!("{:.0}M", v / 1e6)
+    } else {
+        format!("{:.0}G", (v / 1e9).min(9_999.0))
+    }
+}
+
+/// Milliseconds in at most 5 characters (`0.42`, `12.3`, `1234`, `123k`).
+fn ms(v: f64) -> String {
+    if v < 9.995 {
+        format!("{v:.2}")
+    } else if v < 99.95 {
+        format!("{v:.1}")
+    } else {
+        num(v)
+    }
+}
+
+/// KiB in at most 5 characters (`0.50`, `18.1`, `123.4`, `12345`, `123k`).
+fn kib(v: f64) -> String {
+    if v < 9.995 {
+        format!("{v:.2}")
+    } else if v < 999.95 {
+        format!("{v:.1}")
+    } else {
+        num(v)
+    }
+}
+
+/// One interval line: at most [`LINE_WIDTH`] characters (the label is shortened to fit); see
+/// [`interval_legend`].
 pub fn interval_line(label: &str, rec: &IntervalRecord) -> String {
-    let mut s = String::new();
-    if !label.is_empty() {
-        s.push_str(&format!("{label} "));
+    let l = |k: TxKind| rec.latency[k.index()];
+    let no = l(TxKind::NewOrder);
+    let mut body = format!(
+        "[{:>5}s{}] NOTPM {:>5} tpm {:>5} | NO {}/{}/{} P {} OS {} D {} SL {} | cpu {}",
+        num(rec.t_end_s.abs().round()),
+        if rec.warmup { "w" } else { "" },
+        num(rec.notpm),
+        num(rec.tpm),
+        ms(no.p50_ms),
+        ms(no.p99_ms),
+        ms(no.p999_ms),
+        ms(l(TxKind::Payment).p99_ms),
+        ms(l(TxKind::OrderStatus).p99_ms),
+        ms(l(TxKind::Delivery).p99_ms),
+        ms(l(TxKind::StockLevel).p99_ms),
+        num(rec.costs.cpu_us_per_txn),
+    );
+    match &rec.costs.device {
+        Some(d) => body.push_str(&format!(
+            " w {} r {}",
+            kib(d.write_bytes_per_txn / 1024.0),
+            kib(d.read_bytes_per_txn / 1024.0),
+        )),
+        None => body.push_str(" w - r -"),
     }
-    s.push_str(&format!(
-        "[{:>5.0}s{}] NOTPM {:>8.0} tpm {:>8.0} | p50/p95/p99 ms",
-        rec.t_end_s,
-        if rec.warmup { " warmup" } else { "" },
-        rec.notpm,
-        rec.tpm
-    ));
-    for k in TxKind::ALL {
-        let l = rec.latency[k.index()];
-        s.push_str(&format!(
-            " {} {:.1}/{:.1}/{:.1}",
-            k.short(),
-            l.p50_ms,
-            l.p95_ms,
-            l.p99_ms
-        ));
+    if label.is_empty() {
+        return body;
     }
-    let st = &rec.stats;
-    s.push_str(&format!(
-        " | data w {} dblw {} log {} syncs {}",
-        st.data_writes,
-        st.doublewrite_writes,
-        bytes(st.log_bytes),
-        st.log_syncs + st.data_syncs
-    ));
-    s
+    let room = LINE_WIDTH.saturating_sub(body.chars().count() + 1);
+    if room < 2 {
+        return body;
+    }
+    let short: String = if label.chars().count() > room {
+        let mut t: String = label.chars().take(room - 1).collect();
+        t.push('…');
+        t
+    } else {
+        label.to_string()
+    };
+    format!("{short} {body}")
 }
 
 /// The end-of-run summary.
@@ -315,16 +393,17 @@ pub fn summary(r: &RunResult) -> String {
         r.tpm,
         r.median_interval_notpm()
     ));
-    s.push_str("  type          count   p50 ms   p95 ms   p99 ms   max ms\n");
+    s.push_str("  type          count   p50 ms   p95 ms   p99 ms p99.9 ms   max ms\n");
     for k in TxKind::ALL {
         let l = r.latency[k.index()];
         s.push_str(&format!(
-            "  {:<12} {:>6} {:>8.2} {:>8.2} {:>8.2} {:>8.2}\n",
+            "  {:<12} {:>6} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>8.2}\n",
             k.name(),
             r.done[k.index()],
             l.p50_ms,
             l.p95_ms,
             l.p99_ms,
+            l.p999_ms,
             l.max_ms
         ));
     }
@@ -356,6 +435,60 @@ pub fn summary(r: &RunResult) -> String {
         st.syncs_per_commit(),
         st.data_syncs
     ));
+    s.push_str(&costs_lines(&r.costs, &r.stats));
+    if r.interrupted {
+        s.push_str("  INTERRUPTED (Ctrl-C): the figures cover the measured time until then\n");
+    }
+    s
+}
+
+/// The per-transaction cost lines of a summary.
+pub fn costs_lines(c: &Costs, st: &EngineStats) -> String {
+    let n = c.transactions.max(1) as f64;
+    let mut s = format!(
+        "  per transaction ({} transactions): CPU {:.0} µs ({:.2} cores used), context switches {:.1} voluntary + {:.1} involuntary, syncs {:.2}\n",
+        c.transactions,
+        c.cpu_us_per_txn,
+        c.cores_used,
+        c.voluntary_cs_per_txn,
+        c.involuntary_cs_per_txn,
+        (st.log_syncs + st.data_syncs) as f64 / n
+    );
+    let other = |k: &str| st.other.get(k).copied().unwrap_or(0) as f64 / n / 1024.0;
+    s.push_str(&format!(
+        "  engine bytes per transaction: log {:.1} KiB, data {:.1} KiB, doublewrite {:.1} KiB, data read {:.1} KiB\n",
+        st.log_bytes as f64 / n / 1024.0,
+        other("data_bytes_written"),
+        other("doublewrite_bytes"),
+        other("data_read_bytes"),
+    ));
+    match (&c.device, &c.device_missing) {
+        (Some(d), _) => s.push_str(&format!(
+            "  device {} per transaction: written {:.1} KiB in {:.2} writes, read {:.1} KiB in {:.2} reads, {:.2} cache flushes (whole device: other processes' I/O counts too)\n",
+            d.name,
+            d.write_bytes_per_txn / 1024.0,
+            d.writes_per_txn,
+            d.read_bytes_per_txn / 1024.0,
+            d.reads_per_txn,
+            d.flushes_per_txn
+        )),
+        (None, Some(why)) => s.push_str(&format!("  device: not measured: {why}\n")),
+        (None, None) => {}
+    }
+    let m = &c.machine;
+    let f = |v: Option<f64>, d: usize| v.map_or("?".to_string(), |x| format!("{x:.d$}"));
+    s.push_str(&format!(
+        "  machine: load average {} → {}, steal {}%, other processes {} cores\n",
+        f(m.load1_start, 2),
+        f(m.load1_end, 2),
+        f(m.steal_pct, 1),
+        f(m.other_cores, 2)
+    ));
+    for w in &m.warnings {
+        s.push_str(&format!(
+            "  WARNING: {w}: the figures may not be comparable\n"
+        ));
+    }
     s
 }
 
@@ -389,9 +522,11 @@ pub fn intervals_csv(intervals: &[IntervalRecord]) -> String {
         let n = k.short().to_lowercase();
         s.push_str(&format!(",{n}_p50_ms,{n}_p95_ms,{n}_p99_ms"));
     }
+    s.push_str(",no_p999_ms");
     s.push_str(
-        ",commits,data_writes,doublewrite_writes,pages_skipped,log_bytes,log_syncs,data_syncs\n",
+        ",commits,data_writes,doublewrite_writes,pages_skipped,log_bytes,log_syncs,data_syncs",
     );
+    s.push_str(",cpu_us_per_txn,vcs_per_txn,dev_write_bytes_per_txn,dev_read_bytes_per_txn,dev_flushes_per_txn\n");
     for r in intervals {
         s.push_str(&format!(
             "{:.3},{},{:.3},{:.1},{:.1}",
@@ -404,9 +539,10 @@ pub fn intervals_csv(intervals: &[IntervalRecord]) -> String {
         for l in r.latency {
             s.push_str(&format!(",{:.3},{:.3},{:.3}", l.p50_ms, l.p95_ms, l.p99_ms));
         }
+        s.push_str(&format!(",{:.3}", r.latency[0].p999_ms));
         let st = &r.stats;
         s.push_str(&format!(
-            ",{},{},{},{},{},{},{}\n",
+            ",{},{},{},{},{},{},{}",
             st.commits,
             st.data_writes,
             st.doublewrite_writes,
@@ -415,6 +551,42 @@ pub fn intervals_csv(intervals: &[IntervalRecord]) -> String {
             st.log_syncs,
             st.data_syncs
         ));
+        let c = &r.costs;
+        let d = |f: fn(&crate::costs::DeviceCosts) -> f64| {
+            c.device
+                .as_ref()
+                .map_or(String::new(), |x| format!("{:.1}", f(x)))
+        };
+        s.push_str(&format!(
+            ",{:.1},{:.2},{},{},{}\n",
+            c.cpu_us_per_txn,
+            c.voluntary_cs_per_txn,
+            d(|x| x.write_bytes_per_txn),
+            d(|x| x.read_bytes_per_txn),
+            d(|x| x.flushes_per_txn)
+        ));
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn compact_numbers_never_exceed_five_characters() {
+        let mut v = 0.0001f64;
+        while v < 1e16 {
+            for f in [num(v), ms(v), kib(v)] {
+                assert!(f.chars().count() <= 5, "{v}: {f:?}");
+            }
+            v *= 1.37;
+        }
+        assert_eq!(num(49258.0), "49258");
+        assert_eq!(num(123_456.0), "123k");
+        assert_eq!(num(12_345_678.0), "12.3M");
+        assert_eq!(ms(0.4213), "0.42");
+        assert_eq!(ms(12.34), "12.3");
+        assert_eq!(kib(18.12), "18.1");
+    }
 }

@@ -88,17 +88,54 @@ fn load_run_check_end_to_end_with_acknowledged_side_file() {
     assert!(o.status.success(), "{s}");
     for want in [
         "NOTPM",
-        "p50/p95/p99 ms NO",
-        "data w",
+        "legend: ",
         "summary:",
         "consistency: OK",
         "torn_page=none",
+        "keel-tpcc ",
+        "torn pages: None (configured)",
+        "data file: ",
+        "per transaction (",
+        "CPU ",
+        "machine: load average",
     ] {
         assert!(s.contains(want), "missing {want:?} in:\n{s}");
+    }
+    // Interval lines fit 120 columns.
+    for l in s.lines().filter(|l| l.starts_with('[')) {
+        assert!(
+            l.chars().count() <= 120,
+            "{} columns: {l}",
+            l.chars().count()
+        );
+        assert!(l.contains(" NO ") && l.contains(" cpu "), "{l}");
     }
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("run.json")).unwrap()).unwrap();
     assert!(json["notpm"].as_f64().unwrap() > 0.0);
+    assert!(
+        json["costs"]["cpu_us_per_txn"].as_f64().unwrap() > 0.0,
+        "{json}"
+    );
+    assert!(
+        json["meta"]["host"]["cpus"].as_u64().unwrap() >= 1,
+        "{json}"
+    );
+    assert!(
+        !json["meta"]["commit"].as_str().unwrap().is_empty(),
+        "{json}"
+    );
+    // O_DIRECT is the default; only a file system without it (tmpfs) falls back, saying so.
+    let eff = &json["meta"]["effective"]["json"];
+    let reason = eff["direct_io_reason"].as_str().unwrap();
+    assert!(
+        eff["direct_io"] == true || reason.contains("fell back"),
+        "{reason}"
+    );
+    assert!(
+        json["latency"][0]["p999_ms"].as_f64().unwrap()
+            >= json["latency"][0]["p99_ms"].as_f64().unwrap()
+    );
     assert_eq!(json["store_config"]["torn_page"], "none");
     assert_eq!(json["config_honoured"], true);
     let csv = std::fs::read_to_string(out.join("intervals.csv")).unwrap();
@@ -240,28 +277,69 @@ torn_page = "none"
     for want in [
         "| A | ",
         "| B | ",
-        "median NOTPM",
-        "ratio",
-        "p99 New-Order ms",
         "doublewrite writes",
         "pages skipped",
         "syncs/commit",
         "1–12 pass",
         "keel",
         "nothing published",
+        "commit ",
+        "torn pages: ",
+        "data file: ",
+        "probe: file system",
+        "load average",
     ] {
         assert!(md.contains(want), "report.md lacks {want:?}:\n{md}");
     }
+    // The main table has every column, and every row fills each of them.
+    let header = keel_tpcc::report::main_table_header();
     assert!(
-        md.contains("| A | ")
-            && md
-                .lines()
-                .any(|l| l.starts_with("| A |") && l.contains("| 1.00 |")),
-        "{md}"
+        md.contains(&header),
+        "report.md lacks the header {header}:\n{md}"
     );
-    for svg in ["notpm.svg", "medians.svg"] {
+    let columns = header.matches('|').count();
+    for name in ["A", "B"] {
+        let row = md
+            .lines()
+            .find(|l| l.starts_with(&format!("| {name} |")))
+            .unwrap_or_else(|| panic!("no row {name}:\n{md}"));
+        assert_eq!(row.matches('|').count(), columns, "{row}");
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        // CPU µs/txn (the first cost column) and device bytes are measured, not blank.
+        assert!(
+            cells[5].parse::<f64>().is_ok() || cells[5].contains('('),
+            "CPU cell {:?} in {row}",
+            cells[5]
+        );
+    }
+    assert!(
+        md.lines()
+            .any(|l| l.starts_with("| A |") && l.contains("| 1.00 (")),
+        "the first row is the ratio's base, with its range: {md}"
+    );
+    for svg in ["notpm.svg", "medians.svg", "latency.svg", "costs.svg"] {
         let body = std::fs::read_to_string(out.join(svg)).unwrap();
         assert!(body.contains("<svg") && body.contains("tiny"), "{svg}");
+    }
+    // compare: two configurations' repeats, ratios with their spread.
+    let o = run(&["compare"], &[]);
+    assert!(!o.status.success(), "compare needs two sides");
+    let c = Command::new(BIN)
+        .arg("compare")
+        .arg(out.join("runs/A"))
+        .arg(out.join("runs/B"))
+        .output()
+        .unwrap();
+    let ct = text(&c);
+    assert!(c.status.success(), "{ct}");
+    for want in [
+        "NOTPM",
+        "CPU µs / txn",
+        "over the runs of",
+        "B/A",
+        "2 run(s)",
+    ] {
+        assert!(ct.contains(want), "compare output lacks {want:?}:\n{ct}");
     }
     assert!(
         out.join("runs/A/r2/intervals.csv").exists() && out.join("runs/B/r1/run.json").exists()
@@ -397,4 +475,107 @@ fn engine_memory_selects_the_reference_engine() {
     // The keel engine does not mistake the memory engine's directory for a store with data.
     let o = run(&["check"], &[("--dir", &dir)]);
     assert_ne!(o.status.code(), Some(0), "{}", text(&o));
+}
+
+/// The CI peers matrix (issue 14): keel, sqlite and redb rows of one matrix on 1 warehouse for a
+/// few seconds; the report has every column for every row, and states the peers' durability.
+#[test]
+fn peers_matrix_has_every_column_for_keel_sqlite_and_redb() {
+    let t = tempfile::tempdir().unwrap();
+    let spec = t.path().join("peers.toml");
+    std::fs::write(
+        &spec,
+        r#"
+name = "ci-peers"
+description = "keel, sqlite and redb"
+published = "none"
+warehouses = 1
+terminals = 2
+duration = 1.5
+warmup = 0.5
+interval = 0.5
+repeats = 1
+[base]
+pool_size = "32MiB"
+durability = "sync"
+[[config]]
+name = "keel"
+[[config]]
+name = "sqlite"
+engine = "sqlite"
+[[config]]
+name = "redb"
+engine = "redb"
+"#,
+    )
+    .unwrap();
+    let out = t.path().join("out");
+    let o = run(
+        &["matrix", "--test-items", "1000"],
+        &[("--spec", &spec), ("--out", &out)],
+    );
+    let s = text(&o);
+    assert!(o.status.success(), "{s}");
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    let header = keel_tpcc::report::main_table_header();
+    assert!(md.contains(&header), "{md}");
+    let columns = header.matches('|').count();
+    for (name, engine) in [
+        ("keel", "keel"),
+        ("sqlite", "sqlite (WAL, synchronous=FULL)"),
+        ("redb", "redb (Durability::Immediate)"),
+    ] {
+        let row = md
+            .lines()
+            .find(|l| l.starts_with(&format!("| {name} |")))
+            .unwrap_or_else(|| panic!("no row {name}:\n{md}"));
+        assert_eq!(row.matches('|').count(), columns, "{row}");
+        assert!(row.contains("1–12 pass"), "{row}");
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        // NOTPM, CPU µs/txn and (on a block device) device KiB written are measured for every
+        // engine.
+        assert!(cells[2].parse::<f64>().unwrap() > 0.0, "{row}");
+        assert!(cells[5].parse::<f64>().unwrap() > 0.0, "{row}");
+        assert!(
+            md.contains(&format!("| {name} | {engine} |")),
+            "configurations table names the engine {engine}:\n{md}"
+        );
+    }
+    assert!(
+        md.contains("Peer row **sqlite**") && md.contains("Peer row **redb**"),
+        "{md}"
+    );
+    assert!(md.contains("SQLite 3.") && md.contains("redb: every commit Durability::Immediate"));
+    for svg in ["notpm.svg", "medians.svg", "latency.svg", "costs.svg"] {
+        assert!(out.join(svg).exists(), "{svg}");
+    }
+
+    // --engine sqlite / redb on the single-run commands.
+    for engine in ["sqlite", "redb"] {
+        let q = t.path().join(format!("q-{engine}"));
+        let o = run(
+            &[
+                "--engine",
+                engine,
+                "quick",
+                "--test-items",
+                "1000",
+                "--duration",
+                "1s",
+                "--warmup",
+                "0s",
+                "--interval",
+                "1s",
+                "--set",
+                "pool_size=16MiB",
+            ],
+            &[("--dir", &q)],
+        );
+        let s = text(&o);
+        assert!(o.status.success(), "{engine}: {s}");
+        assert!(
+            s.contains("consistency: OK") && s.contains("per transaction ("),
+            "{s}"
+        );
+    }
 }

@@ -243,6 +243,7 @@ fn load_and_a_short_run_pass_conditions_1_to_12() {
         acked_log: None,
         label: String::new(),
         print: false,
+        ..RunOptions::default()
     };
     let r = run_workload(&e, &ro).unwrap();
     assert!(r.new_orders_committed > 0);

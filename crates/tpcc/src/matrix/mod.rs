@@ -26,6 +26,9 @@
 //! [[config]]
 //! name = "doublewrite"
 //! torn_page = "doublewrite"
+//! [[config]]
+//! name = "sqlite"
+//! engine = "sqlite"        # a peer row: keel (default), memory, sqlite or redb
 //! [axes]                   # cartesian product with the configs; `terminals` is allowed too
 //! checksum = ["crc32c", "legacy", "none"]
 //! terminals = [1, 4]
@@ -45,4 +48,4 @@ mod run;
 mod spec;
 
 pub use run::{creation_knobs, run_matrix, MatrixOptions};
-pub use spec::{Entry, MatrixSpec};
+pub use spec::{Entry, MatrixSpec, ENGINES};

@@ -6,15 +6,19 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::spec::{Entry, MatrixSpec};
+use crate::charts::{draw_costs, draw_latency, draw_medians, draw_notpm};
 use crate::check::check;
 use crate::config::StoreConfig;
 use crate::driver::{run_workload, write_run_files, RunOptions, RunResult};
 use crate::engine::{Engine, EngineError};
 use crate::error::{TpccError, TpccResult};
 use crate::fsmount::{copy_dir, FsKind, Mounted};
+use crate::keel_engine::KeelEngine;
 use crate::load::{load, LoadOptions, LoadReport};
 use crate::memory::MemoryEngine;
-use crate::report::{draw_medians, draw_notpm, render_markdown, ConfigResult, ReportMeta};
+use crate::redb_engine::RedbEngine;
+use crate::report::{render_markdown, ConfigResult, ReportMeta};
+use crate::sqlite_engine::SqliteEngine;
 
 /// Command-line overrides and placement of a matrix.
 #[derive(Debug, Clone, Default)]
@@ -41,12 +45,95 @@ pub struct MatrixOptions {
     pub items: Option<u32>,
     /// Store knobs given on the command line, overlaid on every configuration.
     pub cli_store: StoreConfig,
+    /// Open-loop arrival rate for every run (see [`RunOptions::rate`]).
+    pub rate: Option<f64>,
+    /// Ctrl-C: the current run ends early, no further run starts, the report is written.
+    pub interrupt: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 }
 
-#[derive(Clone, Copy, PartialEq)]
+/// The engine of a row: the CLI's `--engine` (`Main`), or one a `[[config]]` names.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Which {
     Main,
     Memory,
+    Keel,
+    Sqlite,
+    Redb,
+}
+
+impl Which {
+    /// The row's engine: `None` and the CLI's own engine are `Main`.
+    fn of<E: Engine>(name: Option<&str>) -> Which {
+        let w = match name {
+            None => return Which::Main,
+            Some("memory") => Which::Memory,
+            Some("sqlite") => Which::Sqlite,
+            Some("redb") => Which::Redb,
+            Some(_) => Which::Keel,
+        };
+        if w.label::<E>() == E::LABEL {
+            Which::Main
+        } else {
+            w
+        }
+    }
+
+    fn label<E: Engine>(self) -> &'static str {
+        match self {
+            Which::Main => E::LABEL,
+            Which::Memory => MemoryEngine::LABEL,
+            Which::Keel => KeelEngine::LABEL,
+            Which::Sqlite => SqliteEngine::LABEL,
+            Which::Redb => RedbEngine::LABEL,
+        }
+    }
+
+    fn honours_config<E: Engine>(self) -> bool {
+        match self {
+            Which::Main => E::HONOURS_CONFIG,
+            Which::Memory => MemoryEngine::HONOURS_CONFIG,
+            Which::Keel => KeelEngine::HONOURS_CONFIG,
+            Which::Sqlite => SqliteEngine::HONOURS_CONFIG,
+            Which::Redb => RedbEngine::HONOURS_CONFIG,
+        }
+    }
+
+    /// Rows of this engine take the store's creation-time knobs (a Keel store).
+    fn keel_like<E: Engine>(self) -> bool {
+        self.honours_config::<E>()
+    }
+
+    fn load<E: Engine>(
+        self,
+        dir: &Path,
+        store: &StoreConfig,
+        lo: &LoadOptions,
+    ) -> TpccResult<LoadReport> {
+        match self {
+            Which::Main => load_into::<E>(dir, store, lo),
+            Which::Memory => load_into::<MemoryEngine>(dir, store, lo),
+            Which::Keel => load_into::<KeelEngine>(dir, store, lo),
+            Which::Sqlite => load_into::<SqliteEngine>(dir, store, lo),
+            Which::Redb => load_into::<RedbEngine>(dir, store, lo),
+        }
+    }
+
+    fn run<E: Engine>(
+        self,
+        loaded: &Path,
+        run_dir: &Path,
+        store: &StoreConfig,
+        ro: &RunOptions,
+        do_check: bool,
+    ) -> TpccResult<(RunResult, Option<bool>, String)> {
+        match self {
+            Which::Main => run_copy::<E>(loaded, run_dir, store, ro, do_check),
+            Which::Memory => run_copy::<MemoryEngine>(loaded, run_dir, store, ro, do_check),
+            Which::Keel => run_copy::<KeelEngine>(loaded, run_dir, store, ro, do_check),
+            Which::Sqlite => run_copy::<SqliteEngine>(loaded, run_dir, store, ro, do_check),
+            Which::Redb => run_copy::<RedbEngine>(loaded, run_dir, store, ro, do_check),
+        }
+    }
 }
 
 struct Row {
@@ -157,18 +244,19 @@ pub fn run_matrix<E: Engine>(
                 Some(k) => format!("{} @{}", entry.name, k.name()),
                 None => entry.name.clone(),
             };
+            let which = Which::of::<E>(entry.engine.as_deref());
             rows.push(Row {
                 result: ConfigResult {
                     name,
-                    description: describe_entry(&entry),
-                    engine: E::LABEL.to_string(),
+                    description: describe_entry(&entry, which.honours_config::<E>()),
+                    engine: which.label::<E>().to_string(),
                     skipped: None,
                     runs: Vec::new(),
                     checks_passed: None,
                     load: None,
                 },
                 entry,
-                which: Which::Main,
+                which,
                 fs: *fs,
                 data_root: root.clone(),
                 loaded: None,
@@ -193,6 +281,7 @@ pub fn run_matrix<E: Engine>(
                     name: "memory".into(),
                     store: StoreConfig::default(),
                     terminals: spec.terminals,
+                    engine: Some("memory".into()),
                 },
                 which: Which::Memory,
                 fs: *fs,
@@ -214,13 +303,14 @@ pub fn run_matrix<E: Engine>(
     let base_store = spec.base.overlay(&opts.cli_store);
     let base_creation = creation_knobs(&base_store);
     for (i, row) in rows.iter_mut().enumerate() {
-        let per_config = spec.load_per_config && row.which == Which::Main;
-        let creation = if row.which == Which::Main {
+        let keel_like = row.which.keel_like::<E>();
+        let per_config = spec.load_per_config && keel_like;
+        let creation = if keel_like {
             creation_knobs(&row.entry.store)
         } else {
             StoreConfig::default()
         };
-        let creation_key = if creation == base_creation || row.which == Which::Memory {
+        let creation_key = if creation == base_creation || !keel_like {
             String::new()
         } else {
             creation.describe()
@@ -236,21 +326,18 @@ pub fn run_matrix<E: Engine>(
                 continue;
             }
         }
-        let dir = if per_config {
-            row.data_root.join(format!("loaded-{i}"))
-        } else if row.which == Which::Memory {
-            row.data_root.join("loaded-memory")
-        } else if creation_key.is_empty() {
+        // One directory per load: the shared one of the main engine's base knobs, else the row's.
+        let dir = if !per_config && row.which == Which::Main && creation_key.is_empty() {
             row.data_root.join("loaded-main")
         } else {
-            row.data_root.join(format!("loaded-main-{i}"))
+            row.data_root.join(format!("loaded-{i}"))
         };
         let store = if per_config {
             row.entry.store.clone()
-        } else if row.which == Which::Main {
+        } else if keel_like {
             base_store.overlay(&creation)
         } else {
-            base_store.clone()
+            row.entry.store.clone()
         };
         println!(
             "loading {warehouses} warehouse(s) into {} ({}{})",
@@ -268,10 +355,7 @@ pub fn run_matrix<E: Engine>(
                 String::new()
             }
         );
-        let res = match row.which {
-            Which::Main => load_into::<E>(&dir, &store, &lo),
-            Which::Memory => load_into::<MemoryEngine>(&dir, &store, &lo),
-        };
+        let res = row.which.load::<E>(&dir, &store, &lo);
         match res {
             Ok(rep) => {
                 println!("  loaded {} rows in {:.1} s", rep.rows, rep.seconds);
@@ -292,10 +376,19 @@ pub fn run_matrix<E: Engine>(
 
     // Interleaved runs.
     let mut all_ok = true;
+    let mut interrupted = false;
     let total_runs = rows.iter().filter(|r| r.result.skipped.is_none()).count() * repeats;
     let mut n = 0;
-    for rep in 0..repeats {
+    'repeats: for rep in 0..repeats {
         for row in rows.iter_mut() {
+            if opts
+                .interrupt
+                .as_ref()
+                .is_some_and(|f| f.load(std::sync::atomic::Ordering::Relaxed))
+            {
+                interrupted = true;
+                break 'repeats;
+            }
             let Some(loaded) = row.loaded.clone() else {
                 continue;
             };
@@ -320,14 +413,14 @@ pub fn run_matrix<E: Engine>(
                 acked_log: None,
                 label: format!("{} #{}", row.result.name, rep + 1),
                 print: true,
+                rate: opts.rate,
+                device_dir: Some(row.data_root.clone()),
+                interrupt: opts.interrupt.clone(),
             };
             let run_dir = row.data_root.join("run");
-            let res = match row.which {
-                Which::Main => run_copy::<E>(&loaded, &run_dir, &row.entry.store, &ro, spec.check),
-                Which::Memory => {
-                    run_copy::<MemoryEngine>(&loaded, &run_dir, &row.entry.store, &ro, spec.check)
-                }
-            };
+            let res = row
+                .which
+                .run::<E>(&loaded, &run_dir, &row.entry.store, &ro, spec.check);
             match res {
                 Ok((r, ok, text)) => {
                     println!(
@@ -378,6 +471,14 @@ pub fn run_matrix<E: Engine>(
 
     let results: Vec<ConfigResult> = rows.into_iter().map(|r| r.result).collect();
     let mut notes = Vec::new();
+    for r in &results {
+        if r.engine == SqliteEngine::LABEL || r.engine == RedbEngine::LABEL {
+            notes.push(format!(
+                "Peer row **{}**: engine {}; every commit is durable when acknowledged; its cache is the configured pool_size; it reads and writes through the OS page cache (no O_DIRECT), and Keel's store knobs do not apply to it.",
+                r.name, r.engine
+            ));
+        }
+    }
     if !E::HONOURS_CONFIG {
         notes.push(format!(
             "Engine: **{}**. The store knobs of each configuration are recorded here but have no effect on this engine, so every row measures the same thing: differences are noise. Plug in the durable keel store to measure the mechanisms.",
@@ -404,6 +505,12 @@ pub fn run_matrix<E: Engine>(
         notes.push(format!(
             "TEST SCALE: {items} items instead of 100,000 (--test-items)."
         ));
+    }
+    if interrupted {
+        notes.push(
+            "**Interrupted** (Ctrl-C): the matrix stopped early; rows have fewer repeats than asked."
+                .into(),
+        );
     }
     notes.push(format!("Machine: {}.", machine_line()));
     let meta = ReportMeta {
@@ -433,6 +540,16 @@ pub fn run_matrix<E: Engine>(
         &format!("{}: median NOTPM", spec.name),
         &results,
     )?;
+    draw_latency(
+        &out.join("latency.svg"),
+        &format!("{}: p99 New-Order latency", spec.name),
+        &results,
+    )?;
+    draw_costs(
+        &out.join("costs.svg"),
+        &format!("{}: cost per transaction", spec.name),
+        &results,
+    )?;
     let p = out.join("matrix.json");
     let json = serde_json::to_string_pretty(&serde_json::json!({
         "meta": meta,
@@ -456,6 +573,14 @@ fn secs(d: Duration) -> String {
     }
 }
 
-fn describe_entry(e: &Entry) -> String {
-    format!("{}; terminals={}", e.store.describe(), e.terminals)
+fn describe_entry(e: &Entry, honoured: bool) -> String {
+    if honoured {
+        format!("{}; terminals={}", e.store.describe(), e.terminals)
+    } else {
+        format!(
+            "{} (only pool_size applies: the cache size); terminals={}",
+            e.store.describe(),
+            e.terminals
+        )
+    }
 }

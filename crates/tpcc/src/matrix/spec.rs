@@ -53,7 +53,14 @@ pub struct Entry {
     pub store: StoreConfig,
     /// Terminals for this configuration.
     pub terminals: usize,
+    /// The engine of this row (`engine = "sqlite"` in its `[[config]]`): `None` runs the CLI's
+    /// `--engine` (keel by default); one of [`ENGINES`] otherwise.
+    pub engine: Option<String>,
 }
+
+/// The engines a `[[config]]` entry may name: `keel`, `memory` (no durability), and the peers
+/// `sqlite` (WAL, `synchronous=FULL`) and `redb` (`Durability::Immediate`).
+pub const ENGINES: &[&str] = &["keel", "memory", "sqlite", "redb"];
 
 fn spec_err(file: &str, detail: impl Into<String>) -> TpccError {
     TpccError::Config {
@@ -166,6 +173,7 @@ impl MatrixSpec {
                 name: String::new(),
                 store: base.clone(),
                 terminals,
+                engine: None,
             }),
             Some(toml::Value::Array(a)) => {
                 for (i, v) in a.iter().enumerate() {
@@ -190,12 +198,26 @@ impl MatrixSpec {
                         }
                         None => terminals,
                     };
+                    let engine = match knobs.remove("engine") {
+                        None => None,
+                        Some(toml::Value::String(e)) if ENGINES.contains(&e.as_str()) => Some(e),
+                        Some(v) => {
+                            return Err(spec_err(
+                                file,
+                                format!(
+                                    "{cname}: engine = {v} is not one of {}",
+                                    ENGINES.join(", ")
+                                ),
+                            ))
+                        }
+                    };
                     let own =
                         StoreConfig::from_toml_table(&knobs, &format!("{file} config {cname}"))?;
                     entries.push(Entry {
                         name: cname,
                         store: base.overlay(&own),
                         terminals: terms,
+                        engine,
                     });
                 }
             }
