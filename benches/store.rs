@@ -5,7 +5,8 @@
 //!   with `Durability::Lazy` in big transactions into a pool that holds all of it (the bench
 //!   prints the pool's hit/miss counts over the run to show no page was read). Target: ≥ 1M/s.
 //! - `get/not_resident`: the same table reopened with a 16 MiB pool (≈ 6% of the pages): most
-//!   gets read a page (from the OS page cache: `direct_io` is off, the default).
+//!   gets read a page: from the device with `direct_io` (the default since issue 14), from the
+//!   OS page cache with `KEEL_STORE_BENCH_DIRECT_IO=0`.
 //! - `range/10k_rows`: 10,000 rows from a random start in a read transaction, in rows/s.
 //! - `insert/lazy_{100,1000}_per_txn`: random 16-byte keys with 100-byte values into a growing
 //!   table, `Durability::Lazy`, 100 or 1000 inserts per transaction; time per insert.
@@ -21,8 +22,10 @@
 //!   file + `fdatasync`, the device's floor.
 //!
 //! Each case runs 0.5 s warm-up + 3 s measurement; with the 1M-key load the whole bench takes
-//! about two minutes. `KEEL_STORE_BENCH=gets`, `=inserts` or `=commits` runs only that part. The load rate and the ratios against the targets are printed as `NOTE:`
-//! lines.
+//! about two minutes. `KEEL_STORE_BENCH=gets`, `=inserts` or `=commits` runs only that part;
+//! `KEEL_STORE_BENCH_DIRECT_IO=0` (or `=1`) sets `direct_io` for every store the bench opens
+//! (default: the library's default, on where the file system supports it). The load rate, the
+//! `direct_io` in force and the ratios against the targets are printed as `NOTE:` lines.
 #![allow(missing_docs)] // criterion_group! generates an undocumented pub fn
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
@@ -65,11 +68,17 @@ fn value(i: u64) -> [u8; VALUE] {
 }
 
 fn config(durability: Durability, pool: usize) -> Config {
-    Config {
+    let mut c = Config {
         pool_size: pool,
         durability,
         ..Config::default()
+    };
+    match std::env::var("KEEL_STORE_BENCH_DIRECT_IO").as_deref() {
+        Ok("0") => c.direct_io = false,
+        Ok("1") => c.direct_io = true,
+        _ => {}
     }
+    c
 }
 
 fn criterion() -> Criterion {
@@ -188,6 +197,11 @@ fn gets_and_ranges(c: &mut Criterion) {
     let dir = bench_dir("store/table");
     let resident_pool = 768 << 20;
     let store = Store::open(&dir, config(Durability::Lazy, resident_pool)).expect("open");
+    println!(
+        "NOTE: direct_io in force: {} ({})",
+        store.effective().direct_io,
+        store.effective().direct_io_reason
+    );
     load(&store);
     store.checkpoint().expect("checkpoint");
     let before = store.stats().pool;
