@@ -123,6 +123,17 @@ fn run(ops: &[Op], page_size: usize) -> Result<(), TestCaseError> {
     }
     let stats = tree.check(&pages).unwrap();
     prop_assert_eq!(stats.entries, model.len());
+    prop_assert_eq!(tree.len(&pages).unwrap(), model.len() as u64);
+    // Every live page belongs to the tree exactly once: nothing leaked, nothing shared.
+    let mut ids = tree.page_ids(&pages).unwrap();
+    prop_assert_eq!(
+        ids.len(),
+        stats.leaves + stats.inners + stats.overflow_pages
+    );
+    prop_assert_eq!(ids.len(), pages.live_pages());
+    ids.sort();
+    ids.dedup();
+    prop_assert_eq!(ids.len(), pages.live_pages());
     let all: Vec<_> = tree.range(&pages, ..).collect::<Result<_, _>>().unwrap();
     let want: Vec<_> = model.into_iter().collect();
     prop_assert_eq!(all, want);
@@ -308,6 +319,8 @@ fn garbage_pages_never_panic() {
             }
         }
         let _ = tree.check(&pages);
+        let _ = tree.len(&pages);
+        let _ = tree.page_ids(&pages);
         for i in (0u32..300).step_by(7) {
             let _ = tree.get(&pages, &i.to_be_bytes());
         }
@@ -315,5 +328,33 @@ fn garbage_pages_never_panic() {
         let _ = tree.range(&pages, ..).rev().take(1000).count();
         let _ = tree.insert(&mut pages, b"zz", b"v");
         let _ = pages.page_size();
+    }
+}
+
+/// `len` counts what `check` counts, and a child pointer back to the root is an error naming
+/// the pointer, never an endless walk.
+#[test]
+fn len_counts_rows_and_refuses_a_cycle() {
+    let mut pages = MemPages::new(4096);
+    let tree = BTree::create(&mut pages).unwrap();
+    assert_eq!(tree.len(&pages).unwrap(), 0);
+    for i in 0u32..3000 {
+        tree.insert(&mut pages, &i.to_be_bytes(), &[0u8; 50])
+            .unwrap();
+    }
+    for i in (0u32..3000).step_by(3) {
+        tree.remove(&mut pages, &i.to_be_bytes()).unwrap();
+    }
+    assert_eq!(tree.len(&pages).unwrap(), 2000);
+    assert_eq!(tree.check(&pages).unwrap().entries, 2000);
+    // The root's leftmost child pointer now points at the root.
+    let root = tree.root();
+    pages.raw_mut(root).unwrap()[PAGE_HEADER_SIZE + 16..PAGE_HEADER_SIZE + 24]
+        .copy_from_slice(&root.0.to_le_bytes());
+    match tree.len(&pages) {
+        Err(BTreeError::BadPointer { page_id, slot, .. }) => {
+            assert_eq!((page_id, slot), (root, 0));
+        }
+        other => panic!("expected a bad pointer, got {other:?}"),
     }
 }

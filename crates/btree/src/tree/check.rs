@@ -16,6 +16,120 @@ impl BTree {
         Ok(stats)
     }
 
+    /// The number of key/value pairs: a walk that reads every inner node and leaf once and
+    /// copies nothing (no values, no overflow pages), so O(pages) but far cheaper than a scan.
+    ///
+    /// # Errors
+    ///
+    /// A page cannot be read, is not a node, or the child pointers form a cycle (corruption).
+    pub fn len<S: PageRead>(&self, store: &S) -> Result<u64> {
+        self.len_node(store, self.root, None, 0)
+    }
+
+    fn len_node<S: PageRead>(
+        &self,
+        store: &S,
+        id: PageId,
+        from: Option<(PageId, usize)>,
+        depth: usize,
+    ) -> Result<u64> {
+        if depth > MAX_DEPTH {
+            return Err(BTreeError::Corrupt {
+                page_id: id,
+                detail: "cycle of child pointers".into(),
+            });
+        }
+        let (leaf_len, children) = with_node_from(store, id, from, |n| {
+            if n.is_leaf() {
+                return Ok((n.len() as u64, Vec::new()));
+            }
+            let mut children = Vec::with_capacity(n.len() + 1);
+            for c in 0..=n.len() {
+                children.push(n.child(c)?);
+            }
+            Ok((0, children))
+        })?;
+        let mut total = leaf_len;
+        for (slot, c) in children.into_iter().enumerate() {
+            let below = self.len_node(store, c, Some((id, slot)), depth + 1)?;
+            total = total
+                .checked_add(below)
+                .ok_or_else(|| BTreeError::Corrupt {
+                    page_id: id,
+                    detail: "row count overflows u64".into(),
+                })?;
+        }
+        Ok(total)
+    }
+
+    /// Every page of the tree: each node (root first, depth first) and each overflow page of
+    /// its values. Every node and overflow page is read once; a damaged node, a chain that ends
+    /// early or a cycle is an error naming the page. What a store-wide check uses to account
+    /// for every page of a file.
+    ///
+    /// # Errors
+    ///
+    /// A page cannot be read, is not what the pointer to it says, or the walk finds a cycle.
+    pub fn page_ids<S: PageRead>(&self, store: &S) -> Result<Vec<PageId>> {
+        let mut out = Vec::new();
+        self.collect_pages(store, self.root, None, 0, &mut out)?;
+        Ok(out)
+    }
+
+    fn collect_pages<S: PageRead>(
+        &self,
+        store: &S,
+        id: PageId,
+        from: Option<(PageId, usize)>,
+        depth: usize,
+        out: &mut Vec<PageId>,
+    ) -> Result<()> {
+        if depth > MAX_DEPTH {
+            return Err(BTreeError::Corrupt {
+                page_id: id,
+                detail: "cycle of child pointers".into(),
+            });
+        }
+        let (children, overflow) = with_node_from(store, id, from, |n| {
+            let mut children = Vec::new();
+            let mut overflow = Vec::new();
+            if n.is_leaf() {
+                for i in 0..n.len() {
+                    if let ValueRef::Overflow { first, len } = n.value(i)? {
+                        overflow.push((first, len));
+                    }
+                }
+            } else {
+                for c in 0..=n.len() {
+                    children.push(n.child(c)?);
+                }
+            }
+            Ok((children, overflow))
+        })?;
+        out.push(id);
+        for (slot, c) in children.into_iter().enumerate() {
+            self.collect_pages(store, c, Some((id, slot)), depth + 1, out)?;
+        }
+        let cap = self.limits.overflow_capacity() as u64;
+        for (first, len) in overflow {
+            let mut page = first;
+            for _ in 0..len.div_ceil(cap.max(1)) {
+                if page == PageId(0) {
+                    return Err(BTreeError::Corrupt {
+                        page_id: id,
+                        detail: format!(
+                            "the overflow chain at {first} of a {len}-byte value ends early"
+                        ),
+                    });
+                }
+                let (next, _) = self.overflow_page(store, page)?;
+                out.push(page);
+                page = next;
+            }
+        }
+        Ok(())
+    }
+
     /// Frees every page of the tree, including the root.
     pub fn destroy<S: PageWrite>(&self, store: &mut S) -> Result<()> {
         self.destroy_node(store, self.root, 0)
