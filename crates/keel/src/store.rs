@@ -2,13 +2,14 @@
 //! (opening is in `open.rs`, the checkpoint protocol in `checkpointer.rs`, poisoning in
 //! `poison.rs`).
 
+use crate::check::CheckReport;
 use crate::checkpointer::{
     checkpoint, spawn_checkpointer, sync_point, wait_for_log_space, CheckpointShared, Exclusive,
 };
 use crate::config::Config;
 use crate::meta::{self, MetaInfo, META_PAGE};
 use crate::poison::{cause_in, poison_reason, poisoned, StorePoison};
-use crate::table::{ReadTable, Table};
+use crate::table::{self, ReadTable, Table};
 use crate::{Error, Result};
 use keel_buffer_pool::{BufferPool, PageCleaner, PageTxn};
 use keel_flush::PageWriter;
@@ -18,7 +19,7 @@ use keel_redo_log::{Durability, RedoLog};
 use parking_lot::{Condvar, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use serde::{Deserialize, Serialize};
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -266,6 +267,7 @@ impl Store {
         Ok(WriteTxn {
             txn: self.inner.pool.begin(),
             created: RefCell::new(HashMap::new()),
+            dropped: RefCell::new(HashSet::new()),
             inner: &self.inner,
             lock,
             ends_in_abort: AbortCount {
@@ -298,6 +300,36 @@ impl Store {
         let _view = self.inner.lock.read();
         let g = self.inner.pool.read(META_PAGE)?;
         meta::read_meta(&g, self.inner.writer.data_path())
+    }
+
+    /// Checks the whole store's committed state, as `keel check` does: every B-tree's
+    /// structure (the catalog's and each table's: key order, bounds, levels, overflow
+    /// chains), and an account of every page of the data file (each page is the meta page, a
+    /// page of exactly one tree, a free-list trunk or a free id: none in two places, none
+    /// leaked). Pages are read through the pool, so those not resident are read from the file
+    /// and their checksums verified. Changes nothing; waits while a writer holds the store
+    /// (do not call it on a thread that holds a transaction).
+    ///
+    /// ```
+    /// # fn main() -> keel::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let store = keel::Store::open(dir.path(), keel::Config::default())?;
+    /// let tx = store.write()?;
+    /// tx.table("orders")?.insert(b"o1", b"3 items")?;
+    /// tx.commit()?;
+    /// let report = store.check()?;
+    /// assert!(report.is_ok(), "{:?}", report.problems);
+    /// assert_eq!(report.tables[0].rows, 1);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// The meta page cannot be read or is not a meta page (nothing else can be checked).
+    /// Everything found past that is a line in [`CheckReport::problems`], not an error.
+    pub fn check(&self) -> Result<CheckReport> {
+        let _view = self.inner.lock.read();
+        crate::check::check_store(&self.inner)
     }
 
     /// Counters of every layer.
@@ -407,6 +439,8 @@ pub struct WriteTxn<'s> {
     // lock is released.
     pub(crate) txn: PageTxn<'s>,
     pub(crate) created: RefCell<HashMap<String, PageId>>,
+    /// Tables this transaction dropped (the committed catalog cache forgets them at commit).
+    pub(crate) dropped: RefCell<HashSet<String>>,
     pub(crate) inner: &'s Inner,
     lock: RwLockWriteGuard<'s, ()>,
     /// Counts the transaction in `StoreStats::aborts` when it ends without a commit (abort,
@@ -430,8 +464,80 @@ impl Drop for AbortCount<'_> {
 
 impl<'s> WriteTxn<'s> {
     /// The table `name`, created on first use (the creation commits with this transaction).
+    ///
+    /// ```
+    /// # fn main() -> keel::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let store = keel::Store::open(dir.path(), keel::Config::default())?;
+    /// let tx = store.write()?;
+    /// tx.table("orders")?.insert(b"o1", b"3 items")?;
+    /// tx.commit()?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// A page of the catalog cannot be read or is corrupt, or creating the table needs a page
+    /// that cannot be allocated.
     pub fn table(&self, name: &str) -> Result<Table<'_, 's>> {
-        Table::open(self, name)
+        Table::open(self, name, true)
+    }
+
+    /// The table `name` if it exists (committed, or created earlier in this transaction and
+    /// not dropped since); unlike [`table`](Self::table) it never creates one.
+    ///
+    /// ```
+    /// # fn main() -> keel::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let store = keel::Store::open(dir.path(), keel::Config::default())?;
+    /// let tx = store.write()?;
+    /// assert!(matches!(tx.existing_table("orders"), Err(keel::Error::TableNotFound(_))));
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::TableNotFound`] if there is no such table; a catalog page cannot be read or is
+    /// corrupt.
+    pub fn existing_table(&self, name: &str) -> Result<Table<'_, 's>> {
+        Table::open(self, name, false)
+    }
+
+    /// The names of the tables as this transaction sees them (its own creations and drops
+    /// included), in byte order of the name.
+    ///
+    /// # Errors
+    ///
+    /// A catalog page cannot be read or is corrupt, or a catalog entry is not a valid name.
+    pub fn list_tables(&self) -> Result<Vec<String>> {
+        table::list_tables_in_txn(self)
+    }
+
+    /// Drops the table `name` with all its rows: every page of its B-tree (overflow pages
+    /// included) goes back to the free list and its name leaves the catalog, both with this
+    /// transaction (an abort keeps the table). Returns whether the table existed. It takes
+    /// `&mut self`, so no [`Table`] handle of this transaction can outlive the drop.
+    ///
+    /// ```
+    /// # fn main() -> keel::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let store = keel::Store::open(dir.path(), keel::Config::default())?;
+    /// let mut tx = store.write()?;
+    /// tx.table("scratch")?.insert(b"k", b"v")?;
+    /// assert!(tx.drop_table("scratch")?);
+    /// assert!(!tx.drop_table("scratch")?);
+    /// tx.commit()?;
+    /// assert!(store.read()?.list_tables()?.is_empty());
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// A page of the table or the catalog cannot be read or is corrupt (then abort the
+    /// transaction: the drop may be half done in it). A table whose pages outgrow the log's
+    /// room for one transaction gives [`Error::TxnTooLargeForLog`] at commit.
+    pub fn drop_table(&mut self, name: &str) -> Result<bool> {
+        table::drop_table(self, name)
     }
 
     /// Commits: appends the redo with its commit marker (this fixes the commit LSN), releases
@@ -472,6 +578,7 @@ impl<'s> WriteTxn<'s> {
         let WriteTxn {
             txn,
             created,
+            dropped,
             inner,
             lock,
             mut ends_in_abort,
@@ -502,8 +609,13 @@ impl<'s> WriteTxn<'s> {
             }
         };
         let created = created.into_inner();
-        if !created.is_empty() {
-            inner.catalog.write().extend(created);
+        let dropped = dropped.into_inner();
+        if !created.is_empty() || !dropped.is_empty() {
+            let mut catalog = inner.catalog.write();
+            for name in &dropped {
+                catalog.remove(name);
+            }
+            catalog.extend(created);
         }
         inner.commits.fetch_add(1, Ordering::Relaxed);
         drop(lock);
@@ -524,7 +636,45 @@ pub struct ReadTxn<'s> {
 
 impl<'s> ReadTxn<'s> {
     /// The table `name` ([`Error::TableNotFound`] if it was never created).
+    ///
+    /// ```
+    /// # fn main() -> keel::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let store = keel::Store::open(dir.path(), keel::Config::default())?;
+    /// let tx = store.write()?;
+    /// tx.table("orders")?.insert(b"o1", b"3 items")?;
+    /// tx.commit()?;
+    /// let r = store.read()?;
+    /// assert_eq!(r.table("orders")?.get(b"o1")?, Some(b"3 items".to_vec()));
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::TableNotFound`] if there is no such table; a catalog page cannot be read or is
+    /// corrupt.
     pub fn table(&self, name: &str) -> Result<ReadTable<'_>> {
         ReadTable::open(self.inner, name)
+    }
+
+    /// The names of the committed tables, in byte order of the name.
+    ///
+    /// ```
+    /// # fn main() -> keel::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let store = keel::Store::open(dir.path(), keel::Config::default())?;
+    /// let tx = store.write()?;
+    /// tx.table("b")?;
+    /// tx.table("a")?;
+    /// tx.commit()?;
+    /// assert_eq!(store.read()?.list_tables()?, ["a", "b"]);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// A catalog page cannot be read or is corrupt, or a catalog entry is not a valid name.
+    pub fn list_tables(&self) -> Result<Vec<String>> {
+        table::list_tables_committed(self.inner)
     }
 }

@@ -129,6 +129,61 @@ fn lookup_catalog<S: PageRead>(inner: &Inner, pages: S, name: &str) -> Result<Op
     }
 }
 
+/// The names in the catalog B-tree, in byte order, read through `pages`.
+fn list_catalog<S: PageRead>(inner: &Inner, pages: S) -> Result<Vec<String>> {
+    let catalog = BTree::open(inner.catalog_root, inner.config.page_size);
+    let mut names = Vec::new();
+    for row in catalog.range(pages, ..) {
+        let (k, _) = row?;
+        let name = String::from_utf8(k).map_err(|e| Error::Format {
+            path: inner.writer.data_path().to_path_buf(),
+            detail: format!(
+                "catalog (B-tree at page {}) holds a table name that is not UTF-8: {:?}",
+                inner.catalog_root,
+                e.as_bytes()
+            ),
+        })?;
+        names.push(name);
+    }
+    Ok(names)
+}
+
+/// [`WriteTxn::list_tables`]: the catalog as the transaction sees it.
+pub(crate) fn list_tables_in_txn(tx: &WriteTxn<'_>) -> Result<Vec<String>> {
+    list_catalog(
+        tx.inner,
+        TxnReader {
+            txn: &tx.txn,
+            page_size: tx.inner.config.page_size,
+        },
+    )
+}
+
+/// [`ReadTxn::list_tables`](crate::ReadTxn::list_tables): the committed catalog.
+pub(crate) fn list_tables_committed(inner: &Inner) -> Result<Vec<String>> {
+    list_catalog(inner, PoolReader { pool: &inner.pool })
+}
+
+/// [`WriteTxn::drop_table`]: frees the table's pages and removes its catalog entry, both in
+/// the transaction. Returns whether the table existed.
+pub(crate) fn drop_table(tx: &WriteTxn<'_>, name: &str) -> Result<bool> {
+    let inner = tx.inner;
+    let ps = inner.config.page_size;
+    let reader = TxnReader {
+        txn: &tx.txn,
+        page_size: ps,
+    };
+    let Some(root) = lookup_catalog(inner, reader, name)? else {
+        return Ok(false);
+    };
+    let mut pages = TxnPages::new(&tx.txn, inner.writer.data_path(), ps);
+    BTree::open(inner.catalog_root, ps).remove(&mut pages, name.as_bytes())?;
+    BTree::open(root, ps).destroy(&mut pages)?;
+    tx.created.borrow_mut().remove(name);
+    tx.dropped.borrow_mut().insert(name.to_string());
+    Ok(true)
+}
+
 /// A table inside a write transaction.
 pub struct Table<'t, 's> {
     tx: &'t WriteTxn<'s>,
@@ -136,15 +191,20 @@ pub struct Table<'t, 's> {
 }
 
 impl<'t, 's> Table<'t, 's> {
-    pub(crate) fn open(tx: &'t WriteTxn<'s>, name: &str) -> Result<Table<'t, 's>> {
+    /// The table `name` as this transaction sees it; created (with the transaction) when
+    /// `create` is set and it does not exist, else [`Error::TableNotFound`].
+    pub(crate) fn open(tx: &'t WriteTxn<'s>, name: &str, create: bool) -> Result<Table<'t, 's>> {
         let inner = tx.inner;
         let ps = inner.config.page_size;
-        let known = tx
-            .created
-            .borrow()
-            .get(name)
-            .copied()
-            .or_else(|| inner.catalog.read().get(name).copied());
+        // The committed catalog cache does not know this transaction's drops.
+        let dropped_here = tx.dropped.borrow().contains(name);
+        let known = tx.created.borrow().get(name).copied().or_else(|| {
+            if dropped_here {
+                None
+            } else {
+                inner.catalog.read().get(name).copied()
+            }
+        });
         let root = match known {
             Some(r) => r,
             None => match lookup_catalog(
@@ -156,9 +216,12 @@ impl<'t, 's> Table<'t, 's> {
                 name,
             )? {
                 Some(r) => {
-                    inner.catalog.write().insert(name.to_string(), r);
+                    if !dropped_here {
+                        inner.catalog.write().insert(name.to_string(), r);
+                    }
                     r
                 }
+                None if !create => return Err(Error::TableNotFound(name.to_string())),
                 None => {
                     let file = inner.writer.data_path();
                     let mut pages = TxnPages::new(&tx.txn, file, ps);
@@ -206,6 +269,28 @@ impl<'t, 's> Table<'t, 's> {
     /// Removes `key`; returns its value.
     pub fn remove(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         Ok(self.tree.remove(&mut self.pages(), key)?)
+    }
+
+    /// The number of rows, this transaction's changes included. It walks every node of the
+    /// table once (no values are copied): O(pages), not O(1).
+    ///
+    /// # Errors
+    ///
+    /// A page cannot be read or is corrupt (the error names the file and page).
+    pub fn len(&self) -> Result<u64> {
+        Ok(self.tree.len(&TxnReader {
+            txn: &self.tx.txn,
+            page_size: self.tree.limits().page_size,
+        })?)
+    }
+
+    /// Whether the table has no rows.
+    ///
+    /// # Errors
+    ///
+    /// As [`len`](Self::len).
+    pub fn is_empty(&self) -> Result<bool> {
+        Ok(self.range(..)?.next().transpose()?.is_none())
     }
 
     /// Ordered iteration over a key range (`.rev()` for descending).
@@ -258,6 +343,25 @@ impl<'r> ReadTable<'r> {
         Ok(r?)
     }
 
+    /// The number of committed rows. It walks every node of the table once (no values are
+    /// copied): O(pages), not O(1).
+    ///
+    /// # Errors
+    ///
+    /// A page cannot be read or is corrupt (the error names the file and page).
+    pub fn len(&self) -> Result<u64> {
+        Ok(self.tree.len(&PoolReader { pool: self.pool })?)
+    }
+
+    /// Whether the table has no rows.
+    ///
+    /// # Errors
+    ///
+    /// As [`len`](Self::len).
+    pub fn is_empty(&self) -> Result<bool> {
+        Ok(self.range(..)?.next().transpose()?.is_none())
+    }
+
     /// Ordered iteration over a key range (`.rev()` for descending).
     pub fn range<'k, R: RangeBounds<&'k [u8]>>(&self, range: R) -> Result<Rows<'r>> {
         Ok(Rows(RowsOf::Pool(
@@ -270,6 +374,13 @@ impl<'r> ReadTable<'r> {
 #[derive(Clone, Copy)]
 pub(crate) struct PoolReader<'a> {
     pool: &'a BufferPool,
+}
+
+impl<'a> PoolReader<'a> {
+    /// Reads committed pages of `pool`.
+    pub(crate) fn new(pool: &'a BufferPool) -> PoolReader<'a> {
+        PoolReader { pool }
+    }
 }
 
 impl PageRead for PoolReader<'_> {
@@ -336,6 +447,22 @@ pub trait ReadableTable {
     ///
     /// A page cannot be read or is corrupt (each row is also a `Result`).
     fn range<'k, R: RangeBounds<&'k [u8]>>(&self, range: R) -> Result<Rows<'_>>;
+
+    /// The number of rows (a walk over the table's nodes, no values copied).
+    ///
+    /// # Errors
+    ///
+    /// A page cannot be read or is corrupt.
+    fn len(&self) -> Result<u64>;
+
+    /// Whether the table has no rows.
+    ///
+    /// # Errors
+    ///
+    /// A page cannot be read or is corrupt.
+    fn is_empty(&self) -> Result<bool> {
+        Ok(self.range(..)?.next().transpose()?.is_none())
+    }
 }
 
 impl ReadableTable for Table<'_, '_> {
@@ -346,6 +473,10 @@ impl ReadableTable for Table<'_, '_> {
     fn range<'k, R: RangeBounds<&'k [u8]>>(&self, range: R) -> Result<Rows<'_>> {
         Table::range(self, range)
     }
+
+    fn len(&self) -> Result<u64> {
+        Table::len(self)
+    }
 }
 
 impl ReadableTable for ReadTable<'_> {
@@ -355,6 +486,10 @@ impl ReadableTable for ReadTable<'_> {
 
     fn range<'k, R: RangeBounds<&'k [u8]>>(&self, range: R) -> Result<Rows<'_>> {
         ReadTable::range(self, range)
+    }
+
+    fn len(&self) -> Result<u64> {
+        ReadTable::len(self)
     }
 }
 

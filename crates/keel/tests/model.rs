@@ -16,6 +16,11 @@ enum Op {
     Remove(u8, Vec<u8>),
     Get(u8, Vec<u8>),
     Range(u8, Bound<Vec<u8>>, Bound<Vec<u8>>, bool),
+    /// `drop_table`, then (when the bool is set) the same name opened again at once: a new,
+    /// empty table in the same transaction.
+    Drop(u8, bool),
+    /// `len`, `is_empty`, `existing_table` and `list_tables` inside the transaction.
+    Count(u8),
 }
 
 #[derive(Debug, Clone)]
@@ -62,6 +67,8 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (0u8..3, key()).prop_map(|(t, k)| Op::Remove(t, k)),
         2 => (0u8..3, key()).prop_map(|(t, k)| Op::Get(t, k)),
         1 => (0u8..3, bound(), bound(), any::<bool>()).prop_map(|(t, a, b, r)| Op::Range(t, a, b, r)),
+        1 => (0u8..3, any::<bool>()).prop_map(|(t, again)| Op::Drop(t, again)),
+        1 => (0u8..3).prop_map(Op::Count),
     ]
 }
 
@@ -96,14 +103,31 @@ fn cfg(page_size: usize) -> Config {
     }
 }
 
+fn names(model: &Tables) -> Vec<String> {
+    model.keys().map(|t| format!("t{t}")).collect()
+}
+
 fn check_all(store: &Store, model: &Tables) -> Result<(), TestCaseError> {
     let r = store.read().unwrap();
+    prop_assert_eq!(r.list_tables().unwrap(), names(model));
     for t in 0u8..3 {
         let name = format!("t{t}");
         let want = model.get(&t).cloned().unwrap_or_default();
         let got: BTreeMap<Vec<u8>, Vec<u8>> = match r.table(&name) {
-            Ok(tab) => tab.range(..).unwrap().map(|x| x.unwrap()).collect(),
-            Err(Error::TableNotFound(_)) => BTreeMap::new(),
+            Ok(tab) => {
+                prop_assert!(
+                    model.contains_key(&t),
+                    "table {} exists but was dropped",
+                    name
+                );
+                prop_assert_eq!(tab.len().unwrap(), want.len() as u64, "table {} len", name);
+                prop_assert_eq!(tab.is_empty().unwrap(), want.is_empty());
+                tab.range(..).unwrap().map(|x| x.unwrap()).collect()
+            }
+            Err(Error::TableNotFound(_)) => {
+                prop_assert!(!model.contains_key(&t), "table {} is missing", name);
+                BTreeMap::new()
+            }
             Err(e) => panic!("{e}"),
         };
         // Forward and reverse scans and a get of every key, after every step: a tree whose
@@ -140,7 +164,7 @@ proptest! {
         for s in steps {
             match s {
                 Step::Txn(ops, commit) => {
-                    let tx = store.write().unwrap();
+                    let mut tx = store.write().unwrap();
                     let mut work = model.clone();
                     for o in ops {
                         match o {
@@ -176,6 +200,29 @@ proptest! {
                                     Vec::new()
                                 };
                                 prop_assert_eq!(got, want);
+                            }
+                            Op::Drop(t, again) => {
+                                let name = format!("t{t}");
+                                prop_assert_eq!(tx.drop_table(&name).unwrap(), work.remove(&t).is_some());
+                                prop_assert!(matches!(tx.existing_table(&name), Err(Error::TableNotFound(_))));
+                                if again {
+                                    let tab = tx.table(&name).unwrap();
+                                    prop_assert_eq!(tab.len().unwrap(), 0);
+                                    work.insert(t, BTreeMap::new());
+                                }
+                            }
+                            Op::Count(t) => {
+                                prop_assert_eq!(tx.list_tables().unwrap(), names(&work));
+                                match (tx.existing_table(&format!("t{t}")), work.get(&t)) {
+                                    (Ok(tab), Some(m)) => {
+                                        prop_assert_eq!(tab.len().unwrap(), m.len() as u64);
+                                        prop_assert_eq!(tab.is_empty().unwrap(), m.is_empty());
+                                    }
+                                    (Err(Error::TableNotFound(_)), None) => {}
+                                    (got, want) => {
+                                        prop_assert!(false, "existing_table t{}: {:?} vs model {:?}", t, got.map(|_| ()), want.map(|m| m.len()));
+                                    }
+                                }
                             }
                         }
                     }

@@ -1,0 +1,155 @@
+//! The table catalog calls an embedder expects: `list_tables`, `drop_table` (its space goes
+//! back to the free list), `len`/`is_empty`, and `existing_table` (open without creating),
+//! through commits, aborts, clean reopens and power loss.
+
+use keel::{Config, Error, ReadableTable, Store};
+use keel_io::{SimConfig, SimFs};
+use std::path::Path;
+use std::sync::Arc;
+
+fn small() -> Config {
+    Config {
+        page_size: 4096,
+        pool_size: 1 << 20,
+        log_file_size: 4 << 20,
+        ..Config::default()
+    }
+}
+
+/// Rows `0..n` into `name`, some with values that need overflow pages.
+fn fill(store: &Store, name: &str, n: u32) {
+    let tx = store.write().unwrap();
+    let mut t = tx.table(name).unwrap();
+    for i in 0..n {
+        let v = if i % 50 == 0 {
+            vec![7u8; 9000]
+        } else {
+            vec![1u8; 100]
+        };
+        t.insert(&i.to_be_bytes(), &v).unwrap();
+    }
+    tx.commit().unwrap();
+}
+
+fn count<T: ReadableTable>(t: &T) -> u64 {
+    t.len().unwrap()
+}
+
+#[test]
+fn list_len_and_existing_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), small()).unwrap();
+    assert!(store.read().unwrap().list_tables().unwrap().is_empty());
+    fill(&store, "orders", 500);
+    fill(&store, "items", 20);
+    let tx = store.write().unwrap();
+    // Opening without creating: a missing table is an error and nothing is created.
+    assert!(matches!(
+        tx.existing_table("nope"),
+        Err(Error::TableNotFound(n)) if n == "nope"
+    ));
+    assert_eq!(tx.list_tables().unwrap(), ["items", "orders"]);
+    let mut orders = tx.existing_table("orders").unwrap();
+    assert_eq!(count(&orders), 500);
+    orders.remove(&3u32.to_be_bytes()).unwrap();
+    assert_eq!(count(&orders), 499, "len sees the transaction's own change");
+    tx.table("empty").unwrap();
+    assert!(tx.existing_table("empty").unwrap().is_empty().unwrap());
+    assert_eq!(tx.list_tables().unwrap(), ["empty", "items", "orders"]);
+    tx.abort();
+    let r = store.read().unwrap();
+    assert_eq!(r.list_tables().unwrap(), ["items", "orders"]);
+    let orders = r.table("orders").unwrap();
+    assert_eq!(count(&orders), 500);
+    assert!(!orders.is_empty().unwrap());
+    assert_eq!(count(&r.table("items").unwrap()), 20);
+}
+
+#[test]
+fn a_dropped_table_returns_its_pages_to_the_free_list() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), small()).unwrap();
+    fill(&store, "keep", 50);
+    fill(&store, "big", 2000);
+    let before = store.meta().unwrap();
+    let mut tx = store.write().unwrap();
+    assert!(tx.drop_table("big").unwrap());
+    assert!(
+        !tx.drop_table("big").unwrap(),
+        "a second drop finds nothing"
+    );
+    assert!(matches!(
+        tx.existing_table("big"),
+        Err(Error::TableNotFound(_))
+    ));
+    tx.commit().unwrap();
+    let after_drop = store.meta().unwrap();
+    assert_eq!(after_drop.page_count, before.page_count);
+    assert!(
+        after_drop.free_count > before.free_count || after_drop.trunk_head.0 != 0,
+        "freed pages are remembered: {before:?} -> {after_drop:?}"
+    );
+    assert_eq!(store.read().unwrap().list_tables().unwrap(), ["keep"]);
+    // The same data again fits in the freed pages: the file does not grow.
+    fill(&store, "big2", 2000);
+    let refilled = store.meta().unwrap();
+    assert!(
+        refilled.page_count <= before.page_count + 2,
+        "the freed space was reused: {before:?} -> {refilled:?}"
+    );
+    assert_eq!(count(&store.read().unwrap().table("big2").unwrap()), 2000);
+    assert_eq!(count(&store.read().unwrap().table("keep").unwrap()), 50);
+}
+
+#[test]
+fn an_aborted_drop_keeps_the_table_and_a_recreated_one_starts_empty() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), small()).unwrap();
+    fill(&store, "t", 300);
+    // Warm the committed catalog cache, then drop and abort.
+    assert_eq!(count(&store.read().unwrap().table("t").unwrap()), 300);
+    let mut tx = store.write().unwrap();
+    assert!(tx.drop_table("t").unwrap());
+    tx.abort();
+    assert_eq!(count(&store.read().unwrap().table("t").unwrap()), 300);
+    // Drop and re-create in one transaction: the new table is empty, at a new root.
+    let mut tx = store.write().unwrap();
+    assert!(tx.drop_table("t").unwrap());
+    tx.table("t").unwrap().insert(b"only", b"row").unwrap();
+    assert_eq!(count(&tx.existing_table("t").unwrap()), 1);
+    tx.commit().unwrap();
+    let r = store.read().unwrap();
+    let t = r.table("t").unwrap();
+    assert_eq!(count(&t), 1);
+    assert_eq!(t.get(b"only").unwrap(), Some(b"row".to_vec()));
+    assert_eq!(t.get(&1u32.to_be_bytes()).unwrap(), None);
+}
+
+#[test]
+fn a_committed_drop_survives_reopen_and_power_loss() {
+    let dir = Path::new("/db");
+    for seed in 0..20u64 {
+        let fs = SimFs::new(SimConfig::seeded(seed));
+        let store = Store::open_with_fs(Arc::new(fs.clone()), dir, small()).unwrap();
+        fill(&store, "a", 400);
+        fill(&store, "b", 400);
+        let mut tx = store.write().unwrap();
+        assert!(tx.drop_table("a").unwrap());
+        tx.commit().unwrap();
+        // An uncommitted drop at the moment of the crash must not count.
+        let mut tx = store.write().unwrap();
+        assert!(tx.drop_table("b").unwrap());
+        let post = fs.crash();
+        drop(tx);
+        drop(store);
+        let store = Store::open_with_fs(Arc::new(post.clone()), dir, small()).unwrap();
+        let r = store.read().unwrap();
+        assert_eq!(r.list_tables().unwrap(), ["b"], "seed {seed}");
+        assert!(matches!(r.table("a"), Err(Error::TableNotFound(_))));
+        assert_eq!(count(&r.table("b").unwrap()), 400, "seed {seed}");
+        drop(r);
+        store.close().unwrap();
+        let store = Store::open_with_fs(Arc::new(post), dir, small()).unwrap();
+        assert_eq!(store.read().unwrap().list_tables().unwrap(), ["b"]);
+    }
+}
