@@ -152,6 +152,41 @@ impl Default for Config {
 }
 
 impl Config {
+    /// The settings fixed when the store in `dir` was created, read from its files: page size
+    /// and checksum from the identity file (`store.keel`), log block size, file layout, file
+    /// size and file count from the log header; every other field has its default. Use it to
+    /// open a store whatever settings it was made with (the `keel` tool does).
+    ///
+    /// # Errors
+    ///
+    /// The identity file or the log header cannot be read, is damaged, or is not a Keel
+    /// store's (the error names the file).
+    pub fn for_store(dir: &Path) -> Result<Config, Error> {
+        use keel_io::{FileClass, FileSystem, OpenOptions};
+        use keel_redo_log::inspect::{decode_header, HEADER_BYTES, HEADER_FILE};
+        let id = crate::meta::read_identity(dir)?;
+        let fs = keel_io::OsFs::new(keel_io::Backend::Pwrite);
+        let path = dir.join(crate::LOG_DIR).join(HEADER_FILE);
+        let f = fs.open(&path, &OpenOptions::new(FileClass::Other).read_only(true))?;
+        let mut bytes = vec![0u8; HEADER_BYTES];
+        f.read_exact_at(&mut bytes, 0)?;
+        let (log, _) = decode_header(&path, &bytes)?;
+        let mut c = Config {
+            page_size: id.page_size,
+            checksum: id.checksum,
+            log_block_size: log.block_size,
+            log_file_size: log.file_size,
+            ..Config::default()
+        };
+        if log.preallocated {
+            c.log_files = LogFileMode::Preallocated;
+            c.log_file_count = log.files;
+        } else {
+            c.log_files = LogFileMode::Growing;
+        }
+        Ok(c)
+    }
+
     /// Parses TOML (unknown keys are an error, so a typo never goes unnoticed).
     pub fn from_toml_str(text: &str) -> Result<Config, Error> {
         toml::from_str(text).map_err(|e| Error::Config(format!("bad TOML configuration: {e}")))

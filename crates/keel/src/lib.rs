@@ -34,6 +34,7 @@
 //! the commit LSN), lets the next writer in, and only then waits for the log sync, so many
 //! committers share one sync (group commit). Readers run when no writer holds the store.
 
+mod check;
 mod checkpointer;
 mod config;
 mod error;
@@ -45,6 +46,7 @@ mod poison;
 mod store;
 mod table;
 
+pub use check::{CheckReport, TableCheck};
 pub use config::{Config, LogFileMode, TornPage};
 pub use error::{Error, Result};
 pub use keel_btree::BTreeError;
@@ -52,7 +54,7 @@ pub use keel_buffer_pool::PoolError;
 pub use keel_flush::FlushError;
 pub use keel_io::{Capabilities, IoError};
 pub use keel_redo_log::LogError;
-pub use meta::MetaInfo;
+pub use meta::{read_identity, MetaInfo, StoreIdentity};
 
 /// The longest value a table accepts: 4 GiB - 1 bytes ([`Error::ValueTooLarge`] above it).
 pub const MAX_VALUE_LEN: usize = u32::MAX as usize;

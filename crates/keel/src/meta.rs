@@ -79,19 +79,32 @@ pub(crate) fn publish_identity(
     Ok(())
 }
 
-/// Checks that the existing identity file matches `page_size` and `checksum`.
+/// What `store.keel` says: the settings fixed when the store was created.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct StoreIdentity {
+    /// The store format version.
+    pub format_version: u32,
+    /// The page size in bytes.
+    pub page_size: usize,
+    /// The page checksum algorithm.
+    pub checksum: Checksum,
+}
+
+/// Reads the identity file of the store in `dir` (real files): what a tool needs to know to
+/// open a store made with any settings.
 ///
 /// # Errors
-/// [`Error::Format`] for a damaged or foreign identity file, [`Error::Config`] for a store made
-/// with another page size or checksum.
-pub(crate) fn check_identity(
-    fs: &dyn FileSystem,
-    dir: &Path,
-    page_size: usize,
-    checksum: Checksum,
-) -> Result<()> {
+///
+/// [`Error::Io`](crate::Error) if it cannot be opened, [`Error::Format`] if it is damaged or
+/// not a Keel store's.
+pub fn read_identity(dir: &Path) -> Result<StoreIdentity> {
+    identity(&keel_io::OsFs::new(keel_io::Backend::Pwrite), dir)
+}
+
+/// Reads and checks (magic, checksum, format version) the identity file in `dir`.
+pub(crate) fn identity(fs: &dyn FileSystem, dir: &Path) -> Result<StoreIdentity> {
     let path = dir.join(IDENTITY_FILE);
-    let f = fs.open(&path, &OpenOptions::new(FileClass::Other))?;
+    let f = fs.open(&path, &OpenOptions::new(FileClass::Other).read_only(true))?;
     let mut b = [0u8; IDENTITY_LEN];
     f.read_exact_at(&mut b, 0).map_err(|e| Error::Format {
         path: path.clone(),
@@ -117,18 +130,41 @@ pub(crate) fn check_identity(
             "format version {version}; this build reads version {FORMAT_VERSION}"
         )));
     }
-    let stored_ps = u32::from_le_bytes([b[12], b[13], b[14], b[15]]) as usize;
-    if stored_ps != page_size {
+    let page_size = u32::from_le_bytes([b[12], b[13], b[14], b[15]]) as usize;
+    let checksum = Checksum::from_tag(b[16])
+        .ok_or_else(|| format(format!("unknown checksum algorithm tag {}", b[16])))?;
+    Ok(StoreIdentity {
+        format_version: version,
+        page_size,
+        checksum,
+    })
+}
+
+/// Checks that the existing identity file matches `page_size` and `checksum`.
+///
+/// # Errors
+/// [`Error::Format`] for a damaged or foreign identity file, [`Error::Config`] for a store made
+/// with another page size or checksum.
+pub(crate) fn check_identity(
+    fs: &dyn FileSystem,
+    dir: &Path,
+    page_size: usize,
+    checksum: Checksum,
+) -> Result<()> {
+    let path = dir.join(IDENTITY_FILE);
+    let id = identity(fs, dir)?;
+    if id.page_size != page_size {
         return Err(Error::Config(format!(
-            "{}: the store was created with page_size {stored_ps}, the configuration says {page_size}",
-            path.display()
+            "{}: the store was created with page_size {}, the configuration says {page_size}",
+            path.display(),
+            id.page_size
         )));
     }
-    if b[16] != checksum.tag() {
-        let stored = Checksum::from_tag(b[16]).map_or("unknown".to_string(), |c| format!("{c:?}"));
+    if id.checksum != checksum {
         return Err(Error::Config(format!(
-            "{}: the store was created with checksum {stored}, the configuration says {checksum:?}",
-            path.display()
+            "{}: the store was created with checksum {:?}, the configuration says {checksum:?}",
+            path.display(),
+            id.checksum
         )));
     }
     Ok(())
@@ -150,7 +186,7 @@ pub(crate) fn free_capacity(page_size: usize) -> usize {
 }
 
 /// What the meta page says.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct MetaInfo {
     /// Pages ever allocated (the next new page id).
     pub page_count: u64,
@@ -209,6 +245,36 @@ pub(crate) fn read_meta(page: &[u8], file: &Path) -> Result<MetaInfo> {
         free_count,
         trunk_head,
     })
+}
+
+/// The page ids in the meta page's free array (`info` is what [`read_meta`] decoded from the
+/// same page, so the count is within capacity).
+pub(crate) fn free_array(meta_page: &[u8], info: &MetaInfo) -> Vec<PageId> {
+    (0..info.free_count as usize)
+        .map(|i| PageId(rd_u64(meta_page, M_FREE + i * 8)))
+        .collect()
+}
+
+/// A free-list trunk page's next trunk and the ids it holds, checked: the count within the
+/// page's capacity (so every id lies inside the page). Ids are returned as stored; the caller
+/// checks them against the allocated pages.
+///
+/// # Errors
+///
+/// [`Error::Format`] naming the trunk page for an impossible count.
+pub(crate) fn read_trunk(page: &[u8], id: PageId, file: &Path) -> Result<(PageId, Vec<PageId>)> {
+    let n = rd_u32(page, T_COUNT) as usize;
+    let cap = free_capacity(page.len());
+    if n > cap {
+        return Err(Error::Format {
+            path: file.to_path_buf(),
+            detail: format!("free-list trunk page {}: {n} ids, capacity {cap}", id.0),
+        });
+    }
+    let ids = (0..n)
+        .map(|i| PageId(rd_u64(page, T_IDS + i * 8)))
+        .collect();
+    Ok((PageId(rd_u64(page, T_NEXT)), ids))
 }
 
 /// Creates the meta page in a new store (page ids 0 = meta; the next page is 1).

@@ -1,0 +1,284 @@
+//! What a whole-store integrity check finds: every B-tree's structure (the catalog's and each
+//! table's), and an account of every page of the data file.
+//!
+//! Invariants checked (each has a test in `tests/check.rs` that breaks it on purpose):
+//! - Every page id below the meta page's `page_count` is in exactly one place: the meta page
+//!   (page 0), a node or overflow page of exactly one B-tree (the catalog or one table), a
+//!   free-list trunk page, or a free id (in the meta page's array or in a trunk). A page in two
+//!   places is reported ("both ... and ..."), a page in none is reported as leaked.
+//! - Every B-tree passes `BTree::check` (key order within nodes and against the parents'
+//!   bounds, levels, hint prefixes, overflow chains of the right length).
+//! - Every page that is read passes the page checks of the read path (checksum, page id, torn
+//!   page): the check reads through the buffer pool, so a page that is not resident is read
+//!   from the file and verified; a resident page is the newest version and was verified when
+//!   it was read.
+//!
+//! The check reads committed state under the store's read lock and changes nothing.
+
+use crate::meta::{self, MetaInfo, META_PAGE};
+use crate::store::Inner;
+use crate::table::PoolReader;
+use crate::{Error, Result};
+use keel_btree::BTree;
+use keel_page::{PageHeader, PageId, PageType};
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+
+/// One table as [`Store::check`](crate::Store::check) found it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TableCheck {
+    /// The table's name.
+    pub name: String,
+    /// Its root page.
+    pub root: u64,
+    /// Rows.
+    pub rows: u64,
+    /// Levels of its B-tree (1: the root is a leaf).
+    pub depth: u64,
+    /// Leaf pages.
+    pub leaves: u64,
+    /// Inner pages.
+    pub inners: u64,
+    /// Overflow pages (values too large for a leaf cell).
+    pub overflow_pages: u64,
+}
+
+/// What [`Store::check`](crate::Store::check) found: the account of the file's pages, each
+/// table, and one line per problem (empty when the store is sound).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckReport {
+    /// Pages allocated in the data file (the meta page's `page_count`).
+    pub page_count: u64,
+    /// Pages of the catalog B-tree.
+    pub catalog_pages: u64,
+    /// Free page ids (in the meta page's array and in trunk pages).
+    pub free_pages: u64,
+    /// Free-list trunk pages.
+    pub trunk_pages: u64,
+    /// The tables, in name order.
+    pub tables: Vec<TableCheck>,
+    /// One line per problem, each naming the file and page.
+    pub problems: Vec<String>,
+}
+
+impl CheckReport {
+    /// Whether the check found no problem.
+    pub fn is_ok(&self) -> bool {
+        self.problems.is_empty()
+    }
+}
+
+/// Where a page was found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Owner {
+    Meta,
+    Catalog,
+    Table(String),
+    Trunk,
+    Free,
+}
+
+impl std::fmt::Display for Owner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Owner::Meta => write!(f, "the meta page"),
+            Owner::Catalog => write!(f, "a page of the catalog"),
+            Owner::Table(t) => write!(f, "a page of table {t:?}"),
+            Owner::Trunk => write!(f, "a free-list trunk page"),
+            Owner::Free => write!(f, "a free page"),
+        }
+    }
+}
+
+/// The account of every page: who holds it, and what went wrong so far.
+struct Account {
+    file: String,
+    page_count: u64,
+    owners: HashMap<u64, Owner>,
+    problems: Vec<String>,
+}
+
+impl Account {
+    fn problem(&mut self, page: Option<PageId>, detail: impl std::fmt::Display) {
+        let line = match page {
+            Some(p) => format!("{}: page {}: {detail}", self.file, p.0),
+            None => format!("{}: {detail}", self.file),
+        };
+        self.problems.push(line);
+    }
+
+    /// Records that `owner` holds `id`; a page beyond the file or held twice is a problem.
+    fn claim(&mut self, id: PageId, owner: Owner) {
+        if id.0 >= self.page_count {
+            let count = self.page_count;
+            self.problem(
+                Some(id),
+                format!("{owner} lies beyond the {count} allocated pages"),
+            );
+            return;
+        }
+        if let Some(prev) = self.owners.get(&id.0) {
+            let line = format!("is both {prev} and {owner}");
+            self.problem(Some(id), line);
+            return;
+        }
+        self.owners.insert(id.0, owner);
+    }
+}
+
+/// Runs the check on the committed state (the caller holds the store's read lock).
+pub(crate) fn check_store(inner: &Inner) -> Result<CheckReport> {
+    let file = inner.writer.data_path().display().to_string();
+    let ps = inner.config.page_size;
+    let pages = PoolReader::new(&inner.pool);
+    let meta_bytes = inner.pool.read(META_PAGE)?.to_vec();
+    let info = meta::read_meta(&meta_bytes, inner.writer.data_path())?;
+    let mut acc = Account {
+        file,
+        page_count: info.page_count,
+        owners: HashMap::new(),
+        problems: Vec::new(),
+    };
+    acc.claim(META_PAGE, Owner::Meta);
+    let mut report = CheckReport {
+        page_count: info.page_count,
+        ..CheckReport::default()
+    };
+
+    // The catalog, then each table it names.
+    let catalog = BTree::open(info.catalog_root, ps);
+    let mut entries: Vec<(String, PageId)> = Vec::new();
+    match catalog.check(&pages).and_then(|_| catalog.page_ids(&pages)) {
+        Err(e) => acc.problem(Some(info.catalog_root), format!("catalog B-tree: {e}")),
+        Ok(ids) => {
+            report.catalog_pages = ids.len() as u64;
+            for id in ids {
+                acc.claim(id, Owner::Catalog);
+            }
+            for row in catalog.range(pages, ..) {
+                match row {
+                    Err(e) => {
+                        acc.problem(Some(info.catalog_root), format!("catalog B-tree: {e}"));
+                        break;
+                    }
+                    Ok((k, v)) => {
+                        let name = String::from_utf8_lossy(&k).into_owned();
+                        match <[u8; 8]>::try_from(v.as_slice()) {
+                            Ok(b) => entries.push((name, PageId(u64::from_le_bytes(b)))),
+                            Err(_) => acc.problem(
+                                Some(info.catalog_root),
+                                format!(
+                                    "catalog entry for table {name:?} is {} bytes, not 8",
+                                    v.len()
+                                ),
+                            ),
+                        }
+                    }
+                }
+            }
+        }
+    }
+    for (name, root) in entries {
+        let tree = BTree::open(root, ps);
+        let checked = tree
+            .check(&pages)
+            .and_then(|stats| Ok((stats, tree.page_ids(&pages)?)));
+        match checked {
+            Err(e) => acc.problem(Some(root), format!("table {name:?}: {e}")),
+            Ok((stats, ids)) => {
+                for id in ids {
+                    acc.claim(id, Owner::Table(name.clone()));
+                }
+                report.tables.push(TableCheck {
+                    name,
+                    root: root.0,
+                    rows: stats.entries as u64,
+                    depth: stats.depth as u64,
+                    leaves: stats.leaves as u64,
+                    inners: stats.inners as u64,
+                    overflow_pages: stats.overflow_pages as u64,
+                });
+            }
+        }
+    }
+
+    // The free list: the meta page's array, then the chain of trunk pages.
+    for id in meta::free_array(&meta_bytes, &info) {
+        report.free_pages += 1;
+        acc.claim(id, Owner::Free);
+    }
+    walk_trunks(inner, &info, &mut acc, &mut report);
+
+    // Every allocated page must be somewhere.
+    let mut leaked = Vec::new();
+    for id in 1..info.page_count {
+        if !acc.owners.contains_key(&id) {
+            leaked.push(id);
+        }
+    }
+    if !leaked.is_empty() {
+        let shown: Vec<String> = leaked.iter().take(20).map(u64::to_string).collect();
+        let more = if leaked.len() > 20 { ", ..." } else { "" };
+        let n = leaked.len();
+        acc.problem(
+            None,
+            format!(
+                "{n} page(s) leaked (neither used nor free): {}{more}",
+                shown.join(", ")
+            ),
+        );
+    }
+    report.problems = acc.problems;
+    Ok(report)
+}
+
+/// Follows the free-list trunk chain from the meta page, claiming each trunk and its ids.
+fn walk_trunks(inner: &Inner, info: &MetaInfo, acc: &mut Account, report: &mut CheckReport) {
+    let mut trunk = info.trunk_head;
+    let mut seen = 0u64;
+    while trunk.0 != 0 {
+        seen += 1;
+        if seen > info.page_count {
+            acc.problem(Some(trunk), "the free-list trunk chain has a cycle");
+            return;
+        }
+        if trunk.0 >= info.page_count {
+            acc.claim(trunk, Owner::Trunk);
+            return;
+        }
+        let bytes = match inner.pool.read(trunk) {
+            Ok(g) => g.to_vec(),
+            Err(e) => {
+                acc.problem(Some(trunk), format!("free-list trunk: {}", Error::from(e)));
+                return;
+            }
+        };
+        let ty = PageHeader::read(&bytes).map(|h| h.page_type);
+        if ty != Some(PageType::FREE) {
+            acc.problem(
+                Some(trunk),
+                format!("free-list trunk page has page type {ty:?}, not FREE"),
+            );
+            return;
+        }
+        acc.claim(trunk, Owner::Trunk);
+        report.trunk_pages += 1;
+        match meta::read_trunk(&bytes, trunk, inner.writer.data_path()) {
+            Err(e) => {
+                acc.problem(Some(trunk), e);
+                return;
+            }
+            Ok((next, ids)) => {
+                for id in ids {
+                    report.free_pages += 1;
+                    if id.0 == 0 {
+                        acc.problem(Some(trunk), "free-list trunk holds page 0");
+                        continue;
+                    }
+                    acc.claim(id, Owner::Free);
+                }
+                trunk = next;
+            }
+        }
+    }
+}
