@@ -1,0 +1,35 @@
+//! How the tool opens a store: read-only, without creating anything, with the page size and
+//! checksum the store was created with (read from its identity file first).
+
+use keel::{Config, Store, StoreIdentity, TornPage};
+use std::path::Path;
+
+/// The store in `dir`, opened read-only, and its identity (`None` when the identity file could
+/// not be read: the open then reports why the directory is not a usable store).
+///
+/// # Errors
+///
+/// Why the store cannot be opened read-only: not a store, an incomplete or damaged one, one
+/// that needs recovery, one a writer holds.
+pub fn open_read_only(dir: &Path) -> Result<(Store, StoreIdentity), keel::Error> {
+    // The store's own creation settings (page size, checksum, log layout), where its files
+    // can be read; else the defaults, and the open reports why the directory is not a usable
+    // store (no identity file, an interrupted creation, a missing piece) more precisely than
+    // a bare read error would.
+    let found = Config::for_store(dir);
+    let base = found
+        .as_ref()
+        .map_or_else(|_| Config::default(), Clone::clone);
+    // No protection mode of its own: the tool never writes, and `doublewrite` would create the
+    // doublewrite area of a store made without one. An existing area is still read (its
+    // images are what recovery would restore: a store that needs that is refused).
+    let cfg = Config {
+        read_only: true,
+        create: false,
+        torn_page: TornPage::None,
+        ..base
+    };
+    let store = Store::open(dir, cfg)?;
+    found?;
+    Ok((store, keel::read_identity(dir)?))
+}
