@@ -197,6 +197,22 @@ fn run_case(case: Case) -> Result<Outcome, String> {
         }
         Err(e) => return Err(format!("read after recovery failed: {e}")),
     };
+    // Every page of the recovered file is accounted for: a crash may lose unacknowledged
+    // work, never pages (none leaked, none both free and used), and every tree is sound.
+    match store.check() {
+        Ok(r) if r.is_ok() => {}
+        Ok(r)
+            if case.mode == TornPage::None
+                && r.problems.iter().all(|p| p.contains("corruption")) =>
+        {
+            return Ok(Outcome::ReportedCorruption)
+        }
+        Ok(r) => return Err(format!("check after recovery: {}", r.problems.join("; "))),
+        Err(e) if case.mode == TornPage::None && e.is_corruption() => {
+            return Ok(Outcome::ReportedCorruption)
+        }
+        Err(e) => return Err(format!("check after recovery failed: {e}")),
+    }
     for k in (acked..snapshots.len()).rev() {
         if snapshots[k] == got {
             return Ok(Outcome::Recovered(k));

@@ -108,6 +108,10 @@ fn names(model: &Tables) -> Vec<String> {
 }
 
 fn check_all(store: &Store, model: &Tables) -> Result<(), TestCaseError> {
+    // Every tree sound and every page of the file accounted for (before the read transaction:
+    // the check takes the store's read lock itself).
+    let rep = store.check().unwrap();
+    prop_assert!(rep.is_ok(), "store check: {:?}", rep.problems);
     let r = store.read().unwrap();
     prop_assert_eq!(r.list_tables().unwrap(), names(model));
     for t in 0u8..3 {
