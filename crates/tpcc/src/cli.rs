@@ -538,6 +538,17 @@ fn cmd_check<E: Engine>(a: &CheckArgs) -> TpccResult<i32> {
     );
     print!("{}", c.render());
     let mut code = if c.all_passed() { 0 } else { 1 };
+    if let Some((problems, summary)) = engine.integrity()? {
+        if problems.is_empty() {
+            println!("  store check: OK: {summary}");
+        } else {
+            println!("  store check: {} problem(s): {summary}", problems.len());
+            for p in &problems {
+                println!("    {p}");
+            }
+            code = 1;
+        }
+    }
     if let Some(p) = &a.acked_log {
         let acked = read_acked(p)?;
         let missing = missing_acked(&engine, &acked)?;

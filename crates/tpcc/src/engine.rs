@@ -164,6 +164,17 @@ pub trait Engine: Send + Sync + Sized + 'static {
     fn effective(&self) -> crate::run_meta::EffectiveInfo {
         crate::run_meta::EffectiveInfo::default()
     }
+
+    /// The engine's own store integrity check beside the TPC-C conditions (Keel: every B-tree
+    /// and every page of the file accounted for): `None` where the engine has none, else one
+    /// line per problem (empty: sound) and a one-line summary.
+    ///
+    /// # Errors
+    ///
+    /// The check could not run (e.g. the meta page cannot be read).
+    fn integrity(&self) -> EngineResult<Option<(Vec<String>, String)>> {
+        Ok(None)
+    }
 }
 
 /// Cumulative engine counters, as the facade's `Store::stats()` reports them. The driver prints

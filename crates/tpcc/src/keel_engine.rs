@@ -237,6 +237,18 @@ impl Engine for KeelEngine {
         self.0.checkpoint().map(|_| ()).map_err(engine_error)
     }
 
+    fn integrity(&self) -> EngineResult<Option<(Vec<String>, String)>> {
+        let r = self.0.check().map_err(engine_error)?;
+        let rows: u64 = r.tables.iter().map(|t| t.rows).sum();
+        let summary = format!(
+            "{} pages ({} free), {} tables, {rows} rows",
+            r.page_count,
+            r.free_pages,
+            r.tables.len()
+        );
+        Ok(Some((r.problems, summary)))
+    }
+
     fn effective(&self) -> crate::run_meta::EffectiveInfo {
         let e = self.0.effective();
         let c = &e.config;

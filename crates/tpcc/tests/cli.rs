@@ -151,6 +151,9 @@ fn load_run_check_end_to_end_with_acknowledged_side_file() {
     let s = text(&o);
     assert!(o.status.success(), "{s}");
     assert!(s.contains(&format!("all {committed} present")), "{s}");
+    // The store the loader and the run produced passes the store check (every B-tree sound,
+    // every page accounted for).
+    assert!(s.contains("store check: OK: "), "{s}");
 }
 
 #[test]
