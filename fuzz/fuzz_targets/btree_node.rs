@@ -23,7 +23,11 @@ fuzz_target!(|data: &[u8]| {
     };
     let rows = u32::from(data[0]) * 4;
     for i in 0..rows {
-        let v = if i % 37 == 0 { vec![9u8; 5000] } else { vec![1u8; 60] };
+        let v = if i % 37 == 0 {
+            vec![9u8; 5000]
+        } else {
+            vec![1u8; 60]
+        };
         if tree.insert(&mut pages, &i.to_be_bytes(), &v).is_err() {
             return;
         }
@@ -44,10 +48,17 @@ fuzz_target!(|data: &[u8]| {
         let _ = tree.get(&pages, &i.to_be_bytes());
     }
     let _ = tree.range(&pages, ..).take(4 * rows as usize + 64).count();
-    let _ = tree.range(&pages, ..).rev().take(4 * rows as usize + 64).count();
+    let _ = tree
+        .range(&pages, ..)
+        .rev()
+        .take(4 * rows as usize + 64)
+        .count();
     let lo = 3u32.to_be_bytes();
     let hi = 40u32.to_be_bytes();
-    let _ = tree.range(&pages, lo.as_slice()..hi.as_slice()).take(4096).count();
+    let _ = tree
+        .range(&pages, lo.as_slice()..hi.as_slice())
+        .take(4096)
+        .count();
     let _ = tree.insert(&mut pages, b"zz", &[2u8; 300]);
     let _ = tree.remove(&mut pages, &1u32.to_be_bytes());
     let _ = tree.destroy(&mut pages);
