@@ -23,11 +23,13 @@
 //! 3. Slot offsets and cell lengths stay inside the page: a node whose bytes break this is
 //!    reported as [`BTreeError::Corrupt`] naming the page, never followed.
 
+mod dump;
 mod mem;
 mod node;
 mod optimistic;
 mod tree;
 
+pub use dump::{dump_node, CellDump, CellValue, NodeDump};
 pub use keel_page::PageOp;
 pub use mem::MemPages;
 pub use node::Limits;

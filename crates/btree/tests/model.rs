@@ -131,6 +131,19 @@ fn run(ops: &[Op], page_size: usize) -> Result<(), TestCaseError> {
         stats.leaves + stats.inners + stats.overflow_pages
     );
     prop_assert_eq!(ids.len(), pages.live_pages());
+    // Every node dumps, and its cells are the keys a scan returns.
+    let mut dumped_keys = 0;
+    for id in &ids {
+        let bytes = pages.raw_mut(*id).unwrap().clone();
+        if let Ok(n) = keel_btree::dump_node(&bytes, *id) {
+            if n.leaf {
+                dumped_keys += n.cells.len();
+            } else {
+                prop_assert_eq!(n.children.len(), n.cells.len() + 1);
+            }
+        }
+    }
+    prop_assert_eq!(dumped_keys, model.len());
     ids.sort();
     ids.dedup();
     prop_assert_eq!(ids.len(), pages.live_pages());
@@ -321,6 +334,12 @@ fn garbage_pages_never_panic() {
         let _ = tree.check(&pages);
         let _ = tree.len(&pages);
         let _ = tree.page_ids(&pages);
+        for id in &ids {
+            if let Some(p) = pages.raw_mut(*id) {
+                let p = p.clone();
+                let _ = keel_btree::dump_node(&p, *id);
+            }
+        }
         for i in (0u32..300).step_by(7) {
             let _ = tree.get(&pages, &i.to_be_bytes());
         }
