@@ -10,8 +10,15 @@
 //!   problem naming the file and page.
 //! - `keel info DIR`: identity, creation settings, checkpoint and log range, tables with row
 //!   and page counts, file sizes and free space.
+//! - `keel dump page DIR N`: one page read straight from the data file (the store is not
+//!   opened): verification, header, and the cells of a node, the fields of the meta page or
+//!   the ids of a free-list trunk; exit status 1 when the page is damaged.
+//! - `keel dump log DIR [--from LSN]`: the redo log as recovery's scan reads it: header,
+//!   checkpoint slot, each complete group's records, and where and why the log ends.
 
 mod check;
+mod dump;
+mod dump_log;
 mod info;
 mod open;
 
@@ -48,6 +55,37 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Decode part of a store's files, damaged or not.
+    #[command(subcommand)]
+    Dump(Dump),
+}
+
+#[derive(Subcommand)]
+enum Dump {
+    /// One page of the data file: verification, header, and its cells, meta fields or free ids.
+    Page {
+        /// The store directory.
+        dir: PathBuf,
+        /// The page number.
+        page: u64,
+        /// Print as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The redo log: header, checkpoint slot, every complete group and its records, the end.
+    Log {
+        /// The store directory.
+        dir: PathBuf,
+        /// Leave out groups ending at or before this LSN.
+        #[arg(long, default_value_t = 0)]
+        from: u64,
+        /// Print at most this many groups.
+        #[arg(long, default_value_t = 1000)]
+        limit: usize,
+        /// Print as JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 fn main() -> ExitCode {
@@ -59,5 +97,12 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Check { dir, json } => check::run(&dir, json),
         Command::Info { dir, json } => info::run(&dir, json),
+        Command::Dump(Dump::Page { dir, page, json }) => dump::page(&dir, page, json),
+        Command::Dump(Dump::Log {
+            dir,
+            from,
+            limit,
+            json,
+        }) => dump_log::log(&dir, from, limit, json),
     }
 }

@@ -25,7 +25,7 @@
 
 pub use crate::meta::IDENTITY_FILE;
 use crate::{Error, Result, LOG_DIR};
-use keel_flush::{DATA_FILE_NAME, DOUBLEWRITE_FILE_NAME};
+pub use keel_flush::{DATA_FILE_NAME, DOUBLEWRITE_FILE_NAME};
 use keel_io::FileSystem;
 use std::path::{Path, PathBuf};
 

@@ -56,6 +56,14 @@ pub use keel_io::{Capabilities, IoError};
 pub use keel_redo_log::LogError;
 pub use meta::{read_identity, MetaInfo, StoreIdentity};
 
+/// Low-level access to the data file's format for tools (`keel dump page`), tests and fuzzing:
+/// decoders of the meta page and of free-list trunk pages that work on bytes read from the
+/// file, without opening the store. (B-tree nodes: `keel_btree::dump_node`; page headers and
+/// checksums: `keel_page::verify`; the log: `keel_redo_log::inspect`.)
+pub mod inspect {
+    pub use crate::meta::{decode_meta_page, decode_trunk_page, meta_free_ids};
+}
+
 /// The longest value a table accepts: 4 GiB - 1 bytes ([`Error::ValueTooLarge`] above it).
 pub const MAX_VALUE_LEN: usize = u32::MAX as usize;
 

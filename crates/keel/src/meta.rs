@@ -247,6 +247,31 @@ pub(crate) fn read_meta(page: &[u8], file: &Path) -> Result<MetaInfo> {
     })
 }
 
+/// Decodes and checks the meta page (page 0) as read from `file`: for tools that read the data
+/// file without opening the store (`keel dump page`).
+///
+/// # Errors
+///
+/// [`Error::Format`] naming the file when the page is not a meta page or a field is out of range.
+pub fn decode_meta_page(page: &[u8], file: &Path) -> Result<MetaInfo> {
+    read_meta(page, file)
+}
+
+/// The free page ids held in the meta page's own array (`info` decoded from the same page).
+pub fn meta_free_ids(page: &[u8], info: &MetaInfo) -> Vec<PageId> {
+    free_array(page, info)
+}
+
+/// Decodes a free-list trunk page `id` read from `file`: the next trunk and the free ids it
+/// holds.
+///
+/// # Errors
+///
+/// [`Error::Format`] naming the trunk page for an impossible count.
+pub fn decode_trunk_page(page: &[u8], id: PageId, file: &Path) -> Result<(PageId, Vec<PageId>)> {
+    read_trunk(page, id, file)
+}
+
 /// The page ids in the meta page's free array (`info` is what [`read_meta`] decoded from the
 /// same page, so the count is within capacity).
 pub(crate) fn free_array(meta_page: &[u8], info: &MetaInfo) -> Vec<PageId> {
