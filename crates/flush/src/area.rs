@@ -169,6 +169,9 @@ pub(crate) struct Scan {
     pub slots_valid: usize,
     pub images_valid: usize,
     pub images_invalid: usize,
+    /// Slots whose directory holds bytes but does not decode (torn by a crash during the slot
+    /// write, or damaged), with the reason: skipped by recovery, reported by the store check.
+    pub slots_damaged: Vec<(usize, String)>,
     pub max_seq: u64,
     pub candidates: Vec<Candidate>,
 }
@@ -355,8 +358,14 @@ impl DoublewriteArea {
             if self.read_upto(&mut dir, off, len)? < DIR_FIXED {
                 continue;
             }
-            let Ok(d) = decode_directory(&dir, &g, slot) else {
-                continue;
+            let d = match decode_directory(&dir, &g, slot) {
+                Ok(d) => d,
+                Err(reason) => {
+                    if dir.iter().any(|&b| b != 0) {
+                        scan.slots_damaged.push((slot, reason));
+                    }
+                    continue;
+                }
             };
             scan.slots_valid += 1;
             scan.max_seq = scan.max_seq.max(d.seq);

@@ -88,7 +88,8 @@ pub use config::{
 };
 pub use error::{FlushError, Result, WalError};
 pub use page_writer::{
-    DoublewriteRecovery, FlushPage, PageWriter, RestoredPage, DATA_FILE_NAME, DOUBLEWRITE_FILE_NAME,
+    DoublewriteInspection, DoublewriteRecovery, FlushPage, PageWriter, RestoredPage,
+    DATA_FILE_NAME, DOUBLEWRITE_FILE_NAME,
 };
 pub use record::full_page_image_record;
 pub use stats::FlushStats;

@@ -28,7 +28,7 @@ use std::sync::Arc;
 mod read;
 mod recovery;
 
-pub use recovery::{DoublewriteRecovery, RestoredPage};
+pub use recovery::{DoublewriteInspection, DoublewriteRecovery, RestoredPage};
 
 /// File name of the data file inside the writer's directory.
 pub const DATA_FILE_NAME: &str = "data.keel";
