@@ -47,6 +47,9 @@ pub fn run(dir: &Path, json: bool) -> ExitCode {
         for p in &r.problems {
             println!("{p}");
         }
+        for w in &r.warnings {
+            println!("warning: {w}");
+        }
         let rows: u64 = r.tables.iter().map(|t| t.rows).sum();
         let table_pages: u64 = r
             .tables
@@ -58,8 +61,14 @@ pub fn run(dir: &Path, json: bool) -> ExitCode {
         } else {
             format!("{} problem(s)", r.problems.len())
         };
+        let area = r.doublewrite.as_ref().map_or(String::new(), |d| {
+            format!(
+                "; doublewrite area: {} of {} slots valid, {} valid images",
+                d.slots_valid, d.slots_scanned, d.images_valid
+            )
+        });
         println!(
-            "{}: {verdict}: {} pages (meta 1, catalog {}, tables {table_pages}, free-list trunks {}, free {}); {} table(s), {rows} rows",
+            "{}: {verdict}: {} pages (meta 1, catalog {}, tables {table_pages}, free-list trunks {}, free {}); {} table(s), {rows} rows{area}",
             dir.display(),
             r.page_count,
             r.catalog_pages,

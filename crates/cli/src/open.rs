@@ -17,16 +17,17 @@ pub fn open_read_only(dir: &Path) -> Result<(Store, StoreIdentity), keel::Error>
     // store (no identity file, an interrupted creation, a missing piece) more precisely than
     // a bare read error would.
     let found = Config::for_store(dir);
-    let base = found
-        .as_ref()
-        .map_or_else(|_| Config::default(), Clone::clone);
-    // No protection mode of its own: the tool never writes, and `doublewrite` would create the
-    // doublewrite area of a store made without one. An existing area is still read (its
-    // images are what recovery would restore: a store that needs that is refused).
+    // Without the store's settings, no protection mode that would create a doublewrite area.
+    let base = found.as_ref().map_or_else(
+        |_| Config {
+            torn_page: TornPage::None,
+            ..Config::default()
+        },
+        Clone::clone,
+    );
     let cfg = Config {
         read_only: true,
         create: false,
-        torn_page: TornPage::None,
         ..base
     };
     let store = Store::open(dir, cfg)?;

@@ -124,17 +124,26 @@ fn a_directory_without_a_store_is_refused_and_left_alone() {
 fn a_store_held_by_a_writer_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     build(dir.path());
-    let store = Store::open(
-        dir.path(),
-        Config {
-            page_size: 4096,
-            pool_size: 1 << 20,
-            log_file_size: 4 << 20,
-            torn_page: TornPage::None,
-            ..Config::default()
-        },
-    )
-    .unwrap();
+    let cfg = Config {
+        page_size: 4096,
+        pool_size: 1 << 20,
+        log_file_size: 4 << 20,
+        torn_page: TornPage::None,
+        ..Config::default()
+    };
+    // The directory lock is a flock on an open file description: a child process another test
+    // thread is spawning at this moment holds a copy of it until its exec closes it (the fd is
+    // close-on-exec), so the lock `build` released can still be held for that instant.
+    let mut tries = 0;
+    let store = loop {
+        match Store::open(dir.path(), cfg.clone()) {
+            Err(keel::Error::AlreadyOpen { .. }) if tries < 100 => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            other => break other.unwrap(),
+        }
+    };
     let o = keel(&["check", dir.path().to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     assert!(text(&o).contains("open"), "{}", text(&o));
@@ -245,4 +254,104 @@ fn dump_log_shows_the_groups_recovery_would_replay() {
     let o = keel(&["dump", "log", d]);
     assert!(o.status.success(), "{}", text(&o));
     assert!(text(&o).contains("end: LSN"), "{}", text(&o));
+}
+
+/// A store with the default settings (doublewrite, 16 KiB pages), closed: `keel check` opens it
+/// with its own settings, reads the doublewrite area and reports a damaged slot directory.
+#[test]
+fn a_default_store_checks_clean_and_a_damaged_doublewrite_directory_is_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let store = Store::open(dir.path(), Config::default()).unwrap();
+        let tx = store.write().unwrap();
+        let mut t = tx.table("t").unwrap();
+        for i in 0u32..3000 {
+            t.insert(&i.to_be_bytes(), &[3u8; 200]).unwrap();
+        }
+        tx.commit().unwrap();
+        store.close().unwrap();
+    }
+    let d = dir.path().to_str().unwrap();
+    let o = keel(&["check", d, "--json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["ok"], true, "{v}");
+    let dw = &v["report"]["doublewrite"];
+    assert_eq!(dw["slots_scanned"], 8, "{v}");
+    assert!(dw["slots_valid"].as_u64().unwrap() >= 1, "{v}");
+    // Damage the directory of the first slot that holds a batch (docs/format.md: header 4096
+    // bytes, then slots of dir_len + batch × page size; 16 KiB pages, batch 128: dir_len 8192).
+    let area = dir.path().join("doublewrite.keel");
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&area)
+        .unwrap();
+    let stride = 8192 + 128 * 16384u64;
+    let slot = (0..8u64)
+        .find(|i| {
+            let mut m = [0u8; 8];
+            f.read_exact_at(&mut m, 4096 + i * stride).unwrap();
+            &m == b"KEELDWSL"
+        })
+        .expect("a slot holds a batch");
+    let at = 4096 + slot * stride + 40; // a reserved byte inside the directory checksum
+    f.write_all_at(&[0x5a], at).unwrap();
+    drop(f);
+    let o = keel(&["check", d]);
+    let out = text(&o);
+    assert!(
+        out.contains("warning:") && out.contains(&format!("slot {slot}")),
+        "{out}"
+    );
+}
+
+/// A damaged log block in the replay range, with later blocks that prove it was durable, is a
+/// corrupt middle: the check refuses the store and says so.
+#[test]
+fn a_damaged_log_block_in_the_replay_range_fails_the_check() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let store = Store::open(
+            dir.path(),
+            Config {
+                page_size: 4096,
+                pool_size: 1 << 20,
+                log_file_size: 4 << 20,
+                checkpoint_interval: std::time::Duration::from_secs(3600),
+                ..Config::default()
+            },
+        )
+        .unwrap();
+        for i in 0u32..40 {
+            let tx = store.write().unwrap();
+            tx.table("t")
+                .unwrap()
+                .insert(&i.to_be_bytes(), &[i as u8; 1000])
+                .unwrap();
+            tx.commit().unwrap();
+        }
+        // Dropped without close: every group is after the checkpoint (the replay range).
+    }
+    let log = dir.path().join("log").join("log.0000000000");
+    let bytes = std::fs::read(&log).unwrap();
+    let last = (0..bytes.len() / 4096)
+        .rev()
+        .find(|b| bytes[b * 4096..(b + 1) * 4096].iter().any(|&x| x != 0))
+        .unwrap();
+    assert!(last >= 6, "the groups fill several blocks ({last})");
+    let victim = last - 3;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&log)
+        .unwrap();
+    let at = (victim * 4096 + 1000) as u64;
+    f.write_all_at(&[bytes[victim * 4096 + 1000] ^ 0x20], at)
+        .unwrap();
+    drop(f);
+    let o = keel(&["check", dir.path().to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let out = text(&o);
+    assert!(out.contains("log.0000000000"), "{out}");
 }

@@ -13,6 +13,10 @@
 //!   from the file and verified; a resident page is the newest version and was verified when
 //!   it was read.
 //!
+//! - The doublewrite area's header decodes, and every slot's directory and images are read;
+//!   a slot holding bytes whose directory does not decode is a warning (a crash during that
+//!   slot's write leaves one; recovery skips it).
+//!
 //! The check reads committed state under the store's read lock and changes nothing.
 
 use crate::meta::{self, MetaInfo, META_PAGE};
@@ -57,8 +61,14 @@ pub struct CheckReport {
     pub trunk_pages: u64,
     /// The tables, in name order.
     pub tables: Vec<TableCheck>,
+    /// What the doublewrite area holds (`None`: the store has none).
+    pub doublewrite: Option<keel_flush::DoublewriteInspection>,
     /// One line per problem, each naming the file and page.
     pub problems: Vec<String>,
+    /// Findings that are not damage by themselves: a doublewrite slot whose directory does not
+    /// decode is what a crash during that slot's write leaves (recovery skips it), or damage.
+    #[serde(default)]
+    pub warnings: Vec<String>,
 }
 
 impl CheckReport {
@@ -227,6 +237,22 @@ pub(crate) fn check_store(inner: &Inner) -> Result<CheckReport> {
                 shown.join(", ")
             ),
         );
+    }
+    // The doublewrite area: its header, every slot directory and image checksum.
+    match inner.writer.inspect_doublewrite() {
+        Ok(dw) => {
+            if let Some(d) = &dw {
+                let area = inner.dir.join(keel_flush::DOUBLEWRITE_FILE_NAME);
+                for s in &d.damaged_slots {
+                    report.warnings.push(format!(
+                        "{}: {s} (torn by a crash during its write, or damaged; recovery skips it)",
+                        area.display()
+                    ));
+                }
+            }
+            report.doublewrite = dw;
+        }
+        Err(e) => acc.problem(None, format!("doublewrite area: {e}")),
     }
     report.problems = acc.problems;
     Ok(report)

@@ -154,8 +154,11 @@ impl Default for Config {
 impl Config {
     /// The settings fixed when the store in `dir` was created, read from its files: page size
     /// and checksum from the identity file (`store.keel`), log block size, file layout, file
-    /// size and file count from the log header; every other field has its default. Use it to
-    /// open a store whatever settings it was made with (the `keel` tool does).
+    /// size and file count from the log header, and the doublewrite batch size from the
+    /// doublewrite area (`torn_page` is `Doublewrite` when the store has an area, else `None`,
+    /// so a read-only open neither creates nor reformats one); every other field has its
+    /// default. Use it to open a store whatever settings it was made with (the `keel` tool
+    /// does).
     ///
     /// # Errors
     ///
@@ -183,6 +186,23 @@ impl Config {
             c.log_file_count = log.files;
         } else {
             c.log_files = LogFileMode::Growing;
+        }
+        // The doublewrite area's geometry, where the store has one (docs/format.md: magic
+        // `KEELDWA1`, batch pages at byte 16): opening with the same batch size reads the area
+        // as it is, where another size would reformat it. Without an area, no protection mode
+        // that would create one.
+        let area = dir.join(keel_flush::DOUBLEWRITE_FILE_NAME);
+        c.torn_page = TornPage::None;
+        if fs.exists(&area)? {
+            let f = fs.open(&area, &OpenOptions::new(FileClass::Other).read_only(true))?;
+            let mut h = [0u8; 20];
+            if f.len()? >= 4096 && f.read_exact_at(&mut h, 0).is_ok() && &h[..8] == b"KEELDWA1" {
+                let batch = u32::from_le_bytes([h[16], h[17], h[18], h[19]]) as usize;
+                if (1..=keel_flush::MAX_BATCH_PAGES).contains(&batch) {
+                    c.torn_page = TornPage::Doublewrite;
+                    c.doublewrite_batch = batch;
+                }
+            }
         }
         Ok(c)
     }

@@ -51,7 +51,7 @@ pub use config::{Config, LogFileMode, TornPage};
 pub use error::{Error, Result};
 pub use keel_btree::BTreeError;
 pub use keel_buffer_pool::PoolError;
-pub use keel_flush::FlushError;
+pub use keel_flush::{DoublewriteInspection, FlushError};
 pub use keel_io::{Capabilities, IoError};
 pub use keel_redo_log::LogError;
 pub use meta::{read_identity, MetaInfo, StoreIdentity};

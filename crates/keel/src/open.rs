@@ -37,6 +37,21 @@ use std::time::Instant;
 impl Store {
     /// Opens the store in `dir` on the real file system, creating it if absent and recovering
     /// it otherwise.
+    ///
+    /// ```
+    /// # fn main() -> keel::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let store = keel::Store::open(dir.path(), keel::Config::default())?;
+    /// assert!(store.recovery().created);
+    /// store.close()?;
+    /// let again = keel::Store::open(dir.path(), keel::Config::default())?;
+    /// assert!(!again.recovery().created);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`open_with_fs`](Self::open_with_fs).
     pub fn open(dir: impl AsRef<Path>, config: Config) -> Result<Store> {
         Store::open_with_fs(Arc::new(OsFs::auto()), dir, config)
     }

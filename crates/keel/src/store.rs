@@ -239,6 +239,22 @@ impl Store {
 
 impl Store {
     /// Starts the write transaction (waits while another writer or readers hold the store).
+    ///
+    /// ```
+    /// # fn main() -> keel::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let store = keel::Store::open(dir.path(), keel::Config::default())?;
+    /// let tx = store.write()?;
+    /// tx.table("t")?.insert(b"k", b"v")?;
+    /// tx.commit()?; // durable when it returns (Durability::Sync, the default)
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::ReadOnly`] for a read-only store; [`Error::Poisoned`] after a failed write or
+    /// sync (reopen to recover); an error of the checkpoint a writer takes when the log is past
+    /// its synchronous checkpoint point.
     pub fn write(&self) -> Result<WriteTxn<'_>> {
         self.check_writable()?;
         self.check_poison()?;
@@ -279,6 +295,19 @@ impl Store {
 
     /// A read transaction: a consistent view of committed data (waits while a writer holds
     /// the store).
+    ///
+    /// ```
+    /// # fn main() -> keel::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let store = keel::Store::open(dir.path(), keel::Config::default())?;
+    /// let r = store.read()?;
+    /// assert!(r.list_tables()?.is_empty());
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// None today (the signature leaves room for snapshot limits).
     pub fn read(&self) -> Result<ReadTxn<'_>> {
         Ok(ReadTxn {
             inner: &self.inner,
@@ -288,6 +317,23 @@ impl Store {
 
     /// Takes a checkpoint now: writes dirty pages up to the log's end and records the
     /// checkpoint in the log header. Returns the checkpoint LSN.
+    ///
+    /// ```
+    /// # fn main() -> keel::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let store = keel::Store::open(dir.path(), keel::Config::default())?;
+    /// let before = store.checkpoint()?;
+    /// let tx = store.write()?;
+    /// tx.table("t")?.insert(b"k", b"v")?;
+    /// tx.commit()?;
+    /// assert!(store.checkpoint()? > before);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::ReadOnly`], [`Error::Poisoned`], or the page write or log sync that failed (it
+    /// poisons the store).
     pub fn checkpoint(&self) -> Result<Lsn> {
         self.check_writable()?;
         self.check_poison()?;
@@ -296,6 +342,18 @@ impl Store {
 
     /// What the meta page says now (committed state): pages allocated, free ids in the meta
     /// page's array, the newest free-list trunk page, the catalog root.
+    ///
+    /// ```
+    /// # fn main() -> keel::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let store = keel::Store::open(dir.path(), keel::Config::default())?;
+    /// assert!(store.meta()?.page_count >= 2); // the meta page and the catalog root
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// The meta page cannot be read or does not decode ([`Error::Format`] naming the file).
     pub fn meta(&self) -> Result<MetaInfo> {
         let _view = self.inner.lock.read();
         let g = self.inner.pool.read(META_PAGE)?;
@@ -333,6 +391,17 @@ impl Store {
     }
 
     /// Counters of every layer.
+    ///
+    /// ```
+    /// # fn main() -> keel::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let store = keel::Store::open(dir.path(), keel::Config::default())?;
+    /// let tx = store.write()?;
+    /// tx.table("t")?.insert(b"k", b"v")?;
+    /// tx.commit()?;
+    /// assert_eq!(store.stats().commits, 1);
+    /// # Ok(()) }
+    /// ```
     pub fn stats(&self) -> StoreStats {
         let i = &self.inner;
         StoreStats {
@@ -373,6 +442,19 @@ impl Store {
     /// a doublewrite slot are then durable in place) and stops the background threads. Dropping
     /// the store without closing is safe too (the next open recovers from the log and the
     /// doublewrite area).
+    ///
+    /// ```
+    /// # fn main() -> keel::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let store = keel::Store::open(dir.path(), keel::Config::default())?;
+    /// store.close()?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// The final checkpoint or data sync failed: nothing committed is lost (the next open
+    /// recovers from the log), but the store was not left clean.
     pub fn close(self) -> Result<()> {
         if !self.is_poisoned() && !self.inner.read_only {
             self.checkpoint()?;
@@ -543,6 +625,12 @@ impl<'s> WriteTxn<'s> {
     /// Commits: appends the redo with its commit marker (this fixes the commit LSN), releases
     /// the writer lock so the next writer can start (early lock release), then waits as the
     /// durability level says (`Sync`: until the log is durable up to the commit LSN).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::TxnTooLargeForLog`] when the transaction's redo cannot fit the log (nothing is
+    /// committed); the log append or sync failed ([`Error::Log`]; the store is poisoned and a
+    /// reopen recovers exactly the commits that were durable).
     pub fn commit(self) -> Result<()> {
         let (inner, lsn) = self.append()?;
         inner.log.wait_committed(lsn).map_err(|e| {
@@ -554,6 +642,10 @@ impl<'s> WriteTxn<'s> {
 
     /// [`commit`](Self::commit) as a future: the append happens now, the wait for durability
     /// in the returned future (which never blocks a runtime thread).
+    ///
+    /// # Errors
+    ///
+    /// As [`commit`](Self::commit); the future resolves to the error.
     pub fn commit_async(self) -> impl Future<Output = Result<()>> + Send + 'static {
         let appended = self.append();
         let waiting = appended.map(|(inner, lsn)| (inner.log.committed(lsn), inner.poison.clone()));
@@ -570,6 +662,17 @@ impl<'s> WriteTxn<'s> {
     }
 
     /// Rolls back (same as dropping).
+    ///
+    /// ```
+    /// # fn main() -> keel::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let store = keel::Store::open(dir.path(), keel::Config::default())?;
+    /// let tx = store.write()?;
+    /// tx.table("t")?.insert(b"k", b"v")?;
+    /// tx.abort();
+    /// assert!(store.read()?.list_tables()?.is_empty());
+    /// # Ok(()) }
+    /// ```
     pub fn abort(self) {
         // Dropping rolls back and counts the abort.
     }

@@ -251,6 +251,22 @@ impl<'t, 's> Table<'t, 's> {
     }
 
     /// The value under `key` (this transaction's changes included).
+    ///
+    /// ```
+    /// # fn main() -> keel::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = keel::Store::open(dir.path(), keel::Config::default())?;
+    /// let tx = store.write()?;
+    /// let mut t = tx.table("t")?;
+    /// t.insert(b"k", b"v")?;
+    /// assert_eq!(t.get(b"k")?, Some(b"v".to_vec()));
+    /// assert_eq!(t.get(b"other")?, None);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// A page cannot be read or is corrupt (the error names the file and page).
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         Ok(self.tree.get(
             &TxnReader {
@@ -262,11 +278,44 @@ impl<'t, 's> Table<'t, 's> {
     }
 
     /// Inserts or replaces; returns the previous value.
+    ///
+    /// ```
+    /// # fn main() -> keel::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = keel::Store::open(dir.path(), keel::Config::default())?;
+    /// let tx = store.write()?;
+    /// let mut t = tx.table("t")?;
+    /// assert_eq!(t.insert(b"k", b"1")?, None);
+    /// assert_eq!(t.insert(b"k", b"2")?, Some(b"1".to_vec()));
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::KeyTooLarge`] above [`crate::max_key_len`], [`Error::ValueTooLarge`] above
+    /// [`crate::MAX_VALUE_LEN`]; a page cannot be read, is corrupt, or cannot be allocated;
+    /// the transaction holds more pages than the pool lets one transaction hold.
     pub fn insert(&mut self, key: &[u8], value: &[u8]) -> Result<Option<Vec<u8>>> {
         Ok(self.tree.insert(&mut self.pages(), key, value)?)
     }
 
     /// Removes `key`; returns its value.
+    ///
+    /// ```
+    /// # fn main() -> keel::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = keel::Store::open(dir.path(), keel::Config::default())?;
+    /// let tx = store.write()?;
+    /// let mut t = tx.table("t")?;
+    /// t.insert(b"k", b"v")?;
+    /// assert_eq!(t.remove(b"k")?, Some(b"v".to_vec()));
+    /// assert_eq!(t.remove(b"k")?, None);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// A page cannot be read or is corrupt.
     pub fn remove(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         Ok(self.tree.remove(&mut self.pages(), key)?)
     }
@@ -294,6 +343,25 @@ impl<'t, 's> Table<'t, 's> {
     }
 
     /// Ordered iteration over a key range (`.rev()` for descending).
+    ///
+    /// ```
+    /// # fn main() -> keel::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = keel::Store::open(dir.path(), keel::Config::default())?;
+    /// let tx = store.write()?;
+    /// let mut t = tx.table("t")?;
+    /// for k in [b"a", b"b", b"c"] {
+    ///     t.insert(k, b"")?;
+    /// }
+    /// let keys: Vec<Vec<u8>> = t.range(b"b".as_slice()..)?.map(|r| r.map(|(k, _)| k)).collect::<keel::Result<_>>()?;
+    /// assert_eq!(keys, [b"b".to_vec(), b"c".to_vec()]);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// None when the cursor is made; each row is a `Result` (a page that cannot be read or is
+    /// corrupt).
     pub fn range<'k, R: RangeBounds<&'k [u8]>>(&self, range: R) -> Result<Rows<'t>> {
         Ok(Rows(RowsOf::Txn(self.tree.range(
             TxnReader {
@@ -333,6 +401,10 @@ impl<'r> ReadTable<'r> {
 
     /// The committed value under `key` (an optimistic, latch-free descent when the pages are
     /// resident; see [`BTree::get`]).
+    ///
+    /// # Errors
+    ///
+    /// A page cannot be read or is corrupt (the error names the file and page).
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         let reader = GetReader {
             pool: self.pool,
@@ -363,6 +435,11 @@ impl<'r> ReadTable<'r> {
     }
 
     /// Ordered iteration over a key range (`.rev()` for descending).
+    ///
+    /// # Errors
+    ///
+    /// None when the cursor is made; each row is a `Result` (a page that cannot be read or is
+    /// corrupt).
     pub fn range<'k, R: RangeBounds<&'k [u8]>>(&self, range: R) -> Result<Rows<'r>> {
         Ok(Rows(RowsOf::Pool(
             self.tree.range(PoolReader { pool: self.pool }, range),
