@@ -5,6 +5,36 @@
 
 use super::*;
 
+/// A node's links: an inner node's children, left to right, or a leaf's overflow chains
+/// (first page, value length). One walk of the pointers, shared by the whole-tree walks below.
+type Links = (Vec<PageId>, Vec<(PageId, u64)>);
+
+fn links(n: &Node<'_>) -> Result<Links> {
+    let mut children = Vec::new();
+    let mut overflow = Vec::new();
+    if n.is_leaf() {
+        for i in 0..n.len() {
+            if let ValueRef::Overflow { first, len } = n.value(i)? {
+                overflow.push((first, len));
+            }
+        }
+    } else {
+        children.reserve(n.len() + 1);
+        for c in 0..=n.len() {
+            children.push(n.child(c)?);
+        }
+    }
+    Ok((children, overflow))
+}
+
+/// A walk deeper than any tree can be: the child pointers form a cycle.
+fn cycle(id: PageId) -> BTreeError {
+    BTreeError::Corrupt {
+        page_id: id,
+        detail: "cycle of child pointers".into(),
+    }
+}
+
 impl BTree {
     /// Walks the whole tree checking its invariants (key order and bounds, levels, slot
     /// bounds, overflow chains); returns what it counted.
@@ -34,20 +64,13 @@ impl BTree {
         depth: usize,
     ) -> Result<u64> {
         if depth > MAX_DEPTH {
-            return Err(BTreeError::Corrupt {
-                page_id: id,
-                detail: "cycle of child pointers".into(),
-            });
+            return Err(cycle(id));
         }
         let (leaf_len, children) = with_node_from(store, id, from, |n| {
             if n.is_leaf() {
                 return Ok((n.len() as u64, Vec::new()));
             }
-            let mut children = Vec::with_capacity(n.len() + 1);
-            for c in 0..=n.len() {
-                children.push(n.child(c)?);
-            }
-            Ok((0, children))
+            Ok((0, links(&n)?.0))
         })?;
         let mut total = leaf_len;
         for (slot, c) in children.into_iter().enumerate() {
@@ -85,27 +108,9 @@ impl BTree {
         out: &mut Vec<PageId>,
     ) -> Result<()> {
         if depth > MAX_DEPTH {
-            return Err(BTreeError::Corrupt {
-                page_id: id,
-                detail: "cycle of child pointers".into(),
-            });
+            return Err(cycle(id));
         }
-        let (children, overflow) = with_node_from(store, id, from, |n| {
-            let mut children = Vec::new();
-            let mut overflow = Vec::new();
-            if n.is_leaf() {
-                for i in 0..n.len() {
-                    if let ValueRef::Overflow { first, len } = n.value(i)? {
-                        overflow.push((first, len));
-                    }
-                }
-            } else {
-                for c in 0..=n.len() {
-                    children.push(n.child(c)?);
-                }
-            }
-            Ok((children, overflow))
-        })?;
+        let (children, overflow) = with_node_from(store, id, from, |n| links(&n))?;
         out.push(id);
         for (slot, c) in children.into_iter().enumerate() {
             self.collect_pages(store, c, Some((id, slot)), depth + 1, out)?;
@@ -142,32 +147,14 @@ impl BTree {
         depth: usize,
     ) -> Result<()> {
         if depth > MAX_DEPTH {
-            return Err(BTreeError::Corrupt {
-                page_id: id,
-                detail: "cycle".into(),
-            });
+            return Err(cycle(id));
         }
-        let (children, overflow) = with_node(store, id, |n| {
-            let mut children = Vec::new();
-            let mut overflow = Vec::new();
-            if n.is_leaf() {
-                for i in 0..n.len() {
-                    if let ValueRef::Overflow { first, .. } = n.value(i)? {
-                        overflow.push(first);
-                    }
-                }
-            } else {
-                for c in 0..=n.len() {
-                    children.push(n.child(c)?);
-                }
-            }
-            Ok((children, overflow))
-        })?;
+        let (children, overflow) = with_node(store, id, |n| links(&n))?;
         for c in children {
             self.destroy_node(store, c, depth + 1)?;
         }
-        for o in overflow {
-            self.free_overflow(store, o)?;
+        for (first, _) in overflow {
+            self.free_overflow(store, first)?;
         }
         store.free(id)
     }
@@ -188,7 +175,7 @@ impl BTree {
             detail,
         };
         if depth > MAX_DEPTH {
-            return Err(corrupt("cycle of child pointers".into()));
+            return Err(cycle(id));
         }
         let (keys, children, overflow, is_leaf) = with_node(store, id, |n| {
             if n.level() != level {
