@@ -46,6 +46,30 @@ fn build(dir: &Path) {
     store.close().unwrap();
 }
 
+/// A store whose `commits` one-row transactions (values of `value_len` bytes) are all in the
+/// log after the checkpoint: no checkpoint runs, and the store is dropped without a close.
+fn logged_store(dir: &Path, commits: u32, value_len: usize) {
+    let store = Store::open(
+        dir,
+        Config {
+            page_size: 4096,
+            pool_size: 1 << 20,
+            log_file_size: 4 << 20,
+            checkpoint_interval: std::time::Duration::from_secs(3600),
+            ..Config::default()
+        },
+    )
+    .unwrap();
+    for i in 0..commits {
+        let tx = store.write().unwrap();
+        tx.table("t")
+            .unwrap()
+            .insert(&i.to_be_bytes(), &vec![i as u8; value_len])
+            .unwrap();
+        tx.commit().unwrap();
+    }
+}
+
 #[test]
 fn a_sound_store_checks_clean_and_info_describes_it() {
     let dir = tempfile::tempdir().unwrap();
@@ -207,28 +231,7 @@ fn dump_page_decodes_the_meta_page_a_node_and_a_damaged_page() {
 #[test]
 fn dump_log_shows_the_groups_recovery_would_replay() {
     let dir = tempfile::tempdir().unwrap();
-    {
-        let store = Store::open(
-            dir.path(),
-            Config {
-                page_size: 4096,
-                pool_size: 1 << 20,
-                log_file_size: 4 << 20,
-                checkpoint_interval: std::time::Duration::from_secs(3600),
-                ..Config::default()
-            },
-        )
-        .unwrap();
-        for i in 0u32..3 {
-            let tx = store.write().unwrap();
-            tx.table("t")
-                .unwrap()
-                .insert(&i.to_be_bytes(), b"logged")
-                .unwrap();
-            tx.commit().unwrap();
-        }
-        // Dropped without close: the groups stay in the log after the checkpoint.
-    }
+    logged_store(dir.path(), 3, 6);
     let d = dir.path().to_str().unwrap();
     let o = keel(&["dump", "log", d, "--json"]);
     assert!(o.status.success(), "{}", text(&o));
@@ -311,28 +314,7 @@ fn a_default_store_checks_clean_and_a_damaged_doublewrite_directory_is_reported(
 #[test]
 fn a_damaged_log_block_in_the_replay_range_fails_the_check() {
     let dir = tempfile::tempdir().unwrap();
-    {
-        let store = Store::open(
-            dir.path(),
-            Config {
-                page_size: 4096,
-                pool_size: 1 << 20,
-                log_file_size: 4 << 20,
-                checkpoint_interval: std::time::Duration::from_secs(3600),
-                ..Config::default()
-            },
-        )
-        .unwrap();
-        for i in 0u32..40 {
-            let tx = store.write().unwrap();
-            tx.table("t")
-                .unwrap()
-                .insert(&i.to_be_bytes(), &[i as u8; 1000])
-                .unwrap();
-            tx.commit().unwrap();
-        }
-        // Dropped without close: every group is after the checkpoint (the replay range).
-    }
+    logged_store(dir.path(), 40, 1000);
     let log = dir.path().join("log").join("log.0000000000");
     let bytes = std::fs::read(&log).unwrap();
     let last = (0..bytes.len() / 4096)
