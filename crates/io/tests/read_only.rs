@@ -100,3 +100,34 @@ fn os_locks_conflict_within_one_process_and_record_the_pid() {
     drop((s1, s2));
     fs.lock(&p, LockMode::Exclusive).unwrap();
 }
+
+/// A lock released a moment after the open tried it (as when a child being spawned still holds
+/// a copy of its file description until exec) is taken, not reported as held; one held for
+/// good is still refused, after the short grace.
+#[test]
+fn a_lock_released_within_the_grace_is_taken_and_one_held_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let fs = keel_io::OsFs::default();
+    let p = dir.path().join("LOCK");
+    let held = fs.lock(&p, LockMode::Exclusive).unwrap();
+    let release = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        drop(held);
+    });
+    let t0 = std::time::Instant::now();
+    let got = fs.lock(&p, LockMode::Exclusive);
+    release.join().unwrap();
+    assert!(got.is_ok(), "{got:?}");
+    assert!(t0.elapsed() >= std::time::Duration::from_millis(20));
+    drop(got);
+    let _forever = fs.lock(&p, LockMode::Exclusive).unwrap();
+    let t0 = std::time::Instant::now();
+    assert!(matches!(
+        fs.lock(&p, LockMode::Shared),
+        Err(IoError::Locked { .. })
+    ));
+    assert!(
+        t0.elapsed() < std::time::Duration::from_secs(10),
+        "refused after the grace only"
+    );
+}

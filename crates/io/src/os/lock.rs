@@ -2,13 +2,25 @@
 //! holders conflict across processes and within one process alike; an exclusive holder records
 //! its process id in the file for the next opener's error message.
 //!
-//! Invariants: a conflicting lock is refused at once with [`IoError::Locked`] (never waited for);
-//! the lock lives exactly as long as the returned guard; on a read-only mount a shared lock is
-//! taken on an existing lock file, and none is needed where no lock file can exist.
+//! Invariants: a conflicting lock is refused with [`IoError::Locked`] after a grace of at most
+//! [`LOCK_GRACE`] (never waited for beyond it); the lock lives exactly as long as the returned
+//! guard; on a read-only mount a shared lock is taken on an existing lock file, and none is
+//! needed where no lock file can exist.
+//!
+//! Why a grace: a flock belongs to the open file description, and a child process being spawned
+//! (fork, then exec) holds a copy of every descriptor until its exec closes the close-on-exec
+//! ones. A store closed and reopened while any thread of the process spawns a child can find its
+//! own just-released lock still held by that copy for an instant. Without the grace such an
+//! open failed with "already open" naming its own process (seen in the `keel` tool's tests).
 
 use crate::{IoError, Result};
 use std::fs;
 use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// How long a conflicting lock is retried before it is reported: long enough for a child
+/// process between fork and exec to close its copy of the lock's file description.
+pub(crate) const LOCK_GRACE: Duration = Duration::from_millis(200);
 
 /// A lock held with `flock` on an open file description; closing the file releases it.
 #[derive(Debug)]
@@ -51,11 +63,19 @@ pub(super) fn lock_file(path: &Path, mode: crate::LockMode) -> Result<Box<dyn cr
     };
     // std's flock-based file locks (one lock per open file description, so two opens in one
     // process conflict too).
-    let taken = if exclusive {
-        file.try_lock()
-    } else {
-        file.try_lock_shared()
+    let try_once = |file: &fs::File| {
+        if exclusive {
+            file.try_lock()
+        } else {
+            file.try_lock_shared()
+        }
     };
+    let start = Instant::now();
+    let mut taken = try_once(&file);
+    while matches!(taken, Err(fs::TryLockError::WouldBlock)) && start.elapsed() < LOCK_GRACE {
+        std::thread::sleep(Duration::from_millis(5));
+        taken = try_once(&file);
+    }
     match taken {
         Ok(()) => {}
         Err(fs::TryLockError::WouldBlock) => {
