@@ -29,7 +29,7 @@ if [ "$status" -eq 0 ] && [ "$#" -eq 0 ]; then
   status=${PIPESTATUS[0]}
 fi
 set -e
-sum() { grep -E '^test result' "$log" | sed -E "s/.* ([0-9]+) $1.*/\1/" | paste -sd+ | bc; }
+sum() { grep -E '^test result: ' "$log" | sed -E "s/.* ([0-9]+) $1.*/\1/" | paste -sd+ | bc; }
 echo
 echo "== SKIPPED lines:"
 grep 'SKIPPED:' "$log" || echo "(none)"
