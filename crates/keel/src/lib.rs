@@ -45,6 +45,7 @@ mod open;
 mod poison;
 mod store;
 mod table;
+mod txn;
 
 pub use check::{CheckReport, TableCheck};
 pub use config::{Config, LogFileMode, TornPage};
@@ -76,5 +77,6 @@ pub fn max_key_len(page_size: usize) -> usize {
 pub use keel_io::SyncMethod;
 pub use keel_page::Checksum;
 pub use keel_redo_log::Durability;
-pub use store::{Effective, ReadTxn, RecoveryReport, Store, StoreStats, WriteTxn, LOG_DIR};
+pub use store::{Effective, RecoveryReport, Store, StoreStats, LOG_DIR};
 pub use table::{ReadTable, ReadableTable, Rows, Table};
+pub use txn::{ReadTxn, WriteTxn};

@@ -7,7 +7,8 @@
 //! exact `PageOp`), which records it as redo, so replaying the redo on the old page gives exactly
 //! the new page.
 
-use crate::store::{Inner, WriteTxn};
+use crate::store::Inner;
+use crate::txn::WriteTxn;
 use crate::{Error, Result};
 use keel_btree::{BTree, BTreeError, PageOp, PageRead, PageWrite, Range, ReadToken};
 use keel_buffer_pool::{BufferPool, OptimisticToken, PageTxn};
