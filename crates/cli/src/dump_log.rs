@@ -4,7 +4,7 @@
 //! opened), with the same scan recovery runs.
 
 use keel_redo_log::inspect::{
-    decode_header, payload_size, scan_images, Geometry, HEADER_BYTES, HEADER_FILE,
+    decode_header, parse_file_name, scan_images, HEADER_BYTES, HEADER_FILE,
 };
 use keel_redo_log::Record;
 use serde_json::{json, Value};
@@ -18,11 +18,7 @@ fn images(log_dir: &Path) -> std::io::Result<Vec<Vec<u8>>> {
     for e in std::fs::read_dir(log_dir)? {
         let e = e?;
         let name = e.file_name().to_string_lossy().into_owned();
-        if let Some(n) = name
-            .strip_prefix("log.")
-            .filter(|d| d.len() == 10)
-            .and_then(|d| d.parse::<usize>().ok())
-        {
+        if let Some(n) = parse_file_name(&name).and_then(|n| usize::try_from(n).ok()) {
             numbered.push((n, e.path()));
         }
     }
@@ -106,14 +102,7 @@ pub fn log(dir: &Path, from: u64, limit: usize, json_out: bool) -> ExitCode {
             st.file_size
         ));
     }
-    let geo = Geometry {
-        block,
-        payload: payload_size(block),
-        preallocated: st.preallocated,
-        blocks_per_file: st.file_size / block as u64,
-        files: st.files,
-        salt: st.salt,
-    };
+    let geo = st.geometry();
     let files = match images(&log_dir) {
         Ok(f) => f,
         Err(e) => return fail(format!("{}: {e}", log_dir.display())),

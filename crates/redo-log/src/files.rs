@@ -15,7 +15,7 @@ pub(crate) fn file_name(i: u64) -> String {
 }
 
 /// The index of a log data file name, if it is one.
-pub(crate) fn parse_name(name: &str) -> Option<u64> {
+pub fn parse_name(name: &str) -> Option<u64> {
     let digits = name.strip_prefix("log.")?;
     if digits.len() < 10 || !digits.bytes().all(|c| c.is_ascii_digit()) {
         return None;

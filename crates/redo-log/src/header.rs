@@ -96,6 +96,19 @@ fn u64_at(b: &[u8], o: usize) -> u64 {
 }
 
 impl StaticHeader {
+    /// The block geometry this header describes (what the writer and the recovery scan use).
+    pub fn geometry(&self) -> crate::block::Geometry {
+        let b = self.block_size as usize;
+        crate::block::Geometry {
+            block: b,
+            payload: crate::block::payload_size(b),
+            preallocated: self.preallocated,
+            blocks_per_file: self.file_size / b as u64,
+            files: self.files,
+            salt: self.salt,
+        }
+    }
+
     /// Encodes the static block.
     pub fn encode(&self) -> Vec<u8> {
         let mut b = vec![0u8; SLOT_BYTES];

@@ -121,6 +121,7 @@ pub mod inspect {
         block_crc, check_block, payload_size, BlockFault, BlockHeader, Geometry, BLOCK_HEADER,
         BLOCK_TRAILER, MAX_DURABLE_LAG,
     };
+    pub use crate::files::parse_name as parse_file_name;
     pub use crate::header::{decode_header, Slot, StaticHeader, HEADER_BYTES, HEADER_FILE};
     pub use crate::record::{decode_group, encode_group, group_len};
 

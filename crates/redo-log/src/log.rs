@@ -48,7 +48,7 @@ use flusher::flusher_main;
 pub use flusher::Durable;
 pub use open::{LogOpenMode, Recovered, RecoveredGroup};
 
-use crate::block::{payload_size, Geometry};
+use crate::block::Geometry;
 use crate::config::{Durability, LogConfig, LogFiles, TailPolicy};
 use crate::error::{LogError, Result};
 use crate::files::{parse_name, FileSource, LogFileSet};

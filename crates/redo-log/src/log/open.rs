@@ -110,7 +110,7 @@ pub(super) fn create_log(
         salt: salt_now(dir),
         version: crate::header::VERSION,
     };
-    let geo = geometry(&st);
+    let geo = st.geometry();
     LogFileSet::create(fs, dir, &geo, opts, st.file_size)?;
     let tmp = dir.join("log.header.tmp");
     let h = fs.open(&tmp, &OpenOptions::new(FileClass::Log).create(true))?;
@@ -129,18 +129,6 @@ pub(super) fn create_log(
     drop(h);
     fs.rename(&tmp, &dir.join(HEADER_FILE))?;
     Ok(())
-}
-
-pub(super) fn geometry(st: &StaticHeader) -> Geometry {
-    let b = st.block_size as usize;
-    Geometry {
-        block: b,
-        payload: payload_size(b),
-        preallocated: st.preallocated,
-        blocks_per_file: st.file_size / b as u64,
-        files: st.files,
-        salt: st.salt,
-    }
 }
 
 pub(super) fn mismatch(
@@ -313,7 +301,7 @@ impl RedoLog {
                 files.to_string(),
             ));
         }
-        let geo = geometry(&st);
+        let geo = st.geometry();
         let p = geo.payload as u64;
         let mut set = LogFileSet::open(fs.clone(), dir, geo, opts, st.file_size)?;
 
