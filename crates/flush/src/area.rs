@@ -176,6 +176,20 @@ pub(crate) struct Scan {
     pub candidates: Vec<Candidate>,
 }
 
+/// The batch size (images per slot) recorded in a doublewrite area's header, `header` being the
+/// file's first [`AREA_HEADER_BYTES`] bytes: `None` for a header never written or one that fails
+/// its checks (checksum, magic, version, geometry). For tools that open a store with the
+/// settings it was made with.
+pub fn area_batch_pages(header: &[u8]) -> Option<usize> {
+    Geometry::decode_header(header)
+        .ok()
+        .flatten()
+        .map(|g| g.capacity)
+}
+
+/// Bytes of a doublewrite area's header.
+pub const AREA_HEADER_BYTES: usize = AREA_HEADER_LEN;
+
 /// Where a slot is in its life (docs/design.md invariant 2, read literally: a slot is reused only
 /// after the in-place writes of its batch are durable).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -81,7 +81,7 @@ mod wal;
 #[cfg(test)]
 mod tests;
 
-pub use area::{DOUBLEWRITE_SLOTS, MAX_BATCH_PAGES};
+pub use area::{area_batch_pages, AREA_HEADER_BYTES, DOUBLEWRITE_SLOTS, MAX_BATCH_PAGES};
 pub use config::{
     DirectIo, PageWriterConfig, ResolvedMode, ResolvedProtection, TornPageProtection,
     DEFAULT_BATCH_PAGES,

@@ -187,18 +187,17 @@ impl Config {
         } else {
             c.log_files = LogFileMode::Growing;
         }
-        // The doublewrite area's geometry, where the store has one (docs/format.md: magic
-        // `KEELDWA1`, batch pages at byte 16): opening with the same batch size reads the area
-        // as it is, where another size would reformat it. Without an area, no protection mode
-        // that would create one.
+        // The doublewrite area's geometry, where the store has one: opening with the same batch
+        // size reads the area as it is, where another size would reformat it. Without an area
+        // (or with one whose header does not decode), no protection mode that would create or
+        // reformat one.
         let area = dir.join(keel_flush::DOUBLEWRITE_FILE_NAME);
         c.torn_page = TornPage::None;
         if fs.exists(&area)? {
             let f = fs.open(&area, &OpenOptions::new(FileClass::Other).read_only(true))?;
-            let mut h = [0u8; 20];
-            if f.len()? >= 4096 && f.read_exact_at(&mut h, 0).is_ok() && &h[..8] == b"KEELDWA1" {
-                let batch = u32::from_le_bytes([h[16], h[17], h[18], h[19]]) as usize;
-                if (1..=keel_flush::MAX_BATCH_PAGES).contains(&batch) {
+            let mut h = vec![0u8; keel_flush::AREA_HEADER_BYTES];
+            if f.len()? >= h.len() as u64 && f.read_exact_at(&mut h, 0).is_ok() {
+                if let Some(batch) = keel_flush::area_batch_pages(&h) {
                     c.torn_page = TornPage::Doublewrite;
                     c.doublewrite_batch = batch;
                 }
