@@ -556,109 +556,17 @@ pub(crate) fn insert(page: &mut [u8], id: PageId, idx: usize, cell: &[u8]) -> Re
     Ok(true)
 }
 
-/// The exact edits that insert `cell` as slot `idx` of node `page` when it fits in the free
-/// space without compaction (the common case): the cell below the lowest one, the slot array
-/// shifted one slot up from `idx` (a move), the new slot (offset and key hint), the slot count and
-/// cell start. `None` when it does not fit without compaction or the key breaks the node's hint
-/// prefix; then [`insert`] decides. Applying the edits gives
-/// exactly what [`insert`] would (tested by `insert_edits_equal_insert`).
-pub(crate) fn insert_edits(
-    page: &[u8],
-    id: PageId,
-    idx: usize,
-    cell: &[u8],
-) -> Result<Option<InsertEdits>> {
-    let node = Node::new(page, id)?;
-    let n = node.len();
-    let cell_len = cell.len();
-    if idx > n {
-        return Err(node.corrupt(format!("insert at slot {idx} of {n}")));
-    }
-    if node.free_space() < cell_len + SLOT_SIZE {
-        return Ok(None);
-    }
-    let key = cell_key(cell, node.is_leaf());
-    if !node.shares_hint_prefix(key)? {
-        // The key breaks the node's hint prefix: `insert` rewrites the hints.
-        return Ok(None);
-    }
-    if n == 0 && node.hint_prefix() != 0 {
-        // An empty node with a stale prefix (invariant 3): `insert` resets it.
-        return Ok(None);
-    }
-    let hp = node.hint_prefix();
-    let mut slot_bytes = [0u8; 8];
-    slot_bytes[4..].copy_from_slice(&hint_of(key, hp).to_le_bytes());
-    let top = rd_u32(page, NH_CELL_START) as usize - cell_len;
-    slot_bytes[..4].copy_from_slice(&(top as u32).to_le_bytes());
-    let mut counts = [0u8; 8];
-    counts[..4].copy_from_slice(&((n + 1) as u32).to_le_bytes());
-    counts[4..].copy_from_slice(&(top as u32).to_le_bytes());
-    Ok(Some(InsertEdits {
-        top,
-        slot: SLOTS + idx * SLOT_SIZE,
-        shift: (n - idx) * SLOT_SIZE,
-        slot_bytes,
-        counts,
-    }))
-}
-
-/// What [`insert_edits`] computed.
-pub(crate) struct InsertEdits {
-    top: usize,
-    slot: usize,
-    shift: usize,
-    slot_bytes: [u8; 8],
-    counts: [u8; 8],
-}
-
-impl InsertEdits {
-    /// The edits, for `cell`.
-    pub(crate) fn edits<'a>(&'a self, cell: &'a [u8]) -> [keel_page::PageOp<'a>; 4] {
-        use keel_page::PageOp::{Move, Write};
-        [
-            Write {
-                offset: self.top,
-                bytes: cell,
-            },
-            Move {
-                src: self.slot,
-                dst: self.slot + SLOT_SIZE,
-                len: self.shift,
-            },
-            Write {
-                offset: self.slot,
-                bytes: &self.slot_bytes,
-            },
-            Write {
-                offset: NH_NSLOTS,
-                bytes: &self.counts,
-            },
-        ]
-    }
-}
-
-/// Removes slot `idx`; its cell's bytes become fragmentation (reclaimed by the next compaction).
+/// Removes slot `idx` by applying [`remove_edits`] (the tree applies them through its store);
+/// its cell's bytes become fragmentation (reclaimed by the next compaction).
+#[cfg(test)]
 pub(crate) fn remove(page: &mut [u8], id: PageId, idx: usize) -> Result<()> {
-    let (n, len) = {
-        let node = Node::new(page, id)?;
-        (node.len(), node.cell(idx)?.len())
-    };
-    if idx >= n {
-        return Err(Node::new(page, id)?.corrupt(format!("remove of slot {idx} of {n}")));
+    let plan = remove_edits(page, id, idx)?;
+    for e in plan.edits() {
+        e.apply(page).map_err(|e| BTreeError::Corrupt {
+            page_id: id,
+            detail: format!("remove: {e}"),
+        })?;
     }
-    let slot = SLOTS + idx * SLOT_SIZE;
-    page.copy_within(slot + SLOT_SIZE..SLOTS + n * SLOT_SIZE, slot);
-    page[SLOTS + (n - 1) * SLOT_SIZE..SLOTS + n * SLOT_SIZE].fill(0);
-    wr_u32(page, NH_NSLOTS, (n - 1) as u32);
-    if n == 1 {
-        // Invariant 3: an empty node has hint prefix 0. The next key to arrive is hinted under
-        // prefix 0 (`insert_edits`, `shared_hint_prefix`), so a stale prefix left here would make
-        // later hints disagree with the header and searches miss keys (issue 11, item 1).
-        page[NH_HINT_PREFIX..NH_HINT_PREFIX + 2].fill(0);
-    }
-    let frag = rd_u32(page, NH_FRAG) as usize + len;
-    wr_u32(page, NH_FRAG, frag as u32);
     Ok(())
 }
 
@@ -667,6 +575,9 @@ pub(crate) fn remove(page: &mut [u8], id: PageId, idx: usize) -> Result<()> {
 pub(crate) fn slot_offset(page: &[u8], idx: usize) -> usize {
     rd_u32(page, SLOTS + idx * SLOT_SIZE) as usize
 }
+
+mod edits;
+pub(crate) use edits::{insert_edits, remove_edits, replace_edits};
 
 #[cfg(test)]
 mod tests;

@@ -273,7 +273,14 @@ impl BTree {
             leaf_cell_inline(key, value)
         };
         if old_value.is_some() {
-            store.write(leaf, |p| node::remove(p, leaf, idx))??;
+            // An overwrite: the new cell replaces the old in place when it can (no slot moves,
+            // only the changed bytes logged); else the old cell goes and the new one is inserted.
+            if let Some(plan) = store.read(leaf, |p| node::replace_edits(p, leaf, idx, &cell))?? {
+                store.edit(leaf, &plan.edits(&cell))?;
+                return Ok(old_value);
+            }
+            let plan = store.read(leaf, |p| node::remove_edits(p, leaf, idx))??;
+            store.edit(leaf, &plan.edits())?;
         }
         self.insert_cell(store, path, leaf, idx, cell)?;
         Ok(old_value)
@@ -291,7 +298,8 @@ impl BTree {
         let Some((idx, v)) = found else {
             return Ok(None);
         };
-        store.write(leaf, |p| node::remove(p, leaf, idx))??;
+        let plan = store.read(leaf, |p| node::remove_edits(p, leaf, idx))??;
+        store.edit(leaf, &plan.edits())?;
         Ok(Some(match v {
             FoundValue::Inline(v) => v,
             FoundValue::Overflow { first, len } => {

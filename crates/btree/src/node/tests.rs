@@ -224,3 +224,135 @@ fn limits_leave_room_for_four_cells() {
         assert!(l.max_key < u16::MAX as usize);
     }
 }
+
+/// The cell area (cell start to the node's end) is exactly the live cells plus the
+/// fragmentation count: what compaction and the free-space decisions rely on.
+fn accounting_holds(p: &[u8], id: PageId) -> bool {
+    let n = Node::new(p, id).unwrap();
+    let live: usize = (0..n.len()).map(|i| n.cell(i).unwrap().len()).sum();
+    n.end - rd_u32(p, NH_CELL_START) as usize == live + n.frag()
+}
+
+fn apply(p: &mut [u8], ops: &[keel_page::PageOp<'_>]) {
+    for e in ops {
+        e.apply(p).unwrap();
+    }
+}
+
+/// Removes and in-place replaces (shorter, equal and longer cells) keep every key in its slot
+/// with its latest value, and keep the byte accounting; a replace that forgets to count the
+/// old cell as fragmentation is caught (broken on purpose).
+#[test]
+fn remove_and_replace_edits_keep_the_accounting() {
+    let id = PageId(9);
+    let mut p = leaf(4096);
+    let mut model: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+    let mut seed = 11u64;
+    let mut rnd = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    for i in 0..40u64 {
+        let key = (i * 7919 % 1000).to_be_bytes().to_vec();
+        let idx = Node::new(&p, id)
+            .unwrap()
+            .search(&key)
+            .unwrap()
+            .unwrap_err();
+        let v = vec![i as u8; 10];
+        assert!(insert(&mut p, id, idx, &leaf_cell_inline(&key, &v)).unwrap());
+        model.insert(idx, (key, v));
+    }
+    let (mut moved, mut in_place, mut refused) = (0, 0, 0);
+    for step in 0..400 {
+        let r = rnd();
+        let idx = (r % model.len() as u64) as usize;
+        if r % 10 == 0 && model.len() > 1 {
+            let plan = remove_edits(&p, id, idx).unwrap();
+            apply(&mut p, &plan.edits());
+            model.remove(idx);
+        } else {
+            let v = vec![step as u8; (r >> 8) as usize % 40];
+            let cell = leaf_cell_inline(&model[idx].0, &v);
+            match replace_edits(&p, id, idx, &cell).unwrap() {
+                Some(plan) => {
+                    if cell.len() > Node::new(&p, id).unwrap().cell(idx).unwrap().len() {
+                        moved += 1;
+                    } else {
+                        in_place += 1;
+                    }
+                    apply(&mut p, &plan.edits(&cell));
+                    model[idx].1 = v;
+                }
+                None => {
+                    // No free space for a longer cell: compact, as the tree's fallback does.
+                    refused += 1;
+                    let mut cells = Node::new(&p, id).unwrap().cells().unwrap();
+                    cells[idx] = cell;
+                    assert!(rebuild(&mut p, KIND_LEAF, 0, PageId(0), &cells));
+                    model[idx].1 = v;
+                }
+            }
+        }
+        let n = Node::new(&p, id).unwrap();
+        assert_eq!(n.len(), model.len());
+        for (i, (k, v)) in model.iter().enumerate() {
+            assert_eq!(n.key(i).unwrap(), &k[..], "step {step}");
+            assert_eq!(n.value(i).unwrap(), ValueRef::Inline(v), "step {step}");
+        }
+        n.check_hints().unwrap();
+        assert!(accounting_holds(&p, id), "step {step}");
+    }
+    assert!(
+        moved > 10 && in_place > 10 && refused > 0,
+        "{moved} {in_place} {refused}"
+    );
+    // Broken on purpose: a longer cell whose old bytes are not counted as fragmentation.
+    let idx = 0;
+    let mut cells = Node::new(&p, id).unwrap().cells().unwrap();
+    assert!(rebuild(&mut p, KIND_LEAF, 0, PageId(0), &cells));
+    let cell = leaf_cell_inline(&model[idx].0, &[1u8; 60]);
+    let plan = replace_edits(&p, id, idx, &cell).unwrap().unwrap();
+    let mut ops = plan.edits(&cell);
+    let header = ops.pop().unwrap();
+    let mut wrong = header_without_frag(&p, &header);
+    ops.push(keel_page::PageOp::Write {
+        offset: NH_CELL_START,
+        bytes: &wrong,
+    });
+    apply(&mut p, &ops);
+    assert!(!accounting_holds(&p, id), "an uncounted old cell is caught");
+    wrong.fill(0);
+    cells.clear();
+}
+
+/// The header edit of a moved replace with the fragmentation count left as it was.
+fn header_without_frag(p: &[u8], header: &keel_page::PageOp<'_>) -> [u8; 8] {
+    let keel_page::PageOp::Write { bytes, .. } = header else {
+        panic!("the last edit of a moved replace writes the header");
+    };
+    let mut h = [0u8; 8];
+    h[..4].copy_from_slice(&bytes[..4]);
+    h[4..].copy_from_slice(&p[NH_FRAG..NH_FRAG + 4]);
+    h
+}
+
+/// A replace by a cell of another key, or of a slot past the end, is corruption.
+#[test]
+fn replace_edits_refuse_another_key_and_bad_slots() {
+    let id = PageId(2);
+    let mut p = leaf(4096);
+    assert!(insert(&mut p, id, 0, &leaf_cell_inline(b"a", b"1")).unwrap());
+    assert!(replace_edits(&p, id, 0, &leaf_cell_inline(b"b", b"1")).is_err());
+    assert!(replace_edits(&p, id, 1, &leaf_cell_inline(b"a", b"1")).is_err());
+    assert!(remove_edits(&p, id, 1).is_err());
+    // The same cell again changes nothing: no edits at all.
+    let same = leaf_cell_inline(b"a", b"1");
+    assert!(replace_edits(&p, id, 0, &same)
+        .unwrap()
+        .unwrap()
+        .edits(&same)
+        .is_empty());
+}
