@@ -286,17 +286,6 @@ impl MemLog {
     }
 }
 
-fn record_bytes(r: &Record) -> u64 {
-    9 + match r {
-        Record::PageInit { .. } => 10,
-        Record::PageWrite { bytes, .. } => 12 + bytes.len() as u64,
-        Record::PageMove { .. } => 20,
-        Record::PageImage { image, .. } => 8 + image.len() as u64,
-        Record::PageFree { .. } => 8,
-        Record::Logical { bytes, .. } => 2 + bytes.len() as u64,
-    }
-}
-
 impl RedoSink for MemLog {
     fn end_lsn(&self) -> Lsn {
         self.inner.lock().end
@@ -305,7 +294,8 @@ impl RedoSink for MemLog {
     fn append(&self, records: &[Record]) -> Result<Lsn> {
         let mut g = self.inner.lock();
         let start = g.end;
-        let end = Lsn(start.0 + 8 + records.iter().map(record_bytes).sum::<u64>());
+        // A group takes what it takes in the real log (header, records, commit marker).
+        let end = Lsn(start.0 + keel_redo_log::inspect::group_len(records));
         g.end = end;
         g.groups.push(RecoveredGroup {
             start_lsn: start,

@@ -156,6 +156,28 @@ impl<'p> PageTxn<'p> {
         self.st.borrow().redo_bytes
     }
 
+    /// The most log payload bytes this transaction's group can take if it commits now: its
+    /// records as encoded (group header and commit marker included), plus, only when the store
+    /// logs full page images, an image of every page it holds (whether a page gets one depends
+    /// on the horizon at commit, which can only move forward, so every page is charged). In
+    /// doublewrite, atomic or no-protection mode no image is ever logged, and none is charged.
+    pub fn log_bytes_bound(&self) -> u64 {
+        let st = self.st.borrow();
+        let mut n = keel_redo_log::inspect::group_len(&st.records);
+        if self.pool.store.wants_full_page_images()
+            && !TestKnobs::on(&self.pool.knobs.skip_full_page_images)
+        {
+            let image = Record::PageImage {
+                page_id: keel_page::PageId(0),
+                image: Vec::new(),
+            }
+            .encoded_len() as u64
+                + self.pool.page_size as u64;
+            n = n.saturating_add(image.saturating_mul(st.entries.len() as u64));
+        }
+        n
+    }
+
     /// Reads a page (shared latch). Errors with [`PoolError::AlreadyLatched`] if this
     /// transaction holds a write guard on it.
     pub fn read(&self, id: PageId) -> Result<PageReadGuard<'_>> {

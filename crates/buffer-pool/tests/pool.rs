@@ -951,3 +951,48 @@ fn rewrite_logs_exactly_the_change() {
     assert_eq!(replay[payload.clone()], after[payload]);
     assert_eq!(replay[..PAGE_HEADER_SIZE], before[..PAGE_HEADER_SIZE]);
 }
+
+/// The log-space check's bound (`Txn::log_bytes_bound`) covers what the commit appends, in
+/// both modes, and charges page images only where the store logs them: in doublewrite-like
+/// modes it is exact, so a large transaction is not refused for images it will never log.
+#[test]
+fn log_bytes_bound_covers_the_commit_and_charges_images_only_when_logged() {
+    for fpw in [false, true] {
+        let store = Arc::new(MemStore::new(PageSize::K4).with_full_page_writes(fpw));
+        let cfg = keel_buffer_pool::PoolConfig {
+            page_size: PageSize::K4,
+            pool_bytes: 16 * 4096,
+            ..Default::default()
+        };
+        let pool = keel_buffer_pool::BufferPool::new(cfg, store).unwrap();
+        let log = MemLog::new();
+        let t = pool.begin();
+        for id in 1..=4 {
+            t.new_page(PageId(id), PageType::RAW)
+                .unwrap()
+                .write(P, b"first")
+                .unwrap();
+        }
+        t.commit(&log).unwrap();
+        let target = pool.begin_checkpoint(&log);
+        pool.flush_up_to(target).unwrap();
+        // First changes after the checkpoint: in full-page-writes mode each page gets an image.
+        let t = pool.begin();
+        for id in 1..=4 {
+            t.write(PageId(id)).unwrap().write(P, b"second!").unwrap();
+        }
+        let bound = t.log_bytes_bound();
+        let start = log.end_lsn();
+        t.commit(&log).unwrap();
+        let used = log.end_lsn().0 - start.0;
+        assert!(used <= bound, "fpw={fpw}: appended {used} > bound {bound}");
+        if fpw {
+            assert_eq!(images(&log).len(), 4);
+            assert!(bound >= 4 * 4096, "fpw: images are charged");
+        } else {
+            assert_eq!(images(&log).len(), 0);
+            assert_eq!(used, bound, "no images: the bound is the group itself");
+            assert!(bound < 4096, "no images: none charged ({bound})");
+        }
+    }
+}

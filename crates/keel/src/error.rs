@@ -107,9 +107,9 @@ pub enum Error {
     #[error("transaction too large for the redo log: up to {redo_bytes} bytes of redo, room for {room}; it was rolled back (raise log_file_size or log_file_count)")]
     TxnTooLargeForLog {
         /// Worst-case redo bytes of the transaction.
-        redo_bytes: usize,
+        redo_bytes: u64,
         /// What the log leaves one transaction.
-        room: usize,
+        room: u64,
     },
     /// Another `Store` holds the directory: another process (`pid`) or another open in this
     /// process. A store has one opener at a time (read-only opens share).

@@ -189,11 +189,12 @@ impl<'s> WriteTxn<'s> {
             mut ends_in_abort,
         } = self;
         // The log's synchronous checkpoint point leaves this much room for one transaction's
-        // redo (full page images included); a larger one could wait for log space forever.
+        // redo; a larger one could wait for log space forever. The bound charges page images
+        // only in full-page-writes mode, the one mode that logs them.
         if let Some(cap) = inner.log.capacity() {
             let room =
-                ((1.0 - sync_point(inner.config.checkpoint_log_fraction)) * cap as f64) as usize;
-            let worst = txn.redo_bytes() + txn.pages() * (inner.config.page_size + 64);
+                ((1.0 - sync_point(inner.config.checkpoint_log_fraction)) * cap as f64) as u64;
+            let worst = txn.log_bytes_bound();
             if worst > room {
                 txn.abort();
                 return Err(Error::TxnTooLargeForLog {
