@@ -62,7 +62,7 @@ pub use meta::{read_identity, MetaInfo, StoreIdentity};
 /// file, without opening the store. (B-tree nodes: `keel_btree::dump_node`; page headers and
 /// checksums: `keel_page::verify`; the log: `keel_redo_log::inspect`.)
 pub mod inspect {
-    pub use crate::meta::{decode_meta_page, decode_trunk_page, meta_free_ids};
+    pub use crate::meta::{decode_identity, decode_meta_page, decode_trunk_page, meta_free_ids};
 }
 
 /// The longest value a table accepts: 4 GiB - 1 bytes ([`Error::ValueTooLarge`] above it).

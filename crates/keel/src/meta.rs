@@ -110,9 +110,24 @@ pub(crate) fn identity(fs: &dyn FileSystem, dir: &Path) -> Result<StoreIdentity>
         path: path.clone(),
         detail: format!("cannot read the store identity: {e}"),
     })?;
+    decode_identity(&b, &path)
+}
+
+/// Decodes and checks (length, magic, checksum, format version, checksum tag) the bytes of the
+/// identity file `path` (`store.keel`).
+///
+/// # Errors
+/// [`Error::Format`] naming `path` for anything that is not a valid identity.
+pub fn decode_identity(b: &[u8], path: &Path) -> Result<StoreIdentity> {
     let format = |detail: String| Error::Format {
-        path: path.clone(),
+        path: path.to_path_buf(),
         detail,
+    };
+    let Some(b) = b.get(..IDENTITY_LEN) else {
+        return Err(format(format!(
+            "the identity is {} bytes, expected {IDENTITY_LEN}",
+            b.len()
+        )));
     };
     if &b[..8] != IDENTITY_MAGIC {
         return Err(format("not a Keel store (bad magic)".into()));
