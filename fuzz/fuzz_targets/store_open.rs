@@ -23,7 +23,7 @@ fn config() -> Config {
     Config {
         page_size: 4096,
         pool_size: 64 * 4096,
-        log_file_size: 64 * 4096,
+        log_file_size: 32 * 4096,
         checkpoint_interval: Duration::from_secs(3600),
         doublewrite_batch: 8,
         ..Config::default()
@@ -37,7 +37,7 @@ fn base() -> &'static Vec<(PathBuf, Vec<u8>)> {
         let fs = SimFs::new(SimConfig::seeded(7));
         let dir = Path::new(DIR);
         let store = Store::open_with_fs(Arc::new(fs.clone()), dir, config()).expect("create");
-        for (name, rows) in [("a", 300u32), ("b", 40), ("gone", 120)] {
+        for (name, rows) in [("a", 150u32), ("b", 40), ("gone", 120)] {
             let tx = store.write().expect("write");
             let mut t = tx.table(name).expect("table");
             for i in 0..rows {
