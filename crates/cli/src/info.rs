@@ -27,6 +27,9 @@ struct Info {
     log_end_lsn: Option<u64>,
     /// Why the log scan stopped there.
     log_end_reason: Option<String>,
+    /// What recovery does to this store: computed by the read-only open, which recovers in
+    /// memory and writes nothing (`in_memory` true when there was anything to do).
+    recovery: Option<keel::RecoveryReport>,
     tables: Vec<TableCheck>,
     /// Bytes of the data file held by free pages (reused before the file grows).
     free_bytes: Option<u64>,
@@ -70,6 +73,7 @@ pub fn run(dir: &Path, json: bool) -> ExitCode {
         checkpoint_lsn: None,
         log_end_lsn: None,
         log_end_reason: None,
+        recovery: None,
         tables: Vec::new(),
         free_bytes: None,
         files: files(dir),
@@ -81,6 +85,7 @@ pub fn run(dir: &Path, json: bool) -> ExitCode {
             info.checkpoint_lsn = Some(rec.checkpoint_lsn.0);
             info.log_end_lsn = Some(rec.end_lsn.0);
             info.log_end_reason = Some(rec.log_end_reason.clone());
+            info.recovery = Some(rec.clone());
             match store.meta() {
                 Ok(m) => info.meta = Some(m),
                 Err(e) => info.open_error = Some(e.to_string()),
@@ -126,9 +131,33 @@ fn print_text(info: &Info) {
     }
     if let (Some(c), Some(e)) = (info.checkpoint_lsn, info.log_end_lsn) {
         println!(
-            "log:        checkpoint at LSN {c}, ends at LSN {e} ({} bytes of redo after the checkpoint; recovery needed: no)",
+            "log:        checkpoint at LSN {c}, ends at LSN {e} ({} bytes of redo after the checkpoint)",
             e.saturating_sub(c)
         );
+    }
+    if let Some(r) = &info.recovery {
+        if r.in_memory {
+            println!(
+                "recovery:   needed (computed in memory, nothing applied): replay {} transactions \
+                 ({} records applied, {} skipped as already on disk, {} pages read, {} rebuilt \
+                 from redo alone), restore {} pages from the doublewrite area",
+                r.groups_replayed,
+                r.redo.records_applied,
+                r.redo.records_skipped,
+                r.redo.pages_read,
+                r.redo.unusable_pages_rebuilt.len(),
+                r.doublewrite_restored
+            );
+        } else {
+            println!("recovery:   not needed");
+        }
+        if r.log_bytes_discarded > 0 {
+            println!(
+                "            {} bytes of log past its end are discarded: {}",
+                r.log_bytes_discarded,
+                r.discard_reason.as_deref().unwrap_or("torn tail")
+            );
+        }
     }
     if let Some(m) = &info.meta {
         println!(

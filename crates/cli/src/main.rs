@@ -1,15 +1,16 @@
 //! `keel`: look inside a Keel store and verify it, without writing to it.
 //!
 //! Every subcommand opens the store read-only (a shared lock: it runs beside other readers,
-//! never beside a writer; a store that needs recovery is refused, since recovery writes) and
+//! never beside a writer; a store that needs recovery is recovered in memory, never on disk) and
 //! takes `--json` for machine-readable output. `RUST_LOG` (e.g. `RUST_LOG=info`) turns on the
 //! engine's tracing events on stderr.
 //!
 //! - `keel check DIR`: every B-tree's structure, every page accounted for (none leaked, none in
 //!   two places), every page read verified; exit status 0 when sound, 1 with one line per
 //!   problem naming the file and page.
-//! - `keel info DIR`: identity, creation settings, checkpoint and log range, tables with row
-//!   and page counts, file sizes and free space.
+//! - `keel info DIR`: identity, creation settings, checkpoint and log range, whether recovery
+//!   is needed and what it would do (computed in memory, not applied), tables with row and
+//!   page counts, file sizes and free space.
 //! - `keel dump page DIR N`: one page read straight from the data file (the store is not
 //!   opened): verification, header, and the cells of a node, the fields of the meta page or
 //!   the ids of a free-list trunk; exit status 1 when the page is damaged.

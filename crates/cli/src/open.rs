@@ -10,7 +10,7 @@ use std::path::Path;
 /// # Errors
 ///
 /// Why the store cannot be opened read-only: not a store, an incomplete or damaged one, one
-/// that needs recovery, one a writer holds.
+/// that needs more recovery than the pool can do in memory, one a writer holds.
 pub fn open_read_only(dir: &Path) -> Result<(Store, StoreIdentity), keel::Error> {
     // The store's own creation settings (page size, checksum, log layout), where its files
     // can be read; else the defaults, and the open reports why the directory is not a usable

@@ -328,3 +328,54 @@ fn a_damaged_log_block_in_the_replay_range_fails_the_check() {
     let out = text(&o);
     assert!(out.contains("log.0000000000"), "{out}");
 }
+
+/// A store that needs recovery (commits only in the log): `keel info` says so and what
+/// recovery would do, computed in memory; `keel check` checks the recovered state; neither
+/// changes a byte, and the rows they count are the committed ones.
+#[test]
+fn a_store_that_needs_recovery_is_recovered_in_memory_and_left_unchanged() {
+    let dir = tempfile::tempdir().unwrap();
+    logged_store(dir.path(), 12, 50);
+    let snapshot = |d: &Path| -> Vec<(std::path::PathBuf, Vec<u8>)> {
+        let mut out = Vec::new();
+        for sub in [d.to_path_buf(), d.join("log")] {
+            for e in std::fs::read_dir(&sub).unwrap().flatten() {
+                if e.path().is_file() {
+                    out.push((e.path(), std::fs::read(e.path()).unwrap()));
+                }
+            }
+        }
+        out.sort();
+        out
+    };
+    let before = snapshot(dir.path());
+    let d = dir.path().to_str().unwrap();
+    let o = keel(&["info", d]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        text(&o).contains("recovery:   needed (computed in memory, nothing applied): replay 1"),
+        "{}",
+        text(&o)
+    );
+    let o = keel(&["info", d, "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["recovery"]["in_memory"], true, "{v}");
+    assert!(
+        v["recovery"]["groups_replayed"].as_u64().unwrap() >= 12,
+        "{v}"
+    );
+    let t = v["tables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "t")
+        .unwrap();
+    assert_eq!(t["rows"], 12, "{v}");
+    let o = keel(&["check", d]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(snapshot(dir.path()) == before, "the tool changed the store");
+    // After a read-write open has recovered it, nothing is left to do.
+    drop(Store::open(dir.path(), Config::for_store(dir.path()).unwrap()).unwrap());
+    let o = keel(&["info", d]);
+    assert!(text(&o).contains("recovery:   not needed"), "{}", text(&o));
+}

@@ -75,6 +75,44 @@ pub struct PageWriter {
     /// Group buffers kept for the next batches (see [`PageWriter::take_buffer`]).
     spare: Mutex<Vec<AlignedBuf>>,
     knobs: Knobs,
+    /// Read-only recovery ([`PageWriter::recover_doublewrite_in_memory`]): the doublewrite
+    /// images recovery would restore, served to reads in place of their torn or older home
+    /// pages. Empty (and never consulted beyond one atomic load) otherwise.
+    overlay: Overlay,
+}
+
+/// Pages served from memory instead of the data file.
+#[derive(Default)]
+pub(crate) struct Overlay {
+    any: std::sync::atomic::AtomicBool,
+    pages: parking_lot::RwLock<BTreeMap<PageId, Vec<u8>>>,
+}
+
+impl Overlay {
+    /// The overlaid image of `id`, copied into `buf`; false when there is none.
+    pub(crate) fn read(&self, id: PageId, buf: &mut [u8]) -> bool {
+        if !self.any.load(std::sync::atomic::Ordering::Acquire) {
+            return false;
+        }
+        match self.pages.read().get(&id) {
+            Some(img) if img.len() == buf.len() => {
+                buf.copy_from_slice(img);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Whether `id` is overlaid.
+    pub(crate) fn holds(&self, id: PageId) -> bool {
+        self.any.load(std::sync::atomic::Ordering::Acquire) && self.pages.read().contains_key(&id)
+    }
+
+    fn install(&self, pages: BTreeMap<PageId, Vec<u8>>) {
+        let any = !pages.is_empty();
+        *self.pages.write() = pages;
+        self.any.store(any, std::sync::atomic::Ordering::Release);
+    }
 }
 
 impl std::fmt::Debug for PageWriter {
@@ -225,6 +263,7 @@ impl PageWriter {
             recovery: Mutex::new(()),
             spare: Mutex::new(Vec::new()),
             knobs: Knobs::default(),
+            overlay: Overlay::default(),
         })
     }
 

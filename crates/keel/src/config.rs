@@ -107,7 +107,9 @@ pub struct Config {
     /// Open read-only (default false): nothing is written, on any file, ever (it works on a
     /// read-only mount); `write()` and `checkpoint()` return [`Error::ReadOnly`]. A store that
     /// needs recovery (redo after the checkpoint, pages to restore from the doublewrite area) is
-    /// refused with [`Error::NeedsRecovery`]: open it read-write once. Implies `create = false`.
+    /// recovered in memory (`RecoveryReport::in_memory`): reads see every commit, the files
+    /// stay as they are. Only when the recovered pages would fill more than 3/4 of the pool is
+    /// it refused with [`Error::NeedsRecovery`]. Implies `create = false`.
     /// Takes a shared lock: several read-only opens may coexist, never with a writer.
     pub read_only: bool,
     /// Accept the loss of durable log data (default false; InnoDB's `innodb_force_recovery`

@@ -140,7 +140,8 @@ pub enum Error {
         /// The pieces that are there.
         found: String,
     },
-    /// A read-only open found a store that needs recovery; recovery writes, so it is refused.
+    /// A read-only open found a store that needs more recovery than it can do in memory (the
+    /// recovered pages would fill more than 3/4 of its pool), so it is refused.
     #[error("{dir}: the store needs recovery ({detail}); open it read-write once to recover it")]
     NeedsRecovery {
         /// The directory.

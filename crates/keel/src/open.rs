@@ -68,7 +68,7 @@ impl Store {
     /// [`Error::AlreadyOpen`] when another `Store` holds the directory; [`Error::NotAStore`]
     /// when there is no store and `create` is false (or `read_only`); [`Error::IncompleteStore`]
     /// when a piece of an existing store is missing; [`Error::NeedsRecovery`] for a read-only
-    /// open of a store that needs recovery; [`Error::Config`] for settings that do not match the
+    /// open of a store that needs more recovery than its pool can hold in memory; [`Error::Config`] for settings that do not match the
     /// store; corruption and I/O errors from recovery.
     pub fn open_with_fs(
         fs: Arc<dyn FileSystem>,
@@ -120,20 +120,12 @@ impl Store {
             },
             log.clone(),
         )?);
+        // A read-only open of a store that needs recovery recovers in memory: the doublewrite
+        // images are served to reads in place of their home pages and the redo is applied to
+        // pool pages, which stay dirty in memory (a read-only store has no cleaner or
+        // checkpointer, and eviction takes clean frames first). Nothing is written.
         let dw = if read_only {
-            let restore = writer.doublewrite_pages_to_restore()?;
-            if !restore.is_empty() || !recovered.groups.is_empty() {
-                return Err(Error::NeedsRecovery {
-                    dir: dir.clone(),
-                    detail: format!(
-                        "{} committed transactions after the checkpoint at {} to replay, {} pages to restore from the doublewrite area",
-                        recovered.groups.len(),
-                        recovered.checkpoint_lsn,
-                        restore.len()
-                    ),
-                });
-            }
-            keel_flush::DoublewriteRecovery::default()
+            writer.recover_doublewrite_in_memory()?
         } else {
             writer.recover_doublewrite()?
         };
@@ -145,9 +137,12 @@ impl Store {
             },
             writer.clone() as Arc<dyn PoolPageStore>,
         )?);
+        if read_only && !recovered.groups.is_empty() {
+            in_memory_room(&dir, &config, &recovered)?;
+        }
         let redo = pool.apply_redo(recovered.checkpoint_lsn, &recovered.groups)?;
         let mut pages_flushed = 0;
-        if !recovered.groups.is_empty() {
+        if !recovered.groups.is_empty() && !read_only {
             pages_flushed = pool.flush_all()? as u64;
             let c = pool.checkpoint_lsn(&log);
             log.checkpoint(c)?;
@@ -179,6 +174,7 @@ impl Store {
         })?;
         let recovery = RecoveryReport {
             created,
+            in_memory: read_only && (!recovered.groups.is_empty() || dw.restored_pages > 0),
             checkpoint_lsn: recovered.checkpoint_lsn,
             end_lsn: recovered.end_lsn,
             groups_replayed: recovered.groups.len() as u64,
@@ -209,6 +205,30 @@ impl Store {
             dir_lock,
         })
     }
+}
+
+/// A read-only open recovers in memory only while the recovered pages leave the pool at least
+/// a quarter of its frames clean for reads (dirty pages can never be written back in a
+/// read-only open); beyond that it is refused with what to do instead.
+fn in_memory_room(dir: &Path, config: &Config, recovered: &keel_redo_log::Recovered) -> Result<()> {
+    let pages: std::collections::HashSet<PageId> = recovered
+        .groups
+        .iter()
+        .flat_map(|g| g.records.iter().filter_map(|r| r.page_id()))
+        .collect();
+    let frames = config.pool_size / config.page_size.max(1);
+    if pages.len() > frames / 4 * 3 {
+        return Err(Error::NeedsRecovery {
+            dir: dir.to_path_buf(),
+            detail: format!(
+                "{} committed transactions after the checkpoint at {} change {} pages; a read-only open recovers them in memory only within 3/4 of its pool ({frames} pages): open the store read-write once, or give the read-only open a larger pool_size",
+                recovered.groups.len(),
+                recovered.checkpoint_lsn,
+                pages.len()
+            ),
+        });
+    }
+    Ok(())
 }
 
 /// What [`lock_and_classify`] returns: the file system to use, the held lock, and whether the

@@ -34,6 +34,11 @@ pub const LOG_DIR: &str = "log";
 pub struct RecoveryReport {
     /// The store was created by this open.
     pub created: bool,
+    /// A read-only open recovered in memory: the doublewrite restores and the redo below were
+    /// applied to what this `Store` reads, and nothing was written (the next read-write open
+    /// does it on disk). Everything else in this report says what that recovery did.
+    #[serde(default)]
+    pub in_memory: bool,
     /// The checkpoint recovery started from.
     pub checkpoint_lsn: Lsn,
     /// Where the recovered log ends (new commits continue here).

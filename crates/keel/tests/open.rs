@@ -345,8 +345,11 @@ fn a_read_only_open_reads_and_writes_nothing() {
     );
 }
 
+/// A read-only open of a store that needs recovery recovers in memory: it reads every commit,
+/// writes nothing, and says so in its recovery report. With a pool too small to hold the
+/// recovered pages it is refused, saying what to do.
 #[test]
-fn a_read_only_open_of_a_store_that_needs_recovery_is_refused() {
+fn a_read_only_open_of_a_store_that_needs_recovery_recovers_in_memory() {
     let dir = tempfile::tempdir().unwrap();
     {
         let s = Store::open(dir.path(), small()).unwrap();
@@ -358,17 +361,43 @@ fn a_read_only_open_of_a_store_that_needs_recovery_is_refused() {
         read_only: true,
         ..small()
     };
-    let e = Store::open(dir.path(), ro.clone()).unwrap_err();
-    assert!(matches!(e, Error::NeedsRecovery { .. }), "{e}");
-    assert!(e.to_string().contains("read-write"), "{e}");
+    let s = Store::open(dir.path(), ro.clone()).unwrap();
+    assert_eq!(count(&s), 5);
+    assert!(s.recovery().in_memory);
+    assert!(s.recovery().groups_replayed >= 5, "{:?}", s.recovery());
+    assert!(s.check().unwrap().is_ok());
+    s.close().unwrap();
     assert!(
         snapshot(dir.path()) == before,
-        "a refused read-only open changed the store"
+        "a read-only open changed the store"
     );
+    // More pages to recover than 3/4 of a 16-page pool: refused, nothing changed.
+    let big = tempfile::tempdir().unwrap();
+    {
+        let s = Store::open(big.path(), small()).unwrap();
+        let tx = s.write().unwrap();
+        for i in 0..200u32 {
+            tx.table("t")
+                .unwrap()
+                .insert(&i.to_be_bytes(), &[1u8; 300])
+                .unwrap();
+        }
+        tx.commit().unwrap();
+    }
+    let big_before = snapshot(big.path());
+    let tiny = Config {
+        pool_size: 16 * 4096,
+        ..ro.clone()
+    };
+    let e = Store::open(big.path(), tiny).unwrap_err();
+    assert!(matches!(e, Error::NeedsRecovery { .. }), "{e}");
+    assert!(e.to_string().contains("read-write"), "{e}");
+    assert!(snapshot(big.path()) == big_before);
     drop(Store::open(dir.path(), small()).unwrap());
-    // Recovered (and checkpointed) by the read-write open: now it opens read-only.
+    // Recovered (and checkpointed) by the read-write open: nothing left to do in memory.
     let s = Store::open(dir.path(), ro).unwrap();
     assert_eq!(count(&s), 5);
+    assert!(!s.recovery().in_memory);
 }
 
 /// On a read-only mount (a loop-mounted ext4 image, as root).

@@ -71,6 +71,9 @@ impl PageWriter {
 
     pub(super) fn read_raw(&self, id: PageId, buf: &mut [u8]) -> Result<()> {
         let off = self.page_offset(id)?;
+        if self.overlay.read(id, buf) {
+            return Ok(());
+        }
         match self.data.read_exact_at(buf, off) {
             Ok(()) => Ok(()),
             Err(IoError::ShortRead { .. }) => {
@@ -116,6 +119,7 @@ impl PageWriter {
             .enumerate()
             .filter(|(_, (id, buf))| {
                 buf.len() == ps
+                    && !self.overlay.holds(*id)
                     && id
                         .offset(self.config.page_size)
                         .is_some_and(|o| o.saturating_add(ps as u64) <= len)

@@ -206,6 +206,42 @@ impl PageWriter {
         Ok((scan, out))
     }
 
+    /// Doublewrite recovery for a read-only open: computes exactly what
+    /// [`PageWriter::recover_doublewrite`] would restore and, instead of writing it, serves each
+    /// image to this writer's reads in place of its home page (which stays as it is on disk).
+    /// Nothing is written or synced, and the area is not reused. The report lists the pages as
+    /// `restored` (in memory).
+    ///
+    /// # Errors
+    /// As [`PageWriter::doublewrite_pages_to_restore`].
+    pub fn recover_doublewrite_in_memory(&self) -> Result<DoublewriteRecovery> {
+        let Some(area) = &self.area else {
+            return Ok(DoublewriteRecovery::default());
+        };
+        let (scan, best) = self.restore_candidates(area)?;
+        let mut report = DoublewriteRecovery {
+            slots_scanned: scan.slots_scanned,
+            slots_valid: scan.slots_valid,
+            images_valid: scan.images_valid,
+            images_invalid: scan.images_invalid,
+            ..DoublewriteRecovery::default()
+        };
+        let mut pages = BTreeMap::new();
+        for (id, (c, need)) in best {
+            if let Some(home_lsn) = need {
+                report.restored.push(RestoredPage {
+                    page_id: id,
+                    image_lsn: c.lsn,
+                    home_lsn,
+                });
+                pages.insert(id, c.image.to_vec());
+            }
+        }
+        report.restored_pages = pages.len() as u64;
+        self.overlay.install(pages);
+        Ok(report)
+    }
+
     /// The pages [`PageWriter::recover_doublewrite`] would restore, computed without writing
     /// anything (for read-only opens, which refuse a store that needs recovery).
     ///

@@ -172,6 +172,35 @@ fn run(r: Run) -> Outcome {
         None => sim.crash(),
     };
     let torn_writes = after.last_crash().map_or(0, |c| c.writes_torn);
+    // First as a read-only open does it: recovery in memory, nothing written. Every page must
+    // read exactly as it will after the real recovery below (compared page by page there), and
+    // the files must be untouched.
+    let files_before = durable_image(&after);
+    let in_memory = {
+        let ro = PageWriter::open(
+            Arc::new(keel_io::ReadOnlyFs::new(Arc::new(after.clone()))),
+            dir,
+            PageWriterConfig {
+                protection: TornPageProtection::None,
+                ..config
+            },
+            FakeLog(shared.clone()),
+        )
+        .unwrap();
+        ro.recover_doublewrite_in_memory().ok().map(|rec| {
+            (
+                (0..NPAGES)
+                    .map(|id| read_outcome(&ro, r.ps, id))
+                    .collect::<Vec<_>>(),
+                rec,
+            )
+        })
+    };
+    assert!(
+        durable_image(&after) == files_before,
+        "in-memory doublewrite recovery changed the files (seed {})",
+        r.seed
+    );
     let w = PageWriter::open(
         Arc::new(after.clone()),
         dir,
@@ -197,6 +226,17 @@ fn run(r: Run) -> Outcome {
         }
         Err(e) => panic!("doublewrite recovery failed: {e}"),
     };
+    if let Some((pages, mem_rec)) = in_memory {
+        assert_eq!(mem_rec.restored, rec.restored, "seed {}", r.seed);
+        for (id, got) in (0..NPAGES).zip(pages) {
+            assert_eq!(
+                got,
+                read_outcome(&w, r.ps, id),
+                "page {id}: in-memory recovery reads differently from recovery (seed {})",
+                r.seed
+            );
+        }
+    }
     let broken = r.knobs.defer_data_sync || r.knobs.in_place_before_doublewrite_sync;
     let mut out = Outcome {
         restored: rec.restored_pages,
@@ -273,6 +313,29 @@ fn run(r: Run) -> Outcome {
             Err(e) => panic!("page {id}: unexpected error {e} (seed {})", r.seed),
         }
     }
+    out
+}
+
+/// What reading page `id` gives: the state and bytes, or the error's text.
+fn read_outcome(w: &PageWriter, ps: PageSize, id: u64) -> Result<(String, Vec<u8>), String> {
+    let mut buf = keel_io::AlignedBuf::page(ps.bytes());
+    w.read_page(PageId(id), &mut buf)
+        .map(|st| (format!("{st:?}"), buf.to_vec()))
+        .map_err(|e| e.to_string())
+}
+
+/// Every durable file of `fs` with its bytes.
+fn durable_image(fs: &SimFs) -> Vec<(std::path::PathBuf, Vec<u8>)> {
+    let mut out: Vec<_> = fs
+        .durable_files()
+        .unwrap()
+        .into_iter()
+        .map(|p| {
+            let b = fs.durable_contents(&p).unwrap();
+            (p, b)
+        })
+        .collect();
+    out.sort();
     out
 }
 
