@@ -1,7 +1,8 @@
 //! `keel`: look inside a Keel store and verify it, without writing to it.
 //!
-//! Every subcommand opens the store read-only (a shared lock: it runs beside other readers,
-//! never beside a writer; a store that needs recovery is recovered in memory, never on disk) and
+//! Every subcommand but `backup` opens the store read-only (a shared lock: it runs beside other
+//! readers, never beside a writer; a store that needs recovery is recovered in memory, never on
+//! disk); `backup` reads the files of a store another process may hold and write. Each
 //! takes `--json` for machine-readable output. `RUST_LOG` (e.g. `RUST_LOG=info`) turns on the
 //! engine's tracing events on stderr.
 //!
@@ -11,12 +12,15 @@
 //! - `keel info DIR`: identity, creation settings, checkpoint and log range, whether recovery
 //!   is needed and what it would do (computed in memory, not applied), tables with row and
 //!   page counts, file sizes and free space.
+//! - `keel backup DIR DEST`: a hot, consistent copy of a store another process may be writing
+//!   (the one subcommand that writes, and only to DEST), recovered and checked.
 //! - `keel dump page DIR N`: one page read straight from the data file (the store is not
 //!   opened): verification, header, and the cells of a node, the fields of the meta page or
 //!   the ids of a free-list trunk; exit status 1 when the page is damaged.
 //! - `keel dump log DIR [--from LSN]`: the redo log as recovery's scan reads it: header,
 //!   checkpoint slot, each complete group's records, and where and why the log ends.
 
+mod backup;
 mod check;
 mod dump;
 mod dump_log;
@@ -53,6 +57,18 @@ enum Command {
         /// The store directory.
         dir: PathBuf,
         /// Print as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Copy a store that another process may be writing: a hot, consistent copy (the data file
+    /// copied fuzzily, repaired by the redo log from the checkpoint at the start), recovered and
+    /// checked. Writes only to DEST, which must not exist or be empty.
+    Backup {
+        /// The store directory.
+        dir: PathBuf,
+        /// Where the copy goes.
+        dest: PathBuf,
+        /// Print the report as JSON.
         #[arg(long)]
         json: bool,
     },
@@ -98,6 +114,7 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Check { dir, json } => check::run(&dir, json),
         Command::Info { dir, json } => info::run(&dir, json),
+        Command::Backup { dir, dest, json } => backup::run(&dir, &dest, json),
         Command::Dump(Dump::Page { dir, page, json }) => dump::page(&dir, page, json),
         Command::Dump(Dump::Log {
             dir,
