@@ -1,0 +1,634 @@
+//! Keel beside the embedded peers on key-value workloads (issue 16): redb (every commit
+//! `Durability::Immediate`), SQLite via rusqlite (WAL, `synchronous = FULL`, a `WITHOUT ROWID`
+//! table), fjall (single-writer transactions, every commit `PersistMode::SyncAll`). Same random
+//! 16-byte keys and 100-byte values, the same cache size for every engine, every commit durable.
+//! Engines are interleaved within each repeat (A B C D, A B C D, ...), and the table gives the
+//! median of the repeats with their spread and Keel's ratio to the best peer.
+//!
+//! `cargo bench -p keel-benches --bench peers` runs a small default (quick to run anywhere).
+//! Environment:
+//! - `KEEL_PEERS_ROWS` (default 200000): rows loaded for the get, scan and order-entry cases;
+//! - `KEEL_PEERS_REPEATS` (default 3);
+//! - `KEEL_PEERS_CASES` (default all): a comma list of `commit1,commit16,bulk,get,scan,order,cold`;
+//! - `KEEL_PEERS_ENGINES` (default all): a comma list of `keel,redb,sqlite,fjall`;
+//! - `KEEL_PEERS_DIR` (default the system temp dir): where the stores are made (each removed
+//!   after its case).
+//!
+//! Costs beside throughput, per operation: device bytes written (`/proc/diskstats` of the
+//! device holding the stores: run on a quiet machine; `/proc/self/io` is not used, as it
+//! charged Keel 1 MiB per 4 KiB io_uring log write on this machine's kernel),
+//! process CPU µs and voluntary context switches (`getrusage`, through keel-tpcc's `ProcessUsage`). The `cold` case drops the OS page cache before it starts
+//! (as root) and runs with data five times the engine cache; the page cache is not limited
+//! during the run, so buffered engines warm it as they go.
+
+use keel_tpcc::costs::{device_of, parse_diskstats, ProcessUsage};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+type Res<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
+
+/// What a case needs of an engine: durable write transactions with reads, gets, scans.
+trait Kv: Send + Sync {
+    /// One durable write transaction: `f` reads and writes through the handle; committed
+    /// (durably) when `f` returns.
+    fn write(&self, f: &mut dyn FnMut(&mut dyn KvTx) -> Res<()>) -> Res<()>;
+    /// A point read outside a write transaction.
+    fn get(&self, key: &[u8]) -> Res<Option<Vec<u8>>>;
+    /// Reads `n` consecutive rows from `start`; returns the bytes of keys and values seen.
+    fn scan(&self, start: &[u8], n: usize) -> Res<usize>;
+}
+
+/// A write transaction's view.
+trait KvTx {
+    fn get(&mut self, key: &[u8]) -> Res<Option<Vec<u8>>>;
+    fn put(&mut self, key: &[u8], value: &[u8]) -> Res<()>;
+}
+
+// ---- Keel ----
+
+struct KeelKv(keel::Store);
+
+struct KeelTx<'a, 't>(keel::Table<'a, 't>);
+
+impl KvTx for KeelTx<'_, '_> {
+    fn get(&mut self, key: &[u8]) -> Res<Option<Vec<u8>>> {
+        Ok(self.0.get(key)?)
+    }
+    fn put(&mut self, key: &[u8], value: &[u8]) -> Res<()> {
+        self.0.insert(key, value)?;
+        Ok(())
+    }
+}
+
+impl Kv for KeelKv {
+    fn write(&self, f: &mut dyn FnMut(&mut dyn KvTx) -> Res<()>) -> Res<()> {
+        let tx = self.0.write()?;
+        {
+            let mut t = KeelTx(tx.table("kv")?);
+            f(&mut t)?;
+        }
+        tx.commit()?;
+        Ok(())
+    }
+    fn get(&self, key: &[u8]) -> Res<Option<Vec<u8>>> {
+        Ok(self.0.read()?.table("kv")?.get(key)?)
+    }
+    fn scan(&self, start: &[u8], n: usize) -> Res<usize> {
+        let r = self.0.read()?;
+        let t = r.table("kv")?;
+        let mut bytes = 0;
+        for row in t.range(start..)?.take(n) {
+            let (k, v) = row?;
+            bytes += k.len() + v.len();
+        }
+        Ok(bytes)
+    }
+}
+
+// ---- redb ----
+
+const REDB_TABLE: redb::TableDefinition<&[u8], &[u8]> = redb::TableDefinition::new("kv");
+
+struct RedbKv(redb::Database);
+
+struct RedbTx<'a>(redb::Table<'a, &'static [u8], &'static [u8]>);
+
+impl KvTx for RedbTx<'_> {
+    fn get(&mut self, key: &[u8]) -> Res<Option<Vec<u8>>> {
+        use redb::ReadableTable;
+        Ok(self.0.get(key)?.map(|g| g.value().to_vec()))
+    }
+    fn put(&mut self, key: &[u8], value: &[u8]) -> Res<()> {
+        self.0.insert(key, value)?;
+        Ok(())
+    }
+}
+
+impl Kv for RedbKv {
+    fn write(&self, f: &mut dyn FnMut(&mut dyn KvTx) -> Res<()>) -> Res<()> {
+        let mut tx = self.0.begin_write()?;
+        tx.set_durability(redb::Durability::Immediate)?;
+        {
+            let mut t = RedbTx(tx.open_table(REDB_TABLE)?);
+            f(&mut t)?;
+        }
+        tx.commit()?;
+        Ok(())
+    }
+    fn get(&self, key: &[u8]) -> Res<Option<Vec<u8>>> {
+        use redb::ReadableDatabase;
+        let r = self.0.begin_read()?;
+        let t = r.open_table(REDB_TABLE)?;
+        Ok(t.get(key)?.map(|g| g.value().to_vec()))
+    }
+    fn scan(&self, start: &[u8], n: usize) -> Res<usize> {
+        use redb::ReadableDatabase;
+        let r = self.0.begin_read()?;
+        let t = r.open_table(REDB_TABLE)?;
+        let mut bytes = 0;
+        for row in t.range(start..)?.take(n) {
+            let (k, v) = row?;
+            bytes += k.value().len() + v.value().len();
+        }
+        Ok(bytes)
+    }
+}
+
+// ---- SQLite ----
+
+struct SqliteKv {
+    path: PathBuf,
+    cache_kib: usize,
+    conns: std::sync::Mutex<Vec<rusqlite::Connection>>,
+}
+
+impl SqliteKv {
+    fn open(path: PathBuf, cache_bytes: usize) -> Res<SqliteKv> {
+        let kv = SqliteKv {
+            path,
+            cache_kib: cache_bytes / 1024,
+            conns: std::sync::Mutex::new(Vec::new()),
+        };
+        let c = kv.connect()?;
+        c.execute_batch(
+            "CREATE TABLE IF NOT EXISTS kv (k BLOB PRIMARY KEY, v BLOB) WITHOUT ROWID;",
+        )?;
+        kv.conns.lock().map_err(|_| "poisoned")?.push(c);
+        Ok(kv)
+    }
+
+    fn connect(&self) -> Res<rusqlite::Connection> {
+        let c = rusqlite::Connection::open(&self.path)?;
+        c.query_row("PRAGMA journal_mode = WAL", [], |_| Ok(()))?;
+        c.execute_batch(&format!(
+            "PRAGMA synchronous = FULL; PRAGMA cache_size = -{}; PRAGMA busy_timeout = 60000;",
+            self.cache_kib
+        ))?;
+        Ok(c)
+    }
+
+    fn with<T>(&self, f: impl FnOnce(&mut rusqlite::Connection) -> Res<T>) -> Res<T> {
+        let pooled = self.conns.lock().map_err(|_| "poisoned")?.pop();
+        let mut c = match pooled {
+            Some(c) => c,
+            None => self.connect()?,
+        };
+        let r = f(&mut c);
+        self.conns.lock().map_err(|_| "poisoned")?.push(c);
+        r
+    }
+}
+
+struct SqliteTx<'a>(&'a rusqlite::Transaction<'a>);
+
+impl KvTx for SqliteTx<'_> {
+    fn get(&mut self, key: &[u8]) -> Res<Option<Vec<u8>>> {
+        use rusqlite::OptionalExtension;
+        let mut st = self.0.prepare_cached("SELECT v FROM kv WHERE k = ?1")?;
+        Ok(st.query_row([key], |r| r.get(0)).optional()?)
+    }
+    fn put(&mut self, key: &[u8], value: &[u8]) -> Res<()> {
+        let mut st = self
+            .0
+            .prepare_cached("INSERT OR REPLACE INTO kv (k, v) VALUES (?1, ?2)")?;
+        st.execute(rusqlite::params![key, value])?;
+        Ok(())
+    }
+}
+
+impl Kv for SqliteKv {
+    fn write(&self, f: &mut dyn FnMut(&mut dyn KvTx) -> Res<()>) -> Res<()> {
+        self.with(|c| {
+            let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            f(&mut SqliteTx(&tx))?;
+            tx.commit()?;
+            Ok(())
+        })
+    }
+    fn get(&self, key: &[u8]) -> Res<Option<Vec<u8>>> {
+        use rusqlite::OptionalExtension;
+        self.with(|c| {
+            let mut st = c.prepare_cached("SELECT v FROM kv WHERE k = ?1")?;
+            Ok(st.query_row([key], |r| r.get(0)).optional()?)
+        })
+    }
+    fn scan(&self, start: &[u8], n: usize) -> Res<usize> {
+        self.with(|c| {
+            let mut st =
+                c.prepare_cached("SELECT k, v FROM kv WHERE k >= ?1 ORDER BY k LIMIT ?2")?;
+            let mut rows = st.query(rusqlite::params![start, n as i64])?;
+            let mut bytes = 0;
+            while let Some(r) = rows.next()? {
+                bytes += r.get_ref(0)?.as_blob()?.len() + r.get_ref(1)?.as_blob()?.len();
+            }
+            Ok(bytes)
+        })
+    }
+}
+
+// ---- fjall ----
+
+struct FjallKv {
+    db: fjall::SingleWriterTxDatabase,
+    ks: fjall::SingleWriterTxKeyspace,
+}
+
+struct FjallTx<'a, 'b> {
+    tx: &'b mut fjall::SingleWriterWriteTx<'a>,
+    ks: &'b fjall::SingleWriterTxKeyspace,
+}
+
+impl KvTx for FjallTx<'_, '_> {
+    fn get(&mut self, key: &[u8]) -> Res<Option<Vec<u8>>> {
+        use fjall::Readable;
+        Ok(self.tx.get(self.ks, key)?.map(|v| v.to_vec()))
+    }
+    fn put(&mut self, key: &[u8], value: &[u8]) -> Res<()> {
+        self.tx.insert(self.ks, key, value);
+        Ok(())
+    }
+}
+
+impl Kv for FjallKv {
+    fn write(&self, f: &mut dyn FnMut(&mut dyn KvTx) -> Res<()>) -> Res<()> {
+        let mut tx = self
+            .db
+            .write_tx()
+            .durability(Some(fjall::PersistMode::SyncAll));
+        f(&mut FjallTx {
+            tx: &mut tx,
+            ks: &self.ks,
+        })?;
+        tx.commit()?;
+        Ok(())
+    }
+    fn get(&self, key: &[u8]) -> Res<Option<Vec<u8>>> {
+        use fjall::Readable;
+        Ok(self.db.read_tx().get(&self.ks, key)?.map(|v| v.to_vec()))
+    }
+    fn scan(&self, start: &[u8], n: usize) -> Res<usize> {
+        use fjall::Readable;
+        let snap = self.db.read_tx();
+        let mut bytes = 0;
+        for g in snap.range(&self.ks, start..).take(n) {
+            let (k, v) = g.into_inner()?;
+            bytes += k.len() + v.len();
+        }
+        Ok(bytes)
+    }
+}
+
+// ---- harness ----
+
+const ENGINES: [&str; 4] = ["keel", "redb", "sqlite", "fjall"];
+
+fn open(engine: &str, dir: &Path, cache: usize) -> Res<Arc<dyn Kv>> {
+    std::fs::create_dir_all(dir)?;
+    Ok(match engine {
+        "keel" => Arc::new(KeelKv(keel::Store::open(
+            dir,
+            keel::Config {
+                pool_size: cache,
+                ..keel::Config::default()
+            },
+        )?)),
+        "redb" => {
+            let mut b = redb::Database::builder();
+            b.set_cache_size(cache);
+            Arc::new(RedbKv(b.create(dir.join("kv.redb"))?))
+        }
+        "sqlite" => Arc::new(SqliteKv::open(dir.join("kv.sqlite"), cache)?),
+        "fjall" => {
+            let db = fjall::SingleWriterTxDatabase::builder(dir)
+                .cache_size(cache as u64)
+                .open()?;
+            let ks = db.keyspace("kv", fjall::KeyspaceCreateOptions::default)?;
+            Arc::new(FjallKv { db, ks })
+        }
+        other => return Err(format!("unknown engine {other}").into()),
+    })
+}
+
+/// SplitMix64.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+}
+
+/// Key `i` of the data set: 16 bytes that sort randomly against `i`.
+fn key(i: u64) -> [u8; 16] {
+    let mut r = Rng(i.wrapping_mul(0x2545_F491_4F6C_DD1D));
+    let mut k = [0u8; 16];
+    k[..8].copy_from_slice(&r.next().to_be_bytes());
+    k[8..].copy_from_slice(&i.to_be_bytes());
+    k
+}
+
+fn value(i: u64) -> [u8; 100] {
+    let mut v = [0u8; 100];
+    for (j, b) in v.iter_mut().enumerate() {
+        *b = (i as u8).wrapping_add(j as u8);
+    }
+    v
+}
+
+/// Counters: bytes the device holding the stores wrote (`/proc/diskstats`: what reached the
+/// device, file-system journal included), and this process's CPU µs and voluntary context
+/// switches.
+#[derive(Clone, Copy)]
+struct Costs {
+    write_bytes: u64,
+    usage: ProcessUsage,
+}
+
+/// The device the stores are on (`None`: not measurable, e.g. tmpfs: bytes print as 0).
+static DEVICE: std::sync::OnceLock<Option<(u32, u32)>> = std::sync::OnceLock::new();
+
+fn costs() -> Costs {
+    let write_bytes = DEVICE
+        .get()
+        .copied()
+        .flatten()
+        .and_then(|(major, minor)| {
+            let text = std::fs::read_to_string("/proc/diskstats").ok()?;
+            parse_diskstats(&text, major, minor)
+        })
+        .map_or(0, |d| d.write_bytes);
+    Costs {
+        write_bytes,
+        usage: ProcessUsage::now(),
+    }
+}
+
+/// One measurement: operations per second, device bytes and CPU µs per operation.
+#[derive(Clone, Copy)]
+struct Sample {
+    per_sec: f64,
+    bytes_per_op: f64,
+    cpu_us_per_op: f64,
+    cs_per_op: f64,
+}
+
+fn measure(ops: u64, f: impl FnOnce() -> Res<()>) -> Res<Sample> {
+    let c0 = costs();
+    let t0 = Instant::now();
+    f()?;
+    let secs = t0.elapsed().as_secs_f64();
+    let c1 = costs();
+    let n = ops.max(1) as f64;
+    Ok(Sample {
+        per_sec: n / secs,
+        bytes_per_op: c1.write_bytes.saturating_sub(c0.write_bytes) as f64 / n,
+        cpu_us_per_op: c1.usage.cpu_us.saturating_sub(c0.usage.cpu_us) as f64 / n,
+        cs_per_op: c1.usage.voluntary_cs.saturating_sub(c0.usage.voluntary_cs) as f64 / n,
+    })
+}
+
+/// Loads rows `0..rows` in transactions of `per_txn`.
+fn load(kv: &dyn Kv, rows: u64, per_txn: u64) -> Res<()> {
+    let mut i = 0;
+    while i < rows {
+        let end = (i + per_txn).min(rows);
+        kv.write(&mut |t| {
+            for j in i..end {
+                t.put(&key(j), &value(j))?;
+            }
+            Ok(())
+        })?;
+        i = end;
+    }
+    Ok(())
+}
+
+struct Settings {
+    rows: u64,
+    cache: usize,
+}
+
+/// Runs case `case` on a fresh store of `engine` under `dir`; returns its sample.
+fn run_case(case: &str, engine: &str, dir: &Path, s: &Settings, rep: u64) -> Res<Sample> {
+    let _ = std::fs::remove_dir_all(dir);
+    let seed = 1000 + rep;
+    let sample = match case {
+        "commit1" | "commit16" => {
+            let kv = open(engine, dir, s.cache)?;
+            let threads: u64 = if case == "commit1" { 1 } else { 16 };
+            let per_thread = if threads == 1 { 2000 } else { 300 };
+            measure(threads * per_thread, || {
+                std::thread::scope(|sc| {
+                    let hs: Vec<_> = (0..threads)
+                        .map(|t| {
+                            let kv = kv.clone();
+                            sc.spawn(move || -> Res<()> {
+                                let mut r = Rng(seed * 100 + t);
+                                for _ in 0..per_thread {
+                                    let i = r.next();
+                                    kv.write(&mut |tx| tx.put(&key(i), &value(i)))?;
+                                }
+                                Ok(())
+                            })
+                        })
+                        .collect();
+                    hs.into_iter()
+                        .try_for_each(|h| h.join().map_err(|_| "thread panicked")?)
+                })
+            })?
+        }
+        "bulk" => {
+            let kv = open(engine, dir, s.cache)?;
+            measure(s.rows, || load(kv.as_ref(), s.rows, 10_000))?
+        }
+        "get" => {
+            let kv = open(engine, dir, s.cache)?;
+            load(kv.as_ref(), s.rows, 10_000)?;
+            let n = 200_000;
+            let mut r = Rng(seed);
+            measure(n, || {
+                for _ in 0..n {
+                    let i = r.next() % s.rows;
+                    if kv.get(&key(i))?.is_none() {
+                        return Err(format!("key {i} missing").into());
+                    }
+                }
+                Ok(())
+            })?
+        }
+        "scan" => {
+            let kv = open(engine, dir, s.cache)?;
+            load(kv.as_ref(), s.rows, 10_000)?;
+            let (scans, len) = (1000u64, 1000usize);
+            let mut r = Rng(seed);
+            measure(scans * len as u64, || {
+                for _ in 0..scans {
+                    let start = key(r.next() % s.rows);
+                    std::hint::black_box(kv.scan(&start, len)?);
+                }
+                Ok(())
+            })?
+        }
+        "order" => {
+            let kv = open(engine, dir, s.cache)?;
+            load(kv.as_ref(), s.rows, 10_000)?;
+            let n = 500u64;
+            let mut r = Rng(seed);
+            let mut next_new = s.rows;
+            measure(n, || {
+                for _ in 0..n {
+                    let reads: Vec<u64> = (0..10).map(|_| r.next() % s.rows).collect();
+                    let news: Vec<u64> = (0..10).map(|k| next_new + k).collect();
+                    next_new += 10;
+                    kv.write(&mut |t| {
+                        for &i in &reads {
+                            let mut v = t.get(&key(i))?.ok_or("row missing")?;
+                            v[0] = v[0].wrapping_add(1);
+                            t.put(&key(i), &v)?;
+                        }
+                        for &i in &news {
+                            t.put(&key(i), &value(i))?;
+                        }
+                        Ok(())
+                    })?;
+                }
+                Ok(())
+            })?
+        }
+        "cold" => {
+            // Data five times the cache: rows of ~116 bytes (plus engine overhead).
+            let cache = (s.rows * 116 / 5) as usize;
+            // Loaded with the resident cache (a 10,000-row transaction must fit it), then
+            // reopened with the small one.
+            let kv = open(engine, dir, s.cache)?;
+            load(kv.as_ref(), s.rows, 10_000)?;
+            drop(kv);
+            drop_os_cache();
+            let kv = open(engine, dir, cache.max(1 << 20))?;
+            let n = 20_000;
+            let mut r = Rng(seed);
+            measure(n, || {
+                for _ in 0..n {
+                    let i = r.next() % s.rows;
+                    if kv.get(&key(i))?.is_none() {
+                        return Err(format!("key {i} missing").into());
+                    }
+                }
+                Ok(())
+            })?
+        }
+        other => return Err(format!("unknown case {other}").into()),
+    };
+    let _ = std::fs::remove_dir_all(dir);
+    Ok(sample)
+}
+
+/// Drops the OS page cache (clean pages: the store was closed, its writes are durable).
+fn drop_os_cache() {
+    if std::fs::write("/proc/sys/vm/drop_caches", "3\n").is_err() {
+        println!("NOTE: cannot drop the OS page cache (not root): the cold case starts warm");
+    }
+}
+
+fn median_spread(xs: &[f64]) -> (f64, f64, f64) {
+    let mut v = xs.to_vec();
+    v.sort_by(|a, b| a.total_cmp(b));
+    (v[v.len() / 2], v[0], v[v.len() - 1])
+}
+
+fn env_list(name: &str, all: &[&str]) -> Vec<String> {
+    std::env::var(name).map_or_else(
+        |_| all.iter().map(|s| s.to_string()).collect(),
+        |v| v.split(',').map(|s| s.trim().to_string()).collect(),
+    )
+}
+
+fn main() -> Res<()> {
+    // `cargo bench` passes --bench; `cargo test --benches` runs this with no flag: do nothing.
+    if !std::env::args().any(|a| a == "--bench") {
+        return Ok(());
+    }
+    let rows: u64 = std::env::var("KEEL_PEERS_ROWS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(200_000);
+    let repeats: u64 = std::env::var("KEEL_PEERS_REPEATS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3);
+    let cases = env_list(
+        "KEEL_PEERS_CASES",
+        &[
+            "commit1", "commit16", "bulk", "get", "scan", "order", "cold",
+        ],
+    );
+    let engines = env_list("KEEL_PEERS_ENGINES", &ENGINES);
+    let base = std::env::var("KEEL_PEERS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| std::env::temp_dir())
+        .join(format!("keel-peers-{}", std::process::id()));
+    std::fs::create_dir_all(&base)?;
+    let device = device_of(&base);
+    if let Err(why) = &device {
+        println!("NOTE: {why}");
+    }
+    let _ = DEVICE.set(device.ok());
+    // Cache for the resident cases: the whole data set fits (rows * ~116 B, with room).
+    let settings = Settings {
+        rows,
+        cache: ((rows * 116 * 4) as usize).max(64 << 20),
+    };
+    println!(
+        "peers: {rows} rows, {repeats} repeats, cache {} MiB (cold: data 5x the cache), engines {engines:?}, dir {}",
+        settings.cache >> 20,
+        base.display()
+    );
+    for case in &cases {
+        let mut samples: Vec<Vec<Sample>> = vec![Vec::new(); engines.len()];
+        for rep in 0..repeats {
+            for (e, engine) in engines.iter().enumerate() {
+                let dir = base.join(format!("{case}-{engine}"));
+                samples[e].push(run_case(case, engine, &dir, &settings, rep)?);
+            }
+        }
+        let unit = match case.as_str() {
+            "commit1" | "commit16" => "commits/s",
+            "bulk" => "rows/s",
+            "get" | "cold" => "gets/s",
+            "scan" => "rows/s",
+            _ => "txn/s",
+        };
+        println!("\n== {case} ({unit}; median [min..max] of {repeats}; bytes written, CPU µs and voluntary context switches per op)");
+        let mut meds = Vec::new();
+        for (e, engine) in engines.iter().enumerate() {
+            let rate: Vec<f64> = samples[e].iter().map(|s| s.per_sec).collect();
+            let bytes: Vec<f64> = samples[e].iter().map(|s| s.bytes_per_op).collect();
+            let cpu: Vec<f64> = samples[e].iter().map(|s| s.cpu_us_per_op).collect();
+            let (m, lo, hi) = median_spread(&rate);
+            let (b, _, _) = median_spread(&bytes);
+            let (c, _, _) = median_spread(&cpu);
+            let cs: Vec<f64> = samples[e].iter().map(|s| s.cs_per_op).collect();
+            let (x, _, _) = median_spread(&cs);
+            println!(
+                "{case:<9} {engine:<7} {m:>12.0} [{lo:.0}..{hi:.0}]  {b:>10.0} B/op  {c:>8.2} µs CPU/op  {x:>6.2} cs/op"
+            );
+            meds.push((engine.clone(), m));
+        }
+        if let Some((_, k)) = meds.iter().find(|(e, _)| e == "keel") {
+            if let Some((best, b)) = meds
+                .iter()
+                .filter(|(e, _)| e != "keel")
+                .max_by(|a, b| a.1.total_cmp(&b.1))
+            {
+                println!("{case:<9} keel / best peer ({best}): {:.2}x", k / b);
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&base);
+    Ok(())
+}
