@@ -78,8 +78,10 @@ impl Kv for KeelKv {
         let r = self.0.read()?;
         let t = r.table("kv")?;
         let mut bytes = 0;
-        for row in t.range(start..)?.take(n) {
-            let (k, v) = row?;
+        // Borrowed rows (as redb's range hands out AccessGuards).
+        let mut c = t.cursor(start..)?;
+        for _ in 0..n {
+            let Some((k, v)) = c.next()? else { break };
             bytes += k.len() + v.len();
         }
         Ok(bytes)

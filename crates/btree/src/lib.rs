@@ -33,7 +33,7 @@ pub use dump::{dump_node, CellDump, CellValue, NodeDump};
 pub use keel_page::PageOp;
 pub use mem::MemPages;
 pub use node::Limits;
-pub use tree::{BTree, Range, TreeStats};
+pub use tree::{BTree, Cursor, Range, TreeStats};
 
 use keel_page::{PageId, PageType};
 use std::sync::atomic::AtomicU64;

@@ -3,9 +3,11 @@
 //! (values too large for a leaf, in chains of overflow pages), `range.rs` (range cursors).
 
 mod check;
+mod cursor;
 mod overflow;
 mod range;
 
+pub use cursor::Cursor;
 pub use range::Range;
 
 use crate::node::{

@@ -117,7 +117,24 @@ fn run(ops: &[Op], page_size: usize) -> Result<(), TestCaseError> {
                 } else {
                     vec![]
                 };
-                prop_assert_eq!(got, want);
+                prop_assert_eq!(&got, &want);
+                if !*rev {
+                    // The forward cursor (leaf to leaf, borrowed rows) returns the same rows.
+                    let mut c = tree
+                        .cursor(
+                            &pages,
+                            (
+                                lo.as_ref().map(|k| k.as_slice()),
+                                hi.as_ref().map(|k| k.as_slice()),
+                            ),
+                        )
+                        .unwrap();
+                    let mut by_cursor = Vec::new();
+                    while let Some((k, v)) = c.next().unwrap() {
+                        by_cursor.push((k.to_vec(), v.to_vec()));
+                    }
+                    prop_assert_eq!(by_cursor, want);
+                }
             }
         }
     }
@@ -149,7 +166,13 @@ fn run(ops: &[Op], page_size: usize) -> Result<(), TestCaseError> {
     prop_assert_eq!(ids.len(), pages.live_pages());
     let all: Vec<_> = tree.range(&pages, ..).collect::<Result<_, _>>().unwrap();
     let want: Vec<_> = model.into_iter().collect();
-    prop_assert_eq!(all, want);
+    prop_assert_eq!(&all, &want);
+    let mut c = tree.cursor(&pages, ..).unwrap();
+    let mut by_cursor = Vec::new();
+    while let Some((k, v)) = c.next().unwrap() {
+        by_cursor.push((k.to_vec(), v.to_vec()));
+    }
+    prop_assert_eq!(by_cursor, want);
     Ok(())
 }
 
@@ -191,9 +214,24 @@ fn deep_tree_of_four_levels_and_both_ends_of_a_range() {
             Some(i.to_le_bytes().to_vec())
         );
     }
+    // The forward cursor walks the four levels leaf to leaf: every key of the range once, in
+    // order (and the whole tree).
+    let (lo, hi) = (mk(100), mk(5100));
+    let mut c = tree.cursor(&pages, lo.as_slice()..hi.as_slice()).unwrap();
+    let mut i = 100u32;
+    while let Some((k, v)) = c.next().unwrap() {
+        assert_eq!(k, mk(i).as_slice());
+        assert_eq!(v, i.to_le_bytes());
+        i += 1;
+    }
+    assert_eq!(i, 5100);
+    let mut c = tree.cursor(&pages, ..).unwrap();
+    let mut count = 0u32;
+    while c.next().unwrap().is_some() {
+        count += 1;
+    }
+    assert_eq!(count, n);
     // Consume a range from both ends at once: every key exactly once, no crossing.
-    let lo = mk(100);
-    let hi = mk(5100);
     let mut r = tree.range(&pages, lo.as_slice()..hi.as_slice());
     let mut seen = Vec::new();
     loop {
@@ -265,6 +303,70 @@ fn check_catches_keys_out_of_order() {
     p[s..s + 8].copy_from_slice(&b);
     p[s + 8..s + 16].copy_from_slice(&a);
     let err = tree.check(&pages).unwrap_err();
+    assert!(err.to_string().contains("out of order"), "{err}");
+}
+
+/// Cursor invariant 1 broken on purpose: keys out of order within a leaf (two slots
+/// swapped), and across leaves (a leaf's first key copied over by the previous leaf's last),
+/// are corruption, never rows returned out of order.
+#[test]
+fn a_cursor_refuses_keys_out_of_order() {
+    let mut pages = MemPages::new(4096);
+    let tree = BTree::create(&mut pages).unwrap();
+    tree.insert(&mut pages, b"aaaa", b"1").unwrap();
+    tree.insert(&mut pages, b"bbbb", b"2").unwrap();
+    let s = PAGE_HEADER_SIZE + 24;
+    let p = pages.raw_mut(tree.root()).unwrap();
+    let (a, b) = (p[s..s + 8].to_vec(), p[s + 8..s + 16].to_vec());
+    p[s..s + 8].copy_from_slice(&b);
+    p[s + 8..s + 16].copy_from_slice(&a);
+    let mut c = tree.cursor(&pages, ..).unwrap();
+    assert!(c.next().unwrap().is_some());
+    let err = c.next().unwrap_err();
+    assert!(err.to_string().contains("out of order"), "{err}");
+    assert!(
+        c.next().unwrap().is_none(),
+        "the cursor stays at its end after an error"
+    );
+    // Across leaves: two leaves under one root; the second leaf's slot 0 is pointed at a cell
+    // holding a key below the first leaf's last key.
+    let mut pages = MemPages::new(4096);
+    let tree = BTree::create(&mut pages).unwrap();
+    for i in 0u32..200 {
+        tree.insert(&mut pages, &i.to_be_bytes(), &[0u8; 30])
+            .unwrap();
+    }
+    let mut c = tree.cursor(&pages, ..).unwrap();
+    let mut n = 0;
+    while c.next().unwrap().is_some() {
+        n += 1;
+    }
+    assert_eq!(n, 200);
+    let root = pages.raw_mut(tree.root()).unwrap().clone();
+    let leftmost = PageId(u64::from_le_bytes(
+        root[PAGE_HEADER_SIZE + 16..PAGE_HEADER_SIZE + 24]
+            .try_into()
+            .unwrap(),
+    ));
+    let first_leaf = pages.raw_mut(leftmost).unwrap().clone();
+    // The second leaf: the root's first separator cell names it (key length u16, pad, child).
+    let cell_at = u32::from_le_bytes(root[s..s + 4].try_into().unwrap()) as usize;
+    let second = PageId(u64::from_le_bytes(
+        root[cell_at + 4..cell_at + 12].try_into().unwrap(),
+    ));
+    // Give the second leaf the first leaf's bytes (same keys again), keeping its page id.
+    let p = pages.raw_mut(second).unwrap();
+    let header = p[..PAGE_HEADER_SIZE].to_vec();
+    p.copy_from_slice(&first_leaf);
+    p[..PAGE_HEADER_SIZE].copy_from_slice(&header);
+    let mut c = tree.cursor(&pages, ..).unwrap();
+    let err = loop {
+        match c.next() {
+            Ok(Some(_)) => {}
+            Ok(None) => panic!("repeated keys were returned"),
+            Err(e) => break e,
+        }
+    };
     assert!(err.to_string().contains("out of order"), "{err}");
 }
 
@@ -344,6 +446,13 @@ fn garbage_pages_never_panic() {
             let _ = tree.get(&pages, &i.to_be_bytes());
         }
         let _ = tree.range(&pages, ..).take(1000).count();
+        if let Ok(mut c) = tree.cursor(&pages, ..) {
+            for _ in 0..1000 {
+                if !matches!(c.next(), Ok(Some(_))) {
+                    break;
+                }
+            }
+        }
         let _ = tree.range(&pages, ..).rev().take(1000).count();
         let _ = tree.insert(&mut pages, b"zz", b"v");
         let _ = pages.page_size();

@@ -37,6 +37,7 @@
 mod check;
 mod checkpointer;
 mod config;
+mod cursor;
 mod error;
 pub mod human;
 pub mod layout;
@@ -74,6 +75,7 @@ pub const MAX_VALUE_LEN: usize = u32::MAX as usize;
 pub fn max_key_len(page_size: usize) -> usize {
     keel_btree::Limits::new(page_size).max_key
 }
+pub use cursor::Cursor;
 pub use keel_io::SyncMethod;
 pub use keel_page::Checksum;
 pub use keel_redo_log::Durability;

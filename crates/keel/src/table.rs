@@ -7,6 +7,7 @@
 //! exact `PageOp`), which records it as redo, so replaying the redo on the old page gives exactly
 //! the new page.
 
+use crate::cursor::{Cursor, CursorOf};
 use crate::store::Inner;
 use crate::txn::WriteTxn;
 use crate::{Error, Result};
@@ -372,6 +373,22 @@ impl<'t, 's> Table<'t, 's> {
             range,
         ))))
     }
+
+    /// A forward cursor over a key range with borrowed rows (this transaction's view): the fast
+    /// path for forward scans. See [`Cursor`].
+    ///
+    /// # Errors
+    ///
+    /// A page on the way to the first row cannot be read or is corrupt.
+    pub fn cursor<'k, R: RangeBounds<&'k [u8]>>(&self, range: R) -> Result<Cursor<'t>> {
+        Ok(Cursor(CursorOf::Txn(self.tree.cursor(
+            TxnReader {
+                txn: &self.tx.txn,
+                page_size: self.tree.limits().page_size,
+            },
+            range,
+        )?)))
+    }
 }
 
 /// A table in a read transaction.
@@ -444,6 +461,18 @@ impl<'r> ReadTable<'r> {
     pub fn range<'k, R: RangeBounds<&'k [u8]>>(&self, range: R) -> Result<Rows<'r>> {
         Ok(Rows(RowsOf::Pool(
             self.tree.range(PoolReader { pool: self.pool }, range),
+        )))
+    }
+
+    /// A forward cursor over a key range with borrowed rows: the fast path for forward scans
+    /// (one descent, then leaf to leaf, no allocation per row). See [`Cursor`].
+    ///
+    /// # Errors
+    ///
+    /// A page on the way to the first row cannot be read or is corrupt.
+    pub fn cursor<'k, R: RangeBounds<&'k [u8]>>(&self, range: R) -> Result<Cursor<'r>> {
+        Ok(Cursor(CursorOf::Pool(
+            self.tree.cursor(PoolReader { pool: self.pool }, range)?,
         )))
     }
 }
@@ -519,6 +548,13 @@ pub trait ReadableTable {
     /// A page cannot be read or is corrupt (the error names the file and page).
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>>;
 
+    /// A forward cursor over a key range with borrowed rows (see [`Cursor`]).
+    ///
+    /// # Errors
+    ///
+    /// A page on the way to the first row cannot be read or is corrupt.
+    fn cursor<'k, R: RangeBounds<&'k [u8]>>(&self, range: R) -> Result<Cursor<'_>>;
+
     /// Ordered iteration over a key range (`.rev()` for descending).
     ///
     /// # Errors
@@ -548,6 +584,10 @@ impl ReadableTable for Table<'_, '_> {
         Table::get(self, key)
     }
 
+    fn cursor<'k, R: RangeBounds<&'k [u8]>>(&self, range: R) -> Result<Cursor<'_>> {
+        Table::cursor(self, range)
+    }
+
     fn range<'k, R: RangeBounds<&'k [u8]>>(&self, range: R) -> Result<Rows<'_>> {
         Table::range(self, range)
     }
@@ -560,6 +600,10 @@ impl ReadableTable for Table<'_, '_> {
 impl ReadableTable for ReadTable<'_> {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         ReadTable::get(self, key)
+    }
+
+    fn cursor<'k, R: RangeBounds<&'k [u8]>>(&self, range: R) -> Result<Cursor<'_>> {
+        ReadTable::cursor(self, range)
     }
 
     fn range<'k, R: RangeBounds<&'k [u8]>>(&self, range: R) -> Result<Rows<'_>> {

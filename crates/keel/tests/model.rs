@@ -142,6 +142,12 @@ fn check_all(store: &Store, model: &Tables) -> Result<(), TestCaseError> {
             rev.reverse();
             let fwd: Vec<(Vec<u8>, Vec<u8>)> = want.clone().into_iter().collect();
             prop_assert!(rev == fwd, "table {} reverse scan", name);
+            let mut c = tab.cursor(..).unwrap();
+            let mut by_cursor = Vec::new();
+            while let Some((k, v)) = c.next().unwrap() {
+                by_cursor.push((k.to_vec(), v.to_vec()));
+            }
+            prop_assert!(by_cursor == fwd, "table {} cursor scan", name);
             for (k, v) in &want {
                 let got_v = tab.get(k).unwrap();
                 prop_assert_eq!(got_v.as_ref(), Some(v), "table {} get", name);
@@ -203,7 +209,16 @@ proptest! {
                                 } else {
                                     Vec::new()
                                 };
-                                prop_assert_eq!(got, want);
+                                prop_assert_eq!(&got, &want);
+                                if !rev {
+                                    // The borrowed-row cursor, inside the write transaction.
+                                    let mut c = tab.cursor(r).unwrap();
+                                    let mut by_cursor = Vec::new();
+                                    while let Some((k, v)) = c.next().unwrap() {
+                                        by_cursor.push((k.to_vec(), v.to_vec()));
+                                    }
+                                    prop_assert_eq!(by_cursor, want);
+                                }
                             }
                             Op::Drop(t, again) => {
                                 let name = format!("t{t}");
