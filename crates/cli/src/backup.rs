@@ -24,10 +24,11 @@
 //! Invariant: DEST holds exactly the commits up to one point of the source's history, at or
 //! after the backup's start (test `a_hot_backup_under_a_writing_process_is_consistent`).
 
+use crate::log_files;
 use keel::{Config, Store};
 use keel_page::{verify, Checksum, PageId, PageState};
 use keel_redo_log::inspect::{
-    decode_header, parse_file_name, scan_images, Slot, StaticHeader, HEADER_BYTES, HEADER_FILE,
+    decode_header, scan_images, Slot, StaticHeader, HEADER_BYTES, HEADER_FILE,
 };
 use serde::Serialize;
 use std::fs::File;
@@ -124,51 +125,13 @@ fn read_log_header(log_dir: &Path) -> Result<(Vec<u8>, StaticHeader, Slot), Stri
     Ok((bytes, st, slot))
 }
 
-/// The log files of `log_dir` that the header's layout can use, read whole: (file number,
-/// file name, bytes), by file number. A stray file with a number the layout never uses (a
-/// preallocated log's files are 0..files) is not read.
-fn read_log_files(
-    log_dir: &Path,
-    st: &StaticHeader,
-) -> Result<Vec<(usize, String, Vec<u8>)>, String> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(log_dir).map_err(|e| io(log_dir, "list", e))? {
-        let e = e.map_err(|e| io(log_dir, "list", e))?;
-        let name = e.file_name().to_string_lossy().into_owned();
-        let Some(n) = parse_file_name(&name).and_then(|n| usize::try_from(n).ok()) else {
-            continue;
-        };
-        if st.preallocated && n >= st.files as usize {
-            continue;
-        }
-        let bytes = std::fs::read(e.path()).map_err(|e2| io(&e.path(), "read", e2))?;
-        out.push((n, name, bytes));
-    }
-    out.sort();
-    Ok(out)
-}
-
-/// `files` as the scan wants them: images indexed by file number (missing ones empty). A
-/// growing log's numbers are bounded by the files present (at most 2^20).
-fn indexed(files: &[(usize, String, Vec<u8>)]) -> Result<Vec<&[u8]>, String> {
-    let count = files.last().map_or(0, |(n, _, _)| n + 1);
-    if count > 1 << 20 {
-        return Err(format!("log file number {} is out of range", count - 1));
-    }
-    let mut refs: Vec<&[u8]> = vec![&[]; count];
-    for (n, _, bytes) in files {
-        refs[*n] = bytes;
-    }
-    Ok(refs)
-}
-
 /// Where the recovery scan of the log `files` from `slot` ends.
 fn scan_end(
     st: &StaticHeader,
     slot: &Slot,
     files: &[(usize, String, Vec<u8>)],
 ) -> Result<u64, String> {
-    let refs = indexed(files)?;
+    let refs = log_files::indexed(files);
     scan_images(
         st.geometry(),
         &refs,
@@ -197,7 +160,7 @@ fn backup(dir: &Path, dest: &Path, report: &mut Report) -> Result<(), String> {
     // Step 1: the checkpoint the copy recovers from, and the log end now.
     let (_, st0, slot0) = read_log_header(&log_dir)?;
     report.checkpoint_lsn = slot0.checkpoint_lsn;
-    report.start_log_end = scan_end(&st0, &slot0, &read_log_files(&log_dir, &st0)?)?;
+    report.start_log_end = scan_end(&st0, &slot0, &log_files::read(&log_dir, &st0)?)?;
     std::fs::create_dir_all(dest.join(keel::LOG_DIR)).map_err(|e| io(dest, "create", e))?;
     // Step 2: identity, then the data file.
     copy_file(
@@ -217,7 +180,7 @@ fn backup(dir: &Path, dest: &Path, report: &mut Report) -> Result<(), String> {
                 log_dir.display()
             ));
         }
-        let files = read_log_files(&log_dir, &st)?;
+        let files = log_files::read(&log_dir, &st)?;
         let from_c0 = Slot {
             checkpoint_lsn: slot0.checkpoint_lsn,
             scan_start: slot0.scan_start,

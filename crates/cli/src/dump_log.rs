@@ -3,32 +3,11 @@
 //! records, and where and why the scan ends. Read straight from the files (the store is not
 //! opened), with the same scan recovery runs.
 
-use keel_redo_log::inspect::{
-    decode_header, parse_file_name, scan_images, HEADER_BYTES, HEADER_FILE,
-};
+use keel_redo_log::inspect::{decode_header, scan_images, HEADER_BYTES, HEADER_FILE};
 use keel_redo_log::Record;
 use serde_json::{json, Value};
 use std::path::Path;
 use std::process::ExitCode;
-
-/// The log files of `log_dir` as images indexed by file number (`log.0000000003` is index
-/// 3); files a growing log already removed are empty.
-fn images(log_dir: &Path) -> std::io::Result<Vec<Vec<u8>>> {
-    let mut numbered = Vec::new();
-    for e in std::fs::read_dir(log_dir)? {
-        let e = e?;
-        let name = e.file_name().to_string_lossy().into_owned();
-        if let Some(n) = parse_file_name(&name).and_then(|n| usize::try_from(n).ok()) {
-            numbered.push((n, e.path()));
-        }
-    }
-    let count = numbered.iter().map(|(n, _)| n + 1).max().unwrap_or(0);
-    let mut files = vec![Vec::new(); count];
-    for (n, p) in numbered {
-        files[n] = std::fs::read(p)?;
-    }
-    Ok(files)
-}
 
 fn record_json(r: &Record) -> Value {
     let preview = |b: &[u8]| -> String {
@@ -103,11 +82,11 @@ pub fn log(dir: &Path, from: u64, limit: usize, json_out: bool) -> ExitCode {
         ));
     }
     let geo = st.geometry();
-    let files = match images(&log_dir) {
+    let files = match crate::log_files::read(&log_dir, &st) {
         Ok(f) => f,
-        Err(e) => return fail(format!("{}: {e}", log_dir.display())),
+        Err(e) => return fail(e),
     };
-    let refs: Vec<&[u8]> = files.iter().map(Vec::as_slice).collect();
+    let refs = crate::log_files::indexed(&files);
     let summary = match scan_images(geo, &refs, slot.scan_start, from, slot.incarnation) {
         Ok(s) => s,
         Err(e) => return fail(e.to_string()),

@@ -25,6 +25,7 @@ mod check;
 mod dump;
 mod dump_log;
 mod info;
+mod log_files;
 mod open;
 
 use clap::{Parser, Subcommand};
