@@ -173,15 +173,9 @@ pub(crate) fn check_store(inner: &Inner) -> Result<CheckReport> {
                     }
                     Ok((k, v)) => {
                         let name = String::from_utf8_lossy(&k).into_owned();
-                        match <[u8; 8]>::try_from(v.as_slice()) {
-                            Ok(b) => entries.push((name, PageId(u64::from_le_bytes(b)))),
-                            Err(_) => acc.problem(
-                                Some(info.catalog_root),
-                                format!(
-                                    "catalog entry for table {name:?} is {} bytes, not 8",
-                                    v.len()
-                                ),
-                            ),
+                        match crate::table::catalog_entry(&name, &v) {
+                            Ok(root) => entries.push((name, root)),
+                            Err(detail) => acc.problem(Some(info.catalog_root), detail),
                         }
                     }
                 }

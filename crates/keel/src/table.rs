@@ -118,17 +118,26 @@ fn lookup_catalog<S: PageRead>(inner: &Inner, pages: S, name: &str) -> Result<Op
     let catalog = BTree::open(inner.catalog_root, inner.config.page_size);
     match catalog.get(&pages, name.as_bytes())? {
         None => Ok(None),
-        Some(v) => {
-            let bytes: [u8; 8] = v.as_slice().try_into().map_err(|_| Error::Format {
+        Some(v) => catalog_entry(name, &v)
+            .map(Some)
+            .map_err(|detail| Error::Format {
                 path: inner.writer.data_path().to_path_buf(),
-                detail: format!(
-                    "catalog entry for table {name:?} is {} bytes, not 8",
-                    v.len()
-                ),
-            })?;
-            Ok(Some(PageId(u64::from_le_bytes(bytes))))
-        }
+                detail,
+            }),
     }
+}
+
+/// Decodes the catalog's value for table `name`: its root page id (8 bytes, little-endian;
+/// docs/format.md). The one decoder of catalog entries (lookups and `Store::check`).
+pub(crate) fn catalog_entry(name: &str, v: &[u8]) -> std::result::Result<PageId, String> {
+    <[u8; 8]>::try_from(v)
+        .map(|b| PageId(u64::from_le_bytes(b)))
+        .map_err(|_| {
+            format!(
+                "catalog entry for table {name:?} is {} bytes, not 8",
+                v.len()
+            )
+        })
 }
 
 /// The names in the catalog B-tree, in byte order, read through `pages`.
