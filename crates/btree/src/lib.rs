@@ -118,6 +118,13 @@ pub trait PageRead {
         None
     }
 
+    /// A hint that pages `ids` will be read soon (a forward cursor's next leaves): an
+    /// implementation may read the ones it does not hold in one batch. Errors are not reported
+    /// here (the later [`read`](Self::read) reports them). Default: nothing.
+    fn prefetch(&self, ids: &[PageId]) {
+        let _ = ids;
+    }
+
     /// Whether the page an optimistic read validated under `token` is still unchanged (the
     /// tree re-checks a parent after reading its child, so the child pointer it followed was
     /// still current). Default: `false`.
@@ -146,6 +153,10 @@ impl<T: PageRead + ?Sized> PageRead for &T {
 
     fn is_unchanged(&self, token: ReadToken) -> bool {
         (**self).is_unchanged(token)
+    }
+
+    fn prefetch(&self, ids: &[PageId]) {
+        (**self).prefetch(ids)
     }
 }
 

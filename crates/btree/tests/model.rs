@@ -306,6 +306,73 @@ fn check_catches_keys_out_of_order() {
     assert!(err.to_string().contains("out of order"), "{err}");
 }
 
+/// A forward cursor hands every leaf after the first to the store's prefetch before it reads
+/// it, in batches (read-ahead for scans of cold data).
+#[test]
+fn a_cursor_reads_ahead_every_leaf_before_it_reads_it() {
+    use std::cell::RefCell;
+    struct Hinting<'a> {
+        pages: &'a MemPages,
+        hinted: RefCell<Vec<PageId>>,
+        calls: RefCell<usize>,
+        unhinted_leaf_reads: RefCell<usize>,
+    }
+    impl keel_btree::PageRead for Hinting<'_> {
+        fn page_size(&self) -> usize {
+            self.pages.page_size()
+        }
+        fn read<R>(&self, id: PageId, f: impl FnOnce(&[u8]) -> R) -> keel_btree::Result<R> {
+            self.pages.read(id, |p| {
+                // A leaf's node kind byte follows the page header.
+                if p[PAGE_HEADER_SIZE] == 1 && !self.hinted.borrow().contains(&id) {
+                    *self.unhinted_leaf_reads.borrow_mut() += 1;
+                }
+                f(p)
+            })
+        }
+        fn prefetch(&self, ids: &[PageId]) {
+            *self.calls.borrow_mut() += 1;
+            self.hinted.borrow_mut().extend_from_slice(ids);
+        }
+    }
+    let mut pages = MemPages::new(4096);
+    let tree = BTree::create(&mut pages).unwrap();
+    for i in 0u32..20_000 {
+        tree.insert(
+            &mut pages,
+            &i.wrapping_mul(2654435761).to_be_bytes(),
+            &[1u8; 40],
+        )
+        .unwrap();
+    }
+    let st = tree.check(&pages).unwrap();
+    let h = Hinting {
+        pages: &pages,
+        hinted: RefCell::new(Vec::new()),
+        calls: RefCell::new(0),
+        unhinted_leaf_reads: RefCell::new(0),
+    };
+    let mut c = tree.cursor(&h, ..).unwrap();
+    let mut n = 0;
+    while c.next().unwrap().is_some() {
+        n += 1;
+    }
+    assert_eq!(n, 20_000);
+    // Only the first leaf of the scan is read without a hint.
+    let unhinted = *h.unhinted_leaf_reads.borrow();
+    assert!(
+        unhinted <= 1,
+        "{unhinted} leaves read without a hint ({} leaves)",
+        st.leaves
+    );
+    assert!(
+        *h.calls.borrow() * 4 <= st.leaves,
+        "{} calls for {} leaves",
+        h.calls.borrow(),
+        st.leaves
+    );
+}
+
 /// Cursor invariant 1 broken on purpose: keys out of order within a leaf (two slots
 /// swapped), and across leaves (a leaf's first key copied over by the previous leaf's last),
 /// are corruption, never rows returned out of order.

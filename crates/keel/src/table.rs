@@ -508,6 +508,11 @@ impl PageRead for PoolReader<'_> {
         let g = self.pool.read(id).map_err(storage)?;
         Ok(f(&g))
     }
+
+    fn prefetch(&self, ids: &[PageId]) {
+        // A hint: a page that fails here is reported by the read that needs it.
+        let _ = self.pool.prefetch(ids);
+    }
 }
 
 /// The page access of one [`ReadTable::get`]: optimistic reads through the pool, counted
