@@ -149,6 +149,17 @@ pub enum Error {
         /// What recovery would do.
         detail: String,
     },
+    /// This thread already holds a transaction of this store that the call would wait for
+    /// (a write or checkpoint while it holds a read transaction; a read, write or checkpoint
+    /// while it holds a write transaction): refused instead of waiting forever. Drop (or
+    /// commit) the transaction first, or read through the write transaction.
+    #[error("this thread {holds}: {call} would wait for it forever")]
+    WouldDeadlock {
+        /// What the thread holds.
+        holds: &'static str,
+        /// The call refused.
+        call: &'static str,
+    },
     /// A write was asked of a store opened read-only.
     #[error("{dir}: the store is open read-only")]
     ReadOnly {

@@ -39,6 +39,7 @@ mod checkpointer;
 mod config;
 mod cursor;
 mod error;
+mod held;
 pub mod human;
 pub mod layout;
 mod meta;

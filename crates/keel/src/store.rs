@@ -7,6 +7,7 @@ use crate::checkpointer::{
     checkpoint, spawn_checkpointer, sync_point, wait_for_log_space, CheckpointShared, Exclusive,
 };
 use crate::config::Config;
+use crate::held;
 use crate::meta::{self, MetaInfo, META_PAGE};
 use crate::poison::{poison_reason, poisoned, StorePoison};
 use crate::txn::{AbortCount, ReadTxn, WriteTxn};
@@ -262,7 +263,9 @@ impl Store {
     pub fn write(&self) -> Result<WriteTxn<'_>> {
         self.check_writable()?;
         self.check_poison()?;
+        held::check(self.id(), held::Kind::Write, "Store::write")?;
         let lock = self.inner.lock.write();
+        let held = held::mark(self.id(), held::Kind::Write);
         self.check_poison()?;
         // Synchronous checkpoint point (InnoDB's "sync flush" of the checkpoint age): with the
         // writer lock held no page is owned by a transaction, so every dirty page can be
@@ -290,6 +293,7 @@ impl Store {
             dropped: RefCell::new(HashSet::new()),
             inner: &self.inner,
             lock,
+            held,
             ends_in_abort: AbortCount {
                 inner: &self.inner,
                 armed: true,
@@ -313,10 +317,18 @@ impl Store {
     ///
     /// None today (the signature leaves room for snapshot limits).
     pub fn read(&self) -> Result<ReadTxn<'_>> {
+        held::check(self.id(), held::Kind::Read, "Store::read")?;
+        let lock = self.inner.lock.read();
         Ok(ReadTxn {
             inner: &self.inner,
-            _lock: self.inner.lock.read(),
+            _lock: lock,
+            _held: held::mark(self.id(), held::Kind::Read),
         })
+    }
+
+    /// This store's identity for [`held`] (its shared state's address).
+    fn id(&self) -> usize {
+        Arc::as_ptr(&self.inner) as usize
     }
 
     /// Takes a checkpoint now: writes dirty pages up to the log's end and records the
@@ -341,6 +353,7 @@ impl Store {
     pub fn checkpoint(&self) -> Result<Lsn> {
         self.check_writable()?;
         self.check_poison()?;
+        held::check(self.id(), held::Kind::Write, "Store::checkpoint")?;
         checkpoint(&self.inner.ckpt, Exclusive::Wait)
     }
 

@@ -27,6 +27,8 @@ pub struct WriteTxn<'s> {
     pub(crate) dropped: RefCell<HashSet<String>>,
     pub(crate) inner: &'s Inner,
     pub(crate) lock: RwLockWriteGuard<'s, ()>,
+    /// This thread holds the writer lock (dropped with it).
+    pub(crate) held: crate::held::Held,
     /// Counts the transaction in `StoreStats::aborts` when it ends without a commit (abort,
     /// drop, or a commit refused before its append).
     pub(crate) ends_in_abort: AbortCount<'s>,
@@ -186,6 +188,7 @@ impl<'s> WriteTxn<'s> {
             dropped,
             inner,
             lock,
+            held,
             mut ends_in_abort,
         } = self;
         // The log's synchronous checkpoint point leaves this much room for one transaction's
@@ -225,6 +228,7 @@ impl<'s> WriteTxn<'s> {
         }
         inner.commits.fetch_add(1, Ordering::Relaxed);
         drop(lock);
+        drop(held);
         Ok((inner, lsn))
     }
 
@@ -238,6 +242,8 @@ impl<'s> WriteTxn<'s> {
 pub struct ReadTxn<'s> {
     pub(crate) inner: &'s Inner,
     pub(crate) _lock: RwLockReadGuard<'s, ()>,
+    /// This thread holds a read lock (dropped with it).
+    pub(crate) _held: crate::held::Held,
 }
 
 impl<'s> ReadTxn<'s> {

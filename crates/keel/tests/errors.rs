@@ -139,3 +139,60 @@ fn a_full_device_poisons_with_its_own_cause() {
         "a full device reported as: {msg}"
     );
 }
+
+/// A thread never waits for itself (issue 13): a write or checkpoint while it holds a read
+/// transaction, or anything while it holds a write transaction, is `WouldDeadlock` at once
+/// (these used to hang forever). Other threads still wait as before, two read transactions on
+/// one thread are fine, and another store is not affected. Run under a watchdog, so a
+/// regression fails instead of hanging the suite.
+#[test]
+fn a_thread_never_waits_for_itself() {
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let fs = SimFs::new(SimConfig::seeded(1));
+        let s = Store::open_with_fs(Arc::new(fs.clone()), Path::new("/a"), small()).unwrap();
+        let other = Store::open_with_fs(Arc::new(fs), Path::new("/b"), small()).unwrap();
+        let would = |r: Result<(), Error>| matches!(r, Err(Error::WouldDeadlock { .. }));
+        {
+            let r = s.read().unwrap();
+            assert!(would(s.write().map(drop)));
+            assert!(would(s.checkpoint().map(drop)));
+            let r2 = s.read().unwrap();
+            drop(r2);
+            // Another store on the same thread is not held.
+            let tx = other.write().unwrap();
+            tx.commit().unwrap();
+            // Another thread waits for the read transaction, then writes.
+            std::thread::scope(|sc| {
+                let h = sc.spawn(|| {
+                    let tx = s.write().unwrap();
+                    tx.table("t").unwrap().insert(b"k", b"v").unwrap();
+                    tx.commit().unwrap();
+                });
+                std::thread::sleep(std::time::Duration::from_millis(50));
+                drop(r);
+                h.join().unwrap();
+            });
+        }
+        {
+            let tx = s.write().unwrap();
+            assert!(would(s.read().map(drop)));
+            assert!(would(s.write().map(drop)));
+            assert!(would(s.checkpoint().map(drop)));
+            let e = s.read().map(drop).unwrap_err();
+            assert!(e.to_string().contains("write transaction"), "{e}");
+            tx.commit().unwrap();
+        }
+        // After the commit (and after an abort) the thread holds nothing.
+        assert_eq!(
+            s.read().unwrap().table("t").unwrap().get(b"k").unwrap(),
+            Some(b"v".to_vec())
+        );
+        s.write().unwrap().abort();
+        s.checkpoint().unwrap();
+        done_tx.send(()).unwrap();
+    });
+    done_rx
+        .recv_timeout(std::time::Duration::from_secs(20))
+        .expect("a thread waited for itself (hang)");
+}
