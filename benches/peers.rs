@@ -10,7 +10,8 @@
 //! - `KEEL_PEERS_ROWS` (default 200000): rows loaded for the get, scan and order-entry cases;
 //! - `KEEL_PEERS_REPEATS` (default 3);
 //! - `KEEL_PEERS_CASES` (default all): a comma list of `commit1,commit16,bulk,get,scan,order,cold`;
-//! - `KEEL_PEERS_ENGINES` (default all): a comma list of `keel,redb,sqlite,fjall`;
+//! - `KEEL_PEERS_ENGINES` (default all): a comma list of `keel,redb,sqlite,fjall`, where
+//!   `keel@4096` or `keel@8192` is Keel with that page size (16 KiB by default);
 //! - `KEEL_PEERS_DIR` (default the system temp dir): where the stores are made (each removed
 //!   after its case).
 //!
@@ -287,11 +288,17 @@ const ENGINES: [&str; 4] = ["keel", "redb", "sqlite", "fjall"];
 
 fn open(engine: &str, dir: &Path, cache: usize) -> Res<Arc<dyn Kv>> {
     std::fs::create_dir_all(dir)?;
+    // `keel@4096` and `keel@8192`: Keel with that page size (the default is 16 KiB).
+    let (engine, page_size) = match engine.split_once('@') {
+        Some((e, ps)) => (e, Some(ps.parse::<usize>()?)),
+        None => (engine, None),
+    };
     Ok(match engine {
         "keel" => Arc::new(KeelKv(keel::Store::open(
             dir,
             keel::Config {
                 pool_size: cache,
+                page_size: page_size.unwrap_or(keel::Config::default().page_size),
                 ..keel::Config::default()
             },
         )?)),
@@ -624,7 +631,7 @@ fn main() -> Res<()> {
         if let Some((_, k)) = meds.iter().find(|(e, _)| e == "keel") {
             if let Some((best, b)) = meds
                 .iter()
-                .filter(|(e, _)| e != "keel")
+                .filter(|(e, _)| !e.starts_with("keel"))
                 .max_by(|a, b| a.1.total_cmp(&b.1))
             {
                 println!("{case:<9} keel / best peer ({best}): {:.2}x", k / b);
