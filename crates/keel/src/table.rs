@@ -386,6 +386,23 @@ impl<'t, 's> Table<'t, 's> {
     /// A forward cursor over a key range with borrowed rows (this transaction's view): the fast
     /// path for forward scans. See [`Cursor`].
     ///
+    /// ```
+    /// # fn main() -> keel::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let store = keel::Store::open(dir.path(), keel::Config::default())?;
+    /// let tx = store.write()?;
+    /// let mut t = tx.table("t")?;
+    /// t.insert(b"a", b"1")?;
+    /// t.insert(b"b", b"2")?;
+    /// let mut c = t.cursor(..)?;
+    /// let mut sum = 0;
+    /// while let Some((_k, v)) = c.next()? {
+    ///     sum += v.len();
+    /// }
+    /// assert_eq!(sum, 2);
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     ///
     /// A page on the way to the first row cannot be read or is corrupt.
@@ -475,6 +492,21 @@ impl<'r> ReadTable<'r> {
 
     /// A forward cursor over a key range with borrowed rows: the fast path for forward scans
     /// (one descent, then leaf to leaf, no allocation per row). See [`Cursor`].
+    ///
+    /// ```
+    /// # fn main() -> keel::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let store = keel::Store::open(dir.path(), keel::Config::default())?;
+    /// let tx = store.write()?;
+    /// tx.table("t")?.insert(b"k", b"v")?;
+    /// tx.commit()?;
+    /// let r = store.read()?;
+    /// let t = r.table("t")?;
+    /// let mut c = t.cursor(b"a".as_slice()..b"z".as_slice())?;
+    /// assert_eq!(c.next()?, Some((b"k".as_slice(), b"v".as_slice())));
+    /// assert_eq!(c.next()?, None);
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     ///
