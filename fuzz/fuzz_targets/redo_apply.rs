@@ -48,7 +48,8 @@ fuzz_target!(|data: &[u8]| {
     }
     let cfg = PoolConfig {
         page_size: PageSize::K4,
-        pool_bytes: 8 * PS,
+        // Room for every page the records can name (ids 0..9): recovery never has to evict.
+        pool_bytes: 64 * PS,
         ..Default::default()
     };
     let Ok(pool) = BufferPool::new(cfg, store) else {
