@@ -68,7 +68,8 @@ impl Store {
     /// [`Error::AlreadyOpen`] when another `Store` holds the directory; [`Error::NotAStore`]
     /// when there is no store and `create` is false (or `read_only`); [`Error::IncompleteStore`]
     /// when a piece of an existing store is missing; [`Error::NeedsRecovery`] for a read-only
-    /// open of a store that needs more recovery than its pool can hold in memory; [`Error::Config`] for settings that do not match the
+    /// open of a store that needs more recovery than its pool can hold in memory;
+    /// [`Error::Config`] for a pool too small for the largest transaction recovery replays; [`Error::Config`] for settings that do not match the
     /// store; corruption and I/O errors from recovery.
     pub fn open_with_fs(
         fs: Arc<dyn FileSystem>,
@@ -137,6 +138,7 @@ impl Store {
             },
             writer.clone() as Arc<dyn PoolPageStore>,
         )?);
+        group_room(&dir, &config, &recovered)?;
         if read_only && !recovered.groups.is_empty() {
             in_memory_room(&dir, &config, &recovered)?;
         }
@@ -205,6 +207,33 @@ impl Store {
             dir_lock,
         })
     }
+}
+
+/// Recovery applies a transaction with all its pages in the pool at once, so the pool must hold
+/// the largest transaction in the log within the no-steal limit (3/4 of its frames) — a store
+/// written with a larger pool can hold larger ones. Refused at once, naming the pool it needs
+/// (it used to wait `frame_wait_ms` for a frame, then fail with "no free frame").
+fn group_room(dir: &Path, config: &Config, recovered: &keel_redo_log::Recovered) -> Result<()> {
+    let frames = config.pool_size / config.page_size.max(1);
+    let limit = frames / 4 * 3;
+    for g in &recovered.groups {
+        let pages: std::collections::HashSet<PageId> =
+            g.records.iter().filter_map(|r| r.page_id()).collect();
+        if pages.len() > limit {
+            let need = (pages.len() * 4).div_ceil(3) + 1;
+            return Err(Error::Config(format!(
+                "{}: the log holds a committed transaction of {} pages (LSN {}..{}) that recovery \
+                 must hold in the pool at once, within 3/4 of its frames; this pool holds {frames} \
+                 pages: open with pool_size of at least {} bytes",
+                dir.display(),
+                pages.len(),
+                g.start_lsn,
+                g.end_lsn,
+                need.saturating_mul(config.page_size)
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// A read-only open recovers in memory only while the recovered pages leave the pool at least

@@ -553,3 +553,55 @@ fn direct_io_is_on_by_default_and_falls_back_with_a_reason() {
     fill(&s, 10);
     assert_eq!(count(&s), 10);
 }
+
+/// Recovery replays a transaction with all its pages in the pool at once. Reopened with a pool
+/// too small for the largest transaction in the log, the open is refused at once with what
+/// pool it needs (it used to wait 5 s for a frame and fail with "no free frame"); with that
+/// pool it recovers everything.
+#[test]
+fn recovery_with_a_pool_too_small_for_a_logged_transaction_says_what_it_needs() {
+    let dir = tempfile::tempdir().unwrap();
+    let big = Config {
+        pool_size: 2048 * 4096,
+        log_file_size: 16 << 20,
+        ..small()
+    };
+    {
+        let s = Store::open(dir.path(), big.clone()).unwrap();
+        for batch in 0..8u32 {
+            let tx = s.write().unwrap();
+            for i in 0..500u32 {
+                let k = (batch * 500 + i).wrapping_mul(2654435761).to_be_bytes();
+                tx.table("t").unwrap().insert(&k, &[1u8; 100]).unwrap();
+            }
+            tx.commit().unwrap();
+        }
+        s.checkpoint().unwrap();
+        // One transaction touching many leaves, only in the log.
+        let tx = s.write().unwrap();
+        for i in 0..4000u32 {
+            let k = i.wrapping_mul(2654435761).to_be_bytes();
+            tx.table("t").unwrap().insert(&k, &[2u8; 100]).unwrap();
+        }
+        tx.commit().unwrap();
+        // Dropped without close.
+    }
+    let tiny = Config {
+        pool_size: 16 * 4096,
+        ..big.clone()
+    };
+    let t0 = std::time::Instant::now();
+    let e = Store::open(dir.path(), tiny).unwrap_err();
+    assert!(
+        t0.elapsed() < std::time::Duration::from_secs(2),
+        "{:?}",
+        t0.elapsed()
+    );
+    assert!(matches!(e, Error::Config(_)), "{e}");
+    assert!(e.to_string().contains("pool_size"), "{e}");
+    let s = Store::open(dir.path(), big).unwrap();
+    let r = s.read().unwrap();
+    let t = r.table("t").unwrap();
+    assert_eq!(t.len().unwrap(), 4000);
+    assert_eq!(t.get(&0u32.to_be_bytes()).unwrap(), Some(vec![2u8; 100]));
+}
