@@ -70,6 +70,7 @@ struct Totals {
     rebuilt_from_redo: u64,
     log_bytes_discarded: u64,
     recovered_in_memory: u64,
+    small_pool_refusals: u64,
 }
 
 static TOTALS: std::sync::Mutex<Option<Totals>> = std::sync::Mutex::new(None);
@@ -192,7 +193,25 @@ fn run_case(case: Case) -> Result<Outcome, String> {
         Err(e) if case.mode == TornPage::None && e.is_corruption() => None,
         Err(e) => return Err(format!("read-only open after the crash failed: {e}")),
     };
-    let store = match Store::open_with_fs(Arc::new(post), dir, cfg) {
+    // A third of the recoveries run with the smallest pool (16 frames, less than the run had):
+    // recovery must either work in it or be refused naming the pool_size it needs, and then
+    // work with the run's own pool.
+    let small_pool = Config {
+        pool_size: 16 * 4096,
+        ..cfg.clone()
+    };
+    let first = if rng.below(3) == 0 {
+        match Store::open_with_fs(Arc::new(post.clone()), dir, small_pool) {
+            Err(Error::Config(m)) if m.contains("pool_size") => {
+                add_totals(|t| t.small_pool_refusals += 1);
+                Store::open_with_fs(Arc::new(post), dir, cfg)
+            }
+            other => other,
+        }
+    } else {
+        Store::open_with_fs(Arc::new(post), dir, cfg)
+    };
+    let store = match first {
         Ok(s) => {
             let r = s.recovery().clone();
             add_totals(|t| {
