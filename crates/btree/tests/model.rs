@@ -143,6 +143,13 @@ fn run(ops: &[Op], page_size: usize) -> Result<(), TestCaseError> {
     prop_assert_eq!(tree.len(&pages).unwrap(), model.len() as u64);
     // Every live page belongs to the tree exactly once: nothing leaked, nothing shared.
     let mut ids = tree.page_ids(&pages).unwrap();
+    // The check's own walk lists the same pages (keel's Store::check relies on it).
+    let (checked_stats, mut checked_ids) = tree.check_with_pages(&pages).unwrap();
+    prop_assert_eq!(checked_stats, stats);
+    checked_ids.sort();
+    let mut sorted = ids.clone();
+    sorted.sort();
+    prop_assert_eq!(checked_ids, sorted);
     prop_assert_eq!(
         ids.len(),
         stats.leaves + stats.inners + stats.overflow_pages

@@ -158,7 +158,7 @@ pub(crate) fn check_store(inner: &Inner) -> Result<CheckReport> {
     // The catalog, then each table it names.
     let catalog = BTree::open(info.catalog_root, ps);
     let mut entries: Vec<(String, PageId)> = Vec::new();
-    match catalog.check(&pages).and_then(|_| catalog.page_ids(&pages)) {
+    match catalog.check_with_pages(&pages).map(|(_, ids)| ids) {
         Err(e) => acc.problem(Some(info.catalog_root), format!("catalog B-tree: {e}")),
         Ok(ids) => {
             report.catalog_pages = ids.len() as u64;
@@ -184,9 +184,7 @@ pub(crate) fn check_store(inner: &Inner) -> Result<CheckReport> {
     }
     for (name, root) in entries {
         let tree = BTree::open(root, ps);
-        let checked = tree
-            .check(&pages)
-            .and_then(|stats| Ok((stats, tree.page_ids(&pages)?)));
+        let checked = tree.check_with_pages(&pages);
         match checked {
             Err(e) => acc.problem(Some(root), format!("table {name:?}: {e}")),
             Ok((stats, ids)) => {

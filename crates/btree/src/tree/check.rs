@@ -39,11 +39,23 @@ impl BTree {
     /// Walks the whole tree checking its invariants (key order and bounds, levels, slot
     /// bounds, overflow chains); returns what it counted.
     pub fn check<S: PageRead>(&self, store: &S) -> Result<TreeStats> {
+        Ok(self.check_with_pages(store)?.0)
+    }
+
+    /// [`check`](Self::check), also returning every page of the tree (nodes and overflow
+    /// pages, as [`page_ids`](Self::page_ids) lists them) from the same walk: each page is read
+    /// once.
+    ///
+    /// # Errors
+    ///
+    /// As [`check`](Self::check).
+    pub fn check_with_pages<S: PageRead>(&self, store: &S) -> Result<(TreeStats, Vec<PageId>)> {
         let mut stats = TreeStats::default();
+        let mut ids = Vec::new();
         let level = with_node(store, self.root, |n| Ok(n.level()))?;
         stats.depth = level as usize + 1;
-        self.check_node(store, self.root, level, None, None, &mut stats, 0)?;
-        Ok(stats)
+        self.check_node(store, self.root, level, None, None, &mut stats, &mut ids, 0)?;
+        Ok((stats, ids))
     }
 
     /// The number of key/value pairs: a walk that reads every inner node and leaf once and
@@ -168,6 +180,7 @@ impl BTree {
         low: Option<&[u8]>,
         high: Option<&[u8]>,
         stats: &mut TreeStats,
+        ids: &mut Vec<PageId>,
         depth: usize,
     ) -> Result<()> {
         let corrupt = |detail: String| BTreeError::Corrupt {
@@ -228,12 +241,13 @@ impl BTree {
                 )));
             }
         }
+        ids.push(id);
         if is_leaf {
             stats.leaves += 1;
             stats.entries += keys.len();
             for (first, len) in overflow {
-                let v = self.read_overflow(store, first, len)?;
-                stats.overflow_pages += v.len().div_ceil(self.limits.overflow_capacity());
+                let pages = self.walk_overflow(store, first, len, |p, _| ids.push(p))?;
+                stats.overflow_pages += pages as usize;
             }
             return Ok(());
         }
@@ -249,7 +263,7 @@ impl BTree {
             } else {
                 high
             };
-            self.check_node(store, *child, level - 1, lo, hi, stats, depth + 1)
+            self.check_node(store, *child, level - 1, lo, hi, stats, ids, depth + 1)
                 .map_err(|e| BTreeError::BadPointer {
                     page_id: id,
                     slot: c,

@@ -68,13 +68,29 @@ impl BTree {
         len: u64,
     ) -> Result<Vec<u8>> {
         let mut out = Vec::with_capacity(len.min(1 << 30) as usize);
+        self.walk_overflow(store, first, len, |_, data| out.extend_from_slice(data))?;
+        Ok(out)
+    }
+
+    /// Walks the overflow chain of a `len`-byte value from `first`, handing each page and its
+    /// bytes to `each`; checks that the chain holds exactly `len` bytes, has no empty page and
+    /// ends no earlier. Returns the pages walked.
+    pub(super) fn walk_overflow<S: PageRead>(
+        &self,
+        store: &S,
+        first: PageId,
+        len: u64,
+        mut each: impl FnMut(PageId, &[u8]),
+    ) -> Result<u64> {
+        let mut got = 0u64;
+        let mut pages = 0u64;
         let mut id = first;
         let mut prev = first;
-        while (out.len() as u64) < len {
+        while got < len {
             if id == PageId(0) {
                 return Err(BTreeError::Corrupt {
                     page_id: first,
-                    detail: format!("overflow chain ends after {} of {len} bytes", out.len()),
+                    detail: format!("overflow chain ends after {got} of {len} bytes"),
                 });
             }
             let (next, data) = self.overflow_page(store, id).map_err(|e| {
@@ -89,26 +105,25 @@ impl BTree {
                     }
                 }
             })?;
-            prev = id;
             if data.is_empty() {
                 return Err(BTreeError::Corrupt {
                     page_id: id,
                     detail: "empty overflow page in a chain".into(),
                 });
             }
-            out.extend_from_slice(&data);
+            each(id, &data);
+            pages += 1;
+            got = got.saturating_add(data.len() as u64);
+            prev = id;
             id = next;
         }
-        if out.len() as u64 != len {
+        if got != len {
             return Err(BTreeError::Corrupt {
                 page_id: first,
-                detail: format!(
-                    "overflow chain holds {} bytes, the leaf says {len}",
-                    out.len()
-                ),
+                detail: format!("overflow chain holds {got} bytes, the leaf says {len}"),
             });
         }
-        Ok(out)
+        Ok(pages)
     }
 
     pub(super) fn free_overflow<S: PageWrite>(&self, store: &mut S, first: PageId) -> Result<()> {
