@@ -222,7 +222,7 @@ fn group_room(dir: &Path, config: &Config, recovered: &keel_redo_log::Recovered)
         if pages.len() > limit {
             let need = (pages.len() * 4).div_ceil(3) + 1;
             return Err(Error::Config(format!(
-                "{}: the log holds a committed transaction of {} pages (LSN {}..{}) that recovery \
+                "{}: the log holds a committed transaction of {} pages ({}..{}) that recovery \
                  must hold in the pool at once, within 3/4 of its frames; this pool holds {frames} \
                  pages: open with pool_size of at least {} bytes",
                 dir.display(),
