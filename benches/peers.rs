@@ -415,6 +415,20 @@ fn measure(ops: u64, f: impl FnOnce() -> Res<()>) -> Res<Sample> {
     })
 }
 
+/// Measures `n` gets of random keys of the `rows` loaded (each must be there).
+fn random_gets(kv: &dyn Kv, rows: u64, n: u64, seed: u64) -> Res<Sample> {
+    let mut r = Rng(seed);
+    measure(n, || {
+        for _ in 0..n {
+            let i = r.next() % rows;
+            if kv.get(&key(i))?.is_none() {
+                return Err(format!("key {i} missing").into());
+            }
+        }
+        Ok(())
+    })
+}
+
 /// Loads rows `0..rows` in transactions of `per_txn`.
 fn load(kv: &dyn Kv, rows: u64, per_txn: u64) -> Res<()> {
     let mut i = 0;
@@ -472,17 +486,7 @@ fn run_case(case: &str, engine: &str, dir: &Path, s: &Settings, rep: u64) -> Res
         "get" => {
             let kv = open(engine, dir, s.cache)?;
             load(kv.as_ref(), s.rows, 10_000)?;
-            let n = 200_000;
-            let mut r = Rng(seed);
-            measure(n, || {
-                for _ in 0..n {
-                    let i = r.next() % s.rows;
-                    if kv.get(&key(i))?.is_none() {
-                        return Err(format!("key {i} missing").into());
-                    }
-                }
-                Ok(())
-            })?
+            random_gets(kv.as_ref(), s.rows, 200_000, seed)?
         }
         "scan" => {
             let kv = open(engine, dir, s.cache)?;
@@ -534,17 +538,7 @@ fn run_case(case: &str, engine: &str, dir: &Path, s: &Settings, rep: u64) -> Res
             drop(kv);
             drop_os_cache();
             let kv = open(engine, dir, cache.max(1 << 20))?;
-            let n = 20_000;
-            let mut r = Rng(seed);
-            measure(n, || {
-                for _ in 0..n {
-                    let i = r.next() % s.rows;
-                    if kv.get(&key(i))?.is_none() {
-                        return Err(format!("key {i} missing").into());
-                    }
-                }
-                Ok(())
-            })?
+            random_gets(kv.as_ref(), s.rows, 20_000, seed)?
         }
         other => return Err(format!("unknown case {other}").into()),
     };

@@ -26,6 +26,19 @@ pub struct DoublewriteRecovery {
     pub restored: Vec<RestoredPage>,
 }
 
+impl DoublewriteRecovery {
+    /// A report of `scan`'s counts, with nothing restored yet.
+    fn scanned(scan: &crate::area::Scan) -> DoublewriteRecovery {
+        DoublewriteRecovery {
+            slots_scanned: scan.slots_scanned,
+            slots_valid: scan.slots_valid,
+            images_valid: scan.images_valid,
+            images_invalid: scan.images_invalid,
+            ..DoublewriteRecovery::default()
+        }
+    }
+}
+
 /// What the doublewrite area holds, read without restoring or changing anything
 /// ([`PageWriter::inspect_doublewrite`]).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -103,13 +116,7 @@ impl PageWriter {
                 restore.push((c, *home_lsn));
             }
         }
-        let mut report = DoublewriteRecovery {
-            slots_scanned: scan.slots_scanned,
-            slots_valid: scan.slots_valid,
-            images_valid: scan.images_valid,
-            images_invalid: scan.images_invalid,
-            ..DoublewriteRecovery::default()
-        };
+        let mut report = DoublewriteRecovery::scanned(&scan);
         if !restore.is_empty() {
             let ops: Vec<WriteOp<'_>> = restore
                 .iter()
@@ -219,13 +226,7 @@ impl PageWriter {
             return Ok(DoublewriteRecovery::default());
         };
         let (scan, best) = self.restore_candidates(area)?;
-        let mut report = DoublewriteRecovery {
-            slots_scanned: scan.slots_scanned,
-            slots_valid: scan.slots_valid,
-            images_valid: scan.images_valid,
-            images_invalid: scan.images_invalid,
-            ..DoublewriteRecovery::default()
-        };
+        let mut report = DoublewriteRecovery::scanned(&scan);
         let mut pages = BTreeMap::new();
         for (id, (c, need)) in best {
             if let Some(home_lsn) = need {
