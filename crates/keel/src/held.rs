@@ -5,11 +5,23 @@
 //!
 //! Invariant: an entry is pushed when a transaction takes the store lock and popped when it
 //! releases it (the mark is dropped with the lock guard), on the thread that holds it (the
-//! guards cannot move between threads). Test: `tests/errors.rs`
-//! `a_thread_never_waits_for_itself`.
+//! guards cannot move between threads). A store is named by its serial ([`next_serial`]), never
+//! by its address: a transaction that is `mem::forget`-ed leaves its entry behind, and a store
+//! opened later at the freed address must not inherit it (it did: a reopened store refused its
+//! first read as `WouldDeadlock`). Tests: `tests/errors.rs` `a_thread_never_waits_for_itself`
+//! and `a_forgotten_transaction_does_not_follow_a_reopen`.
 
 use crate::{Error, Result};
 use std::cell::RefCell;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Serials handed to stores as they open; never reused within a process.
+static SERIALS: AtomicU64 = AtomicU64::new(1);
+
+/// A serial no other store of this process has or will have.
+pub(crate) fn next_serial() -> u64 {
+    SERIALS.fetch_add(1, Ordering::Relaxed)
+}
 
 /// What a thread holds of a store.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -19,12 +31,12 @@ pub(crate) enum Kind {
 }
 
 thread_local! {
-    static HELD: RefCell<Vec<(usize, Kind)>> = const { RefCell::new(Vec::new()) };
+    static HELD: RefCell<Vec<(u64, Kind)>> = const { RefCell::new(Vec::new()) };
 }
 
 /// A transaction's entry; removed when dropped.
 pub(crate) struct Held {
-    store: usize,
+    store: u64,
     kind: Kind,
 }
 
@@ -40,14 +52,14 @@ impl Drop for Held {
 }
 
 /// Records that this thread now holds a `kind` transaction of `store`.
-pub(crate) fn mark(store: usize, kind: Kind) -> Held {
+pub(crate) fn mark(store: u64, kind: Kind) -> Held {
     HELD.with(|h| h.borrow_mut().push((store, kind)));
     Held { store, kind }
 }
 
 /// Refuses `call` (which takes `store`'s lock as `wants`) when this thread holds a transaction
 /// of `store` it would wait for.
-pub(crate) fn check(store: usize, wants: Kind, call: &'static str) -> Result<()> {
+pub(crate) fn check(store: u64, wants: Kind, call: &'static str) -> Result<()> {
     let holds = HELD.with(|h| {
         h.borrow()
             .iter()

@@ -146,6 +146,9 @@ pub(crate) struct Inner {
     /// The directory lock (`LOCK`), released when the store is dropped. Declared last: fields
     /// drop in order, so the lock goes only after everything that could write.
     _dir_lock: Box<dyn LockGuard>,
+    /// This open's process-unique serial, which names it in [`held`] (an address could be
+    /// reused by a later open).
+    serial: u64,
 }
 
 /// An open store. Cheap to clone; every clone is the same store. Dropping the last clone stops
@@ -233,6 +236,7 @@ impl Store {
             recovery,
             read_only,
             _dir_lock: dir_lock,
+            serial: held::next_serial(),
         });
         if !read_only {
             let handle = spawn_checkpointer(&inner.ckpt, &inner.stop, &inner.config, &inner.dir)?;
@@ -326,9 +330,9 @@ impl Store {
         })
     }
 
-    /// This store's identity for [`held`] (its shared state's address).
-    fn id(&self) -> usize {
-        Arc::as_ptr(&self.inner) as usize
+    /// This store's identity for [`held`] (its open's serial).
+    fn id(&self) -> u64 {
+        self.inner.serial
     }
 
     /// Takes a checkpoint now: writes dirty pages up to the log's end and records the

@@ -145,6 +145,36 @@ fn a_full_device_poisons_with_its_own_cause() {
 /// (these used to hang forever). Other threads still wait as before, two read transactions on
 /// one thread are fine, and another store is not affected. Run under a watchdog, so a
 /// regression fails instead of hanging the suite.
+/// A transaction that is `mem::forget`-ed leaves its thread's mark behind; a store opened
+/// afterwards (possibly at the same address) must not inherit it. Found by CI: a reopened
+/// store refused its first read as `WouldDeadlock` when the allocator reused the address.
+#[test]
+fn a_forgotten_transaction_does_not_follow_a_reopen() {
+    let fs = SimFs::new(SimConfig::seeded(2));
+    for round in 0..64u32 {
+        let s = Store::open_with_fs(Arc::new(fs.clone()), Path::new("/a"), small()).unwrap();
+        let tx = s.write().unwrap();
+        tx.table("t")
+            .unwrap()
+            .insert(&round.to_be_bytes(), b"kept")
+            .unwrap();
+        tx.commit().unwrap();
+        let tx = s.write().unwrap();
+        tx.table("t")
+            .unwrap()
+            .insert(&round.to_be_bytes(), b"lost")
+            .unwrap();
+        std::mem::forget(tx);
+        drop(s);
+        let s = Store::open_with_fs(Arc::new(fs.clone()), Path::new("/a"), small()).unwrap();
+        let r = s.read().unwrap_or_else(|e| panic!("round {round}: {e}"));
+        let got = r.table("t").unwrap().get(&round.to_be_bytes()).unwrap();
+        assert_eq!(got.as_deref(), Some(&b"kept"[..]), "round {round}");
+        drop(r);
+        drop(s);
+    }
+}
+
 #[test]
 fn a_thread_never_waits_for_itself() {
     let (done_tx, done_rx) = std::sync::mpsc::channel();
