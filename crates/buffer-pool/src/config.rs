@@ -38,6 +38,9 @@ pub struct PoolConfig {
     /// are not held by transactions (readers, loads, writes in progress) to go away before it
     /// fails with [`PoolError::NoFreeFrame`].
     pub frame_wait_ms: u64,
+    /// The most bytes of old page versions kept for snapshot readers (module `versions`);
+    /// past it the oldest snapshots are refused ([`PoolError::SnapshotTooOld`]).
+    pub version_budget: u64,
 }
 
 impl Default for PoolConfig {
@@ -51,6 +54,7 @@ impl Default for PoolConfig {
             cleaner_interval_ms: 20,
             max_txn_pct: 75,
             frame_wait_ms: 5000,
+            version_budget: 64 << 20,
         }
     }
 }

@@ -101,6 +101,16 @@ pub enum PoolError {
         /// What was found on disk and in the redo.
         reason: String,
     },
+    /// A snapshot reader was refused: the old page versions it needs would pass the pool's
+    /// version budget (`PoolConfig::version_budget`), so the oldest snapshots were dropped
+    /// (as Oracle's "snapshot too old"). Retry with a new read transaction.
+    #[error("snapshot at {lsn} is too old: the page versions it needs passed the budget of {budget} bytes (start a new read transaction)")]
+    SnapshotTooOld {
+        /// The snapshot's commit LSN.
+        lsn: Lsn,
+        /// The version budget in bytes.
+        budget: u64,
+    },
     /// The pool configuration is invalid.
     #[error("buffer pool config: {0}")]
     Config(String),

@@ -36,6 +36,9 @@ pub struct TestKnobs {
     /// is below the horizon (breaks the rule that a checkpoint never passes the last image of a
     /// page still to be written).
     pub fpw_checkpoint_passes_images: AtomicBool,
+    /// A write transaction does not copy a page's committed image before its first change
+    /// (breaks invariant 1 of module `versions`: snapshot readers see uncommitted changes).
+    pub skip_version_copy: AtomicBool,
 }
 
 impl TestKnobs {

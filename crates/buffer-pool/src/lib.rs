@@ -109,10 +109,12 @@ mod prefetch;
 pub mod recovery;
 pub mod redo;
 mod residency;
+mod snapshot_read;
 mod stats;
 #[cfg(test)]
 mod testutil;
 mod txn;
+pub mod versions;
 
 pub use cleaner::PageCleaner;
 pub use config::PoolConfig;
@@ -126,5 +128,7 @@ pub use pool::BufferPool;
 pub use prefetch::PrefetchReport;
 pub use recovery::RedoApplyReport;
 pub use redo::{Record, RecoveredGroup};
+pub use snapshot_read::SnapPage;
 pub use stats::PoolStats;
 pub use txn::{PageTxn, PageWriteGuard};
+pub use versions::{Snapshot, VersionCounts};

@@ -89,6 +89,19 @@ impl BufferPool {
         id: PageId,
         f: impl FnOnce(&[AtomicU64]) -> R,
     ) -> Option<(R, OptimisticToken)> {
+        self.read_optimistic_if(id, || true, f)
+    }
+
+    /// [`read_optimistic`](Self::read_optimistic) that also gives up (`None`) unless `usable`,
+    /// called after the frame's version was read (inside the validated window), returns true:
+    /// a snapshot reader checks there that the page has no version it must read instead.
+    #[inline]
+    pub(crate) fn read_optimistic_if<R>(
+        &self,
+        id: PageId,
+        usable: impl FnOnce() -> bool,
+        f: impl FnOnce(&[AtomicU64]) -> R,
+    ) -> Option<(R, OptimisticToken)> {
         let hint = self.hints[id.0 as usize & self.hint_mask].load(Ordering::Relaxed);
         let fr = self.frames.get(hint as usize)?;
         // Start loading the page's first lines (header, slot array) in parallel with the
@@ -102,6 +115,9 @@ impl BufferPool {
             || fr.page_id.load(Ordering::Acquire) != id.0
             || !fr.valid.load(Ordering::Acquire)
         {
+            return None;
+        }
+        if !usable() {
             return None;
         }
         let r = f(fr.optimistic_words());

@@ -18,6 +18,7 @@ use crate::knobs::TestKnobs;
 use crate::page_store::PageStore;
 use crate::page_table::{Shard, SHARDS};
 use crate::stats::{Counters, PaddedCounter};
+use crate::versions::Versions;
 use crate::{PoolError, Result};
 use keel_io::AlignedBuf;
 use keel_page::{Lsn, PageHeader, PageId};
@@ -79,6 +80,8 @@ pub struct BufferPool {
     pub(crate) batch_pages: usize,
     #[doc(hidden)]
     pub(crate) knobs: TestKnobs,
+    /// Old page versions and registered snapshots (module `versions`).
+    pub(crate) versions: Arc<Versions>,
     /// Test hook: runs in `unpin` right after a frame's last pin went, before its page id is
     /// read (to interleave an evictor there deterministically).
     #[cfg(test)]
@@ -158,6 +161,7 @@ impl BufferPool {
             free_reserve: sizing.free_reserve,
             batch_pages: sizing.batch_pages,
             knobs: TestKnobs::default(),
+            versions: Arc::new(Versions::new(config.version_budget)),
             #[cfg(test)]
             after_last_unpin: Mutex::new(None),
             cfg: config,

@@ -7,7 +7,7 @@
 //!
 //! Invariants kept: counters only grow (they are only ever `fetch_add`ed, [`bump`]) and count
 //! since the pool was created; reads are relaxed, so a snapshot is a set of per-counter values,
-//! not one instant. The computed fields (frames, free frames, dirty pages, hits, misses) are
+//! not one instant. The computed fields (frames, free frames, dirty pages, hits, misses, versions) are
 //! read from the state they describe when the snapshot is taken. Test:
 //! `every_counter_reaches_its_snapshot_field` below.
 
@@ -24,6 +24,7 @@ macro_rules! pool_stats {
     ) => {
         /// Pool statistics (serde). Counters count since the pool was created.
         #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+        #[serde(default)]
         pub struct PoolStats {
             $( $(#[$cdoc])* pub $computed: u64, )*
             $( $(#[$kdoc])* pub $counter: u64, )*
@@ -59,6 +60,17 @@ pool_stats! {
         hits,
         /// Page lookups that had to read the page.
         misses,
+        /// Old page versions kept now for snapshot readers (module `versions`).
+        versions_kept,
+        /// Their bytes.
+        version_bytes,
+        /// Snapshots (read transactions) registered now.
+        snapshots,
+        /// Snapshots refused (`SnapshotTooOld`) because their versions passed the budget.
+        snapshots_refused,
+        /// Committed page images copied for snapshots (a write transaction's first change of
+        /// each page).
+        versions_copied,
     }
     counters {
         /// Pages read from the store (misses, prefetch, recovery).
@@ -124,12 +136,18 @@ impl BufferPool {
     /// Statistics.
     pub fn stats(&self) -> PoolStats {
         let r = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let v = self.versions.counts();
         PoolStats {
             frames: self.frames.len() as u64,
             free_frames: self.free_len.load(Ordering::Relaxed) as u64,
             dirty_pages: self.dirty_pages() as u64,
             hits: self.table.iter().map(|s| r(&s.hits)).sum::<u64>() + r(&self.optimistic_hits.0),
             misses: self.table.iter().map(|s| r(&s.misses)).sum(),
+            versions_kept: v.kept,
+            version_bytes: v.bytes,
+            snapshots: v.snapshots,
+            snapshots_refused: v.refused,
+            versions_copied: v.copied,
             ..self.c.snapshot()
         }
     }

@@ -46,6 +46,9 @@ struct Entry {
     fresh: bool,
     freed: bool,
     latched: bool,
+    /// The page's committed image is in the version store as this transaction's pending
+    /// version (module `versions`).
+    versioned: bool,
 }
 
 impl Entry {
@@ -231,6 +234,7 @@ impl<'p> PageTxn<'p> {
             fresh: false,
             freed: true,
             latched: false,
+            versioned: false,
         };
         if let Some(f) = pool.lookup_pin(id) {
             let fr = &pool.frames[f as usize];
@@ -243,6 +247,9 @@ impl<'p> PageTxn<'p> {
                 }
                 entry.pre_lsn = BufferPool::header_lsn(x.bytes());
                 entry.frame = Some(f);
+                // The frame leaves the pool at commit, unwritten: snapshots that can still
+                // reach the page read this copy.
+                entry.versioned = self.keep_version(id, x.bytes());
                 drop(x);
             } else {
                 drop(x);
@@ -286,6 +293,71 @@ impl<'p> PageTxn<'p> {
         }
         m.set_owner(self.id);
         Ok(None)
+    }
+
+    /// Keeps `image`, page `id`'s committed state, as this transaction's pending version.
+    /// Returns whether it did (not with the test knob `skip_version_copy`).
+    fn keep_version(&self, id: PageId, image: &[u8]) -> bool {
+        if TestKnobs::on(&self.pool.knobs.skip_version_copy) {
+            return false;
+        }
+        self.pool.versions.add_pending(id, self.id, image);
+        true
+    }
+
+    /// Before page `id` is started afresh: if it is not resident and a snapshot may still
+    /// read it (freed by this transaction, or by a commit newer than a registered snapshot),
+    /// keeps its committed image from disk as this transaction's pending version. A page that
+    /// was never written has no image to keep.
+    fn keep_unresident_version(&self, id: PageId) -> Result<()> {
+        let pool = self.pool;
+        let freed_here = {
+            let st = self.st.borrow();
+            match st.index.get(&id) {
+                Some(&i) => {
+                    let e = &st.entries[i];
+                    if e.versioned || e.frame.is_some() {
+                        return Ok(());
+                    }
+                    e.freed
+                }
+                None => false,
+            }
+        };
+        if pool.contains(id) || !(freed_here || pool.versions.has_old_snapshots()) {
+            return Ok(());
+        }
+        let g = match pool.read(id) {
+            Ok(g) => g,
+            // Never written, or garbage no snapshot could read either: nothing to keep.
+            Err(PoolError::Unwritten { .. } | PoolError::Corruption(_)) => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        let kept = self.keep_version(id, &g);
+        drop(g);
+        if kept {
+            let mut st = self.st.borrow_mut();
+            let i = match st.index.get(&id) {
+                Some(&i) => i,
+                None => {
+                    let i = st.entries.len();
+                    st.entries.push(Entry {
+                        page_id: id,
+                        frame: None,
+                        pre_lsn: Lsn::ZERO,
+                        first_init: None,
+                        fresh: false,
+                        freed: false,
+                        latched: false,
+                        versioned: true,
+                    });
+                    st.index.insert(id, i);
+                    i
+                }
+            };
+            st.entries[i].versioned = true;
+        }
+        Ok(())
     }
 
     fn too_large(&self, held: usize) -> PoolError {
@@ -351,6 +423,9 @@ impl<'p> PageTxn<'p> {
             PoolError::NoFreeFrame { .. } if held > 0 => self.too_large(held),
             e => e,
         };
+        if blank {
+            self.keep_unresident_version(id)?;
+        }
         let (f, latch, fresh) = loop {
             if blank {
                 let (f, latched) = pool.install_blank(id).map_err(map_err)?;
@@ -390,6 +465,13 @@ impl<'p> PageTxn<'p> {
         } else {
             BufferPool::header_lsn(latch.bytes())
         };
+        let already = {
+            let st = self.st.borrow();
+            st.index.get(&id).is_some_and(|&i| st.entries[i].versioned)
+        };
+        // Invariant 1 of module `versions`: the committed image is kept before the first
+        // change, under the exclusive latch (a blank frame was nothing any snapshot can read).
+        let versioned = already || (!fresh && self.keep_version(id, latch.bytes()));
         pool.txn_pages.fetch_add(1, Ordering::Relaxed);
         let mut st = self.st.borrow_mut();
         st.held += 1;
@@ -401,6 +483,7 @@ impl<'p> PageTxn<'p> {
                 e.freed = false;
                 e.latched = true;
                 e.pre_lsn = pre_lsn;
+                e.versioned = versioned;
                 i
             }
             None => {
@@ -413,6 +496,7 @@ impl<'p> PageTxn<'p> {
                     fresh,
                     freed: false,
                     latched: true,
+                    versioned,
                 });
                 st.index.insert(id, i);
                 i
@@ -496,6 +580,15 @@ impl<'p> PageTxn<'p> {
                 return Err(e);
             }
         };
+        // Module `versions`, invariant 2: seal, then publish.
+        let versioned: Vec<PageId> = st
+            .entries
+            .iter()
+            .filter(|e| e.versioned)
+            .map(|e| e.page_id)
+            .collect();
+        pool.versions.seal(self.id, &versioned, end);
+        pool.versions.publish(end);
         for e in st.entries.drain(..) {
             let Some(f) = e.frame else { continue };
             let fr = &pool.frames[f as usize];
@@ -565,6 +658,16 @@ impl<'p> PageTxn<'p> {
                 .copy_from_slice(&st.undo_bytes[u.at..u.at + u.len]);
         }
         st.undo_bytes.clear();
+        // The pages are restored: the pending versions are no longer needed.
+        let versioned: Vec<PageId> = st
+            .entries
+            .iter()
+            .filter(|e| e.versioned)
+            .map(|e| e.page_id)
+            .collect();
+        if !versioned.is_empty() {
+            pool.versions.discard(self.id, &versioned);
+        }
         for e in st.entries.drain(..) {
             let Some(f) = e.frame else { continue };
             let fr = &pool.frames[f as usize];

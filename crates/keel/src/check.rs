@@ -21,9 +21,10 @@
 
 use crate::meta::{self, MetaInfo, META_PAGE};
 use crate::store::Inner;
-use crate::table::PoolReader;
+use crate::table::SnapReader;
 use crate::{Error, Result};
 use keel_btree::BTree;
+use keel_buffer_pool::Snapshot;
 use keel_page::{PageHeader, PageId, PageType};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -136,12 +137,12 @@ impl Account {
     }
 }
 
-/// Runs the check on the committed state (the caller holds the store's read lock).
-pub(crate) fn check_store(inner: &Inner) -> Result<CheckReport> {
+/// Runs the check on the committed state at snapshot `snap`.
+pub(crate) fn check_store(inner: &Inner, snap: &Snapshot) -> Result<CheckReport> {
     let file = inner.writer.data_path().display().to_string();
     let ps = inner.config.page_size;
-    let pages = PoolReader::new(&inner.pool);
-    let meta_bytes = inner.pool.read(META_PAGE)?.to_vec();
+    let pages = SnapReader::new(&inner.pool, snap);
+    let meta_bytes = inner.pool.read_at(META_PAGE, snap)?.to_vec();
     let info = meta::read_meta(&meta_bytes, inner.writer.data_path())?;
     let mut acc = Account {
         file,
@@ -209,7 +210,7 @@ pub(crate) fn check_store(inner: &Inner) -> Result<CheckReport> {
         report.free_pages += 1;
         acc.claim(id, Owner::Free);
     }
-    walk_trunks(inner, &info, &mut acc, &mut report);
+    walk_trunks(inner, snap, &info, &mut acc, &mut report);
 
     // Every allocated page must be somewhere.
     let mut leaked = Vec::new();
@@ -251,7 +252,13 @@ pub(crate) fn check_store(inner: &Inner) -> Result<CheckReport> {
 }
 
 /// Follows the free-list trunk chain from the meta page, claiming each trunk and its ids.
-fn walk_trunks(inner: &Inner, info: &MetaInfo, acc: &mut Account, report: &mut CheckReport) {
+fn walk_trunks(
+    inner: &Inner,
+    snap: &Snapshot,
+    info: &MetaInfo,
+    acc: &mut Account,
+    report: &mut CheckReport,
+) {
     let mut trunk = info.trunk_head;
     let mut seen = 0u64;
     while trunk.0 != 0 {
@@ -264,7 +271,7 @@ fn walk_trunks(inner: &Inner, info: &MetaInfo, acc: &mut Account, report: &mut C
             acc.claim(trunk, Owner::Trunk);
             return;
         }
-        let bytes = match inner.pool.read(trunk) {
+        let bytes = match inner.pool.read_at(trunk, snap) {
             Ok(g) => g.to_vec(),
             Err(e) => {
                 acc.problem(Some(trunk), format!("free-list trunk: {}", Error::from(e)));

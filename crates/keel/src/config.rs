@@ -100,6 +100,11 @@ pub struct Config {
     /// (tmpfs, or an alignment the page size does not meet) the store falls back to buffered
     /// I/O and says why in [`crate::Effective::direct_io_reason`]; it is never an error.
     pub direct_io: bool,
+    /// The most memory old page versions may take for read transactions (snapshots) that
+    /// started before later commits (default 64 MiB). Past it the oldest snapshots are refused
+    /// with [`Error::SnapshotTooOld`] instead of writers stalling or memory growing.
+    #[serde(with = "human::size_u64")]
+    pub snapshot_budget: u64,
     /// Create the store if the directory holds none (default true). With `false`, opening a
     /// directory without a store is [`Error::NotAStore`] and creates nothing, not even the
     /// directory.
@@ -146,6 +151,7 @@ impl Default for Config {
             checkpoint_interval: Duration::from_secs(5),
             checkpoint_log_fraction: 0.5,
             direct_io: true,
+            snapshot_budget: 64 << 20,
             create: true,
             read_only: false,
             accept_log_loss: false,

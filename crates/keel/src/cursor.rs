@@ -3,7 +3,7 @@
 //! then leaf to leaf (keel-btree's `Cursor`). [`Rows`](crate::Rows) gives owned rows and
 //! iterates both ways; a cursor is the fast path for forward scans.
 
-use crate::table::{PoolReader, TxnReader};
+use crate::table::{SnapReader, TxnReader};
 use crate::{Error, Result};
 
 /// A forward cursor over a key range of a table: `while let Some((key, value)) =
@@ -33,10 +33,10 @@ use crate::{Error, Result};
 /// ```
 pub struct Cursor<'r>(pub(crate) CursorOf<'r>);
 
-/// The cursor behind [`Cursor`]: through a write transaction's pages or through the pool.
+/// The cursor behind [`Cursor`]: through a write transaction's pages or at a read transaction's snapshot.
 pub(crate) enum CursorOf<'r> {
     Txn(keel_btree::Cursor<TxnReader<'r, 'r>>),
-    Pool(keel_btree::Cursor<PoolReader<'r>>),
+    Pool(keel_btree::Cursor<SnapReader<'r>>),
 }
 
 impl Cursor<'_> {

@@ -149,16 +149,25 @@ pub enum Error {
         /// What recovery would do.
         detail: String,
     },
-    /// This thread already holds a transaction of this store that the call would wait for
-    /// (a write or checkpoint while it holds a read transaction; a read, write or checkpoint
-    /// while it holds a write transaction): refused instead of waiting forever. Drop (or
-    /// commit) the transaction first, or read through the write transaction.
+    /// This thread already holds a write transaction of this store that the call would wait
+    /// for (a write or a checkpoint): refused instead of waiting forever. Commit or drop the
+    /// transaction first. (Reads never wait: a read transaction is a snapshot.)
     #[error("this thread {holds}: {call} would wait for it forever")]
     WouldDeadlock {
         /// What the thread holds.
         holds: &'static str,
         /// The call refused.
         call: &'static str,
+    },
+    /// A read transaction's snapshot was refused: the old page versions it needs passed the
+    /// version budget (`Config::snapshot_budget`), so the oldest snapshots were dropped rather
+    /// than stall writers or grow memory without bound. Retry with a new read transaction.
+    #[error("snapshot at {lsn} is too old: the page versions it needs passed the budget of {budget} bytes (start a new read transaction)")]
+    SnapshotTooOld {
+        /// The snapshot's commit LSN.
+        lsn: Lsn,
+        /// The budget, bytes.
+        budget: u64,
     },
     /// A write was asked of a store opened read-only.
     #[error("{dir}: the store is open read-only")]
@@ -215,6 +224,9 @@ impl From<keel_buffer_pool::PoolError> for Error {
                 page_id,
                 detail: format!("cannot be recovered: {reason}"),
             },
+            keel_buffer_pool::PoolError::SnapshotTooOld { lsn, budget } => {
+                Error::SnapshotTooOld { lsn, budget }
+            }
             other => Error::Pool(other),
         }
     }

@@ -134,6 +134,7 @@ impl Store {
             PoolConfig {
                 page_size: config.page_size(),
                 pool_bytes: config.pool_size,
+                version_budget: config.snapshot_budget,
                 ..PoolConfig::default()
             },
             writer.clone() as Arc<dyn PoolPageStore>,

@@ -130,7 +130,8 @@ pub(crate) struct Inner {
     /// writer holds it).
     pub(crate) lock: Arc<RwLock<()>>,
     /// Committed tables: name → root page.
-    pub(crate) catalog: RwLock<HashMap<String, PageId>>,
+    /// Committed table roots by name, each with the commit it is known from.
+    pub(crate) catalog: RwLock<HashMap<String, crate::table::CachedRoot>>,
     pub(crate) catalog_root: PageId,
     pub(crate) poison: Arc<StorePoison>,
     pub(crate) commits: AtomicU64,
@@ -267,9 +268,9 @@ impl Store {
     pub fn write(&self) -> Result<WriteTxn<'_>> {
         self.check_writable()?;
         self.check_poison()?;
-        held::check(self.id(), held::Kind::Write, "Store::write")?;
+        held::check(self.id(), "Store::write")?;
         let lock = self.inner.lock.write();
-        let held = held::mark(self.id(), held::Kind::Write);
+        let held = held::mark(self.id());
         self.check_poison()?;
         // Synchronous checkpoint point (InnoDB's "sync flush" of the checkpoint age): with the
         // writer lock held no page is owned by a transaction, so every dirty page can be
@@ -305,8 +306,8 @@ impl Store {
         })
     }
 
-    /// A read transaction: a consistent view of committed data (waits while a writer holds
-    /// the store).
+    /// A read transaction: a snapshot of the newest commit. Returns at once: it never waits
+    /// for a writer or a checkpoint, and never delays one (see [`ReadTxn`]).
     ///
     /// ```
     /// # fn main() -> keel::Result<()> {
@@ -319,14 +320,11 @@ impl Store {
     ///
     /// # Errors
     ///
-    /// None today (the signature leaves room for snapshot limits).
-    pub fn read(&self) -> Result<ReadTxn<'_>> {
-        held::check(self.id(), held::Kind::Read, "Store::read")?;
-        let lock = self.inner.lock.read();
+    /// None today (the signature leaves room for limits on snapshots).
+    pub fn read(&self) -> Result<ReadTxn> {
         Ok(ReadTxn {
-            inner: &self.inner,
-            _lock: lock,
-            _held: held::mark(self.id(), held::Kind::Read),
+            inner: self.inner.clone(),
+            snap: self.inner.pool.snapshot(),
         })
     }
 
@@ -357,7 +355,7 @@ impl Store {
     pub fn checkpoint(&self) -> Result<Lsn> {
         self.check_writable()?;
         self.check_poison()?;
-        held::check(self.id(), held::Kind::Write, "Store::checkpoint")?;
+        held::check(self.id(), "Store::checkpoint")?;
         checkpoint(&self.inner.ckpt, Exclusive::Wait)
     }
 
@@ -376,8 +374,8 @@ impl Store {
     ///
     /// The meta page cannot be read or does not decode ([`Error::Format`] naming the file).
     pub fn meta(&self) -> Result<MetaInfo> {
-        let _view = self.inner.lock.read();
-        let g = self.inner.pool.read(META_PAGE)?;
+        let snap = self.inner.pool.snapshot();
+        let g = self.inner.pool.read_at(META_PAGE, &snap)?;
         meta::read_meta(&g, self.inner.writer.data_path())
     }
 
@@ -407,8 +405,8 @@ impl Store {
     /// The meta page cannot be read or is not a meta page (nothing else can be checked).
     /// Everything found past that is a line in [`CheckReport::problems`], not an error.
     pub fn check(&self) -> Result<CheckReport> {
-        let _view = self.inner.lock.read();
-        crate::check::check_store(&self.inner)
+        let snap = self.inner.pool.snapshot();
+        crate::check::check_store(&self.inner, &snap)
     }
 
     /// Counters of every layer.

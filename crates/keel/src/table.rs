@@ -12,12 +12,19 @@ use crate::store::Inner;
 use crate::txn::WriteTxn;
 use crate::{Error, Result};
 use keel_btree::{BTree, BTreeError, PageOp, PageRead, PageWrite, Range, ReadToken};
-use keel_buffer_pool::{BufferPool, OptimisticToken, PageTxn};
+use keel_buffer_pool::{BufferPool, OptimisticToken, PageTxn, Snapshot};
 use keel_page::{PageId, PageType};
 use std::cell::Cell;
 use std::ops::RangeBounds;
 use std::path::Path;
 use std::sync::atomic::AtomicU64;
+
+/// A table's root in the committed catalog cache, and the commit it is known to hold from.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct CachedRoot {
+    pub(crate) root: PageId,
+    pub(crate) since: keel_page::Lsn,
+}
 
 fn storage(e: keel_buffer_pool::PoolError) -> BTreeError {
     BTreeError::Storage(Box::new(e))
@@ -170,9 +177,9 @@ pub(crate) fn list_tables_in_txn(tx: &WriteTxn<'_>) -> Result<Vec<String>> {
     )
 }
 
-/// [`ReadTxn::list_tables`](crate::ReadTxn::list_tables): the committed catalog.
-pub(crate) fn list_tables_committed(inner: &Inner) -> Result<Vec<String>> {
-    list_catalog(inner, PoolReader { pool: &inner.pool })
+/// [`ReadTxn::list_tables`](crate::ReadTxn::list_tables): the catalog at a snapshot.
+pub(crate) fn list_tables_committed(inner: &Inner, snap: &Snapshot) -> Result<Vec<String>> {
+    list_catalog(inner, SnapReader::new(&inner.pool, snap))
 }
 
 /// [`WriteTxn::drop_table`]: frees the table's pages and removes its catalog entry, both in
@@ -213,7 +220,7 @@ impl<'t, 's> Table<'t, 's> {
             if dropped_here {
                 None
             } else {
-                inner.catalog.read().get(name).copied()
+                inner.catalog.read().get(name).map(|c| c.root)
             }
         });
         let root = match known {
@@ -228,7 +235,12 @@ impl<'t, 's> Table<'t, 's> {
             )? {
                 Some(r) => {
                     if !dropped_here {
-                        inner.catalog.write().insert(name.to_string(), r);
+                        // The writer sees the newest commit (it holds the writer lock).
+                        let since = inner.pool.latest_commit();
+                        inner
+                            .catalog
+                            .write()
+                            .insert(name.to_string(), CachedRoot { root: r, since });
                     }
                     r
                 }
@@ -417,28 +429,33 @@ impl<'t, 's> Table<'t, 's> {
     }
 }
 
-/// A table in a read transaction.
+/// A table in a read transaction (at its snapshot).
 pub struct ReadTable<'r> {
     pool: &'r BufferPool,
+    snap: &'r Snapshot,
     tree: BTree,
 }
 
 impl<'r> ReadTable<'r> {
-    pub(crate) fn open(inner: &'r Inner, name: &str) -> Result<ReadTable<'r>> {
-        let pages = PoolReader { pool: &inner.pool };
-        let cached = inner.catalog.read().get(name).copied();
+    pub(crate) fn open(inner: &'r Inner, snap: &'r Snapshot, name: &str) -> Result<ReadTable<'r>> {
+        // A cached root serves snapshots at or after the commit it was known at (a drop takes
+        // it out of the cache before its commit is published); older snapshots look it up.
+        let cached = inner
+            .catalog
+            .read()
+            .get(name)
+            .filter(|c| c.since <= snap.lsn())
+            .map(|c| c.root);
         let root = match cached {
             Some(r) => r,
-            None => match lookup_catalog(inner, pages, name)? {
-                Some(r) => {
-                    inner.catalog.write().insert(name.to_string(), r);
-                    r
-                }
+            None => match lookup_catalog(inner, SnapReader::new(&inner.pool, snap), name)? {
+                Some(r) => r,
                 None => return Err(Error::TableNotFound(name.to_string())),
             },
         };
         Ok(ReadTable {
             pool: &inner.pool,
+            snap,
             tree: BTree::open(root, inner.config.page_size),
         })
     }
@@ -452,6 +469,7 @@ impl<'r> ReadTable<'r> {
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         let reader = GetReader {
             pool: self.pool,
+            snap: self.snap,
             hits: Cell::new(0),
         };
         let r = self.tree.get(&reader, key);
@@ -466,7 +484,7 @@ impl<'r> ReadTable<'r> {
     ///
     /// A page cannot be read or is corrupt (the error names the file and page).
     pub fn len(&self) -> Result<u64> {
-        Ok(self.tree.len(&PoolReader { pool: self.pool })?)
+        Ok(self.tree.len(&SnapReader::new(self.pool, self.snap))?)
     }
 
     /// Whether the table has no rows.
@@ -486,7 +504,8 @@ impl<'r> ReadTable<'r> {
     /// corrupt).
     pub fn range<'k, R: RangeBounds<&'k [u8]>>(&self, range: R) -> Result<Rows<'r>> {
         Ok(Rows(RowsOf::Pool(
-            self.tree.range(PoolReader { pool: self.pool }, range),
+            self.tree
+                .range(SnapReader::new(self.pool, self.snap), range),
         )))
     }
 
@@ -513,31 +532,34 @@ impl<'r> ReadTable<'r> {
     /// A page on the way to the first row cannot be read or is corrupt.
     pub fn cursor<'k, R: RangeBounds<&'k [u8]>>(&self, range: R) -> Result<Cursor<'r>> {
         Ok(Cursor(CursorOf::Pool(
-            self.tree.cursor(PoolReader { pool: self.pool }, range)?,
+            self.tree
+                .cursor(SnapReader::new(self.pool, self.snap), range)?,
         )))
     }
 }
 
-/// A read handle on committed pages through the pool (a read table's range cursor reads with it).
+/// A read handle on the committed pages of one snapshot (a read transaction's tables, the
+/// store check): the page as of the snapshot, from the pool or from the version store.
 #[derive(Clone, Copy)]
-pub(crate) struct PoolReader<'a> {
+pub(crate) struct SnapReader<'a> {
     pool: &'a BufferPool,
+    snap: &'a Snapshot,
 }
 
-impl<'a> PoolReader<'a> {
-    /// Reads committed pages of `pool`.
-    pub(crate) fn new(pool: &'a BufferPool) -> PoolReader<'a> {
-        PoolReader { pool }
+impl<'a> SnapReader<'a> {
+    /// Reads `pool`'s pages as of `snap`.
+    pub(crate) fn new(pool: &'a BufferPool, snap: &'a Snapshot) -> SnapReader<'a> {
+        SnapReader { pool, snap }
     }
 }
 
-impl PageRead for PoolReader<'_> {
+impl PageRead for SnapReader<'_> {
     fn page_size(&self) -> usize {
         self.pool.page_size()
     }
 
     fn read<R>(&self, id: PageId, f: impl FnOnce(&[u8]) -> R) -> keel_btree::Result<R> {
-        let g = self.pool.read(id).map_err(storage)?;
+        let g = self.pool.read_at(id, self.snap).map_err(storage)?;
         Ok(f(&g))
     }
 
@@ -552,6 +574,7 @@ impl PageRead for PoolReader<'_> {
 /// level).
 struct GetReader<'a> {
     pool: &'a BufferPool,
+    snap: &'a Snapshot,
     hits: Cell<u64>,
 }
 
@@ -561,7 +584,7 @@ impl PageRead for GetReader<'_> {
     }
 
     fn read<R>(&self, id: PageId, f: impl FnOnce(&[u8]) -> R) -> keel_btree::Result<R> {
-        let g = self.pool.read(id).map_err(storage)?;
+        let g = self.pool.read_at(id, self.snap).map_err(storage)?;
         Ok(f(&g))
     }
 
@@ -571,7 +594,7 @@ impl PageRead for GetReader<'_> {
         id: PageId,
         f: impl FnOnce(&[AtomicU64]) -> R,
     ) -> Option<(R, ReadToken)> {
-        let (r, t) = self.pool.read_optimistic(id, f)?;
+        let (r, t) = self.pool.read_optimistic_at(id, self.snap, f)?;
         self.hits.set(self.hits.get() + 1);
         Some((r, ReadToken(t.to_bits())))
     }
@@ -667,7 +690,7 @@ pub struct Rows<'r>(RowsOf<'r>);
 /// The cursor behind [`Rows`]: through a write transaction's pages or through the pool.
 enum RowsOf<'r> {
     Txn(Range<TxnReader<'r, 'r>>),
-    Pool(Range<PoolReader<'r>>),
+    Pool(Range<SnapReader<'r>>),
 }
 
 impl Iterator for Rows<'_> {

@@ -5,12 +5,12 @@
 use crate::checkpointer::sync_point;
 use crate::poison::cause_in;
 use crate::store::Inner;
-use crate::table::{self, ReadTable, Table};
+use crate::table::{self, CachedRoot, ReadTable, Table};
 use crate::{Error, Result};
 use keel_buffer_pool::PageTxn;
 use keel_page::{Lsn, PageId};
 use keel_redo_log::Durability;
-use parking_lot::{RwLockReadGuard, RwLockWriteGuard};
+use parking_lot::RwLockWriteGuard;
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
@@ -206,6 +206,15 @@ impl<'s> WriteTxn<'s> {
                 });
             }
         }
+        // A dropped table leaves the committed catalog cache before its drop is published, so
+        // no snapshot at or after the drop finds its old root there.
+        let dropped = dropped.into_inner();
+        if !dropped.is_empty() {
+            let mut catalog = inner.catalog.write();
+            for name in &dropped {
+                catalog.remove(name);
+            }
+        }
         let lsn = match txn.commit(&inner.log) {
             Ok(lsn) => {
                 ends_in_abort.armed = false;
@@ -218,13 +227,13 @@ impl<'s> WriteTxn<'s> {
             }
         };
         let created = created.into_inner();
-        let dropped = dropped.into_inner();
-        if !created.is_empty() || !dropped.is_empty() {
+        if !created.is_empty() {
             let mut catalog = inner.catalog.write();
-            for name in &dropped {
-                catalog.remove(name);
-            }
-            catalog.extend(created);
+            catalog.extend(
+                created
+                    .into_iter()
+                    .map(|(name, root)| (name, CachedRoot { root, since: lsn })),
+            );
         }
         inner.commits.fetch_add(1, Ordering::Relaxed);
         drop(lock);
@@ -238,15 +247,18 @@ impl<'s> WriteTxn<'s> {
     }
 }
 
-/// A read transaction.
-pub struct ReadTxn<'s> {
-    pub(crate) inner: &'s Inner,
-    pub(crate) _lock: RwLockReadGuard<'s, ()>,
-    /// This thread holds a read lock (dropped with it).
-    pub(crate) _held: crate::held::Held,
+/// A read transaction: a snapshot of the newest commit when it began. It never waits for a
+/// writer or a checkpoint and never delays one; it owns what it needs (`Send + 'static`), so
+/// it can move to another thread or task and outlive the borrow of the [`Store`](crate::Store).
+/// Old page versions are kept for it while it lives, within the pool's version budget
+/// (`Config::snapshot_budget`); past it the oldest snapshots are refused with
+/// [`Error::SnapshotTooOld`](crate::Error::SnapshotTooOld).
+pub struct ReadTxn {
+    pub(crate) inner: std::sync::Arc<Inner>,
+    pub(crate) snap: keel_buffer_pool::Snapshot,
 }
 
-impl<'s> ReadTxn<'s> {
+impl ReadTxn {
     /// The table `name` ([`Error::TableNotFound`] if it was never created).
     ///
     /// ```
@@ -266,7 +278,7 @@ impl<'s> ReadTxn<'s> {
     /// [`Error::TableNotFound`] if there is no such table; a catalog page cannot be read or is
     /// corrupt.
     pub fn table(&self, name: &str) -> Result<ReadTable<'_>> {
-        ReadTable::open(self.inner, name)
+        ReadTable::open(&self.inner, &self.snap, name)
     }
 
     /// The names of the committed tables, in byte order of the name.
@@ -287,6 +299,6 @@ impl<'s> ReadTxn<'s> {
     ///
     /// A catalog page cannot be read or is corrupt, or a catalog entry is not a valid name.
     pub fn list_tables(&self) -> Result<Vec<String>> {
-        table::list_tables_committed(self.inner)
+        table::list_tables_committed(&self.inner, &self.snap)
     }
 }

@@ -1,7 +1,8 @@
 //! The real engine: the durable `keel` store behind the workload's [`Engine`] trait.
 //!
 //! [`KeelEngine`] wraps a [`keel::Store`]. Write transactions are [`keel::WriteTxn`]s (one writer
-//! at a time, early lock release, group commit); read transactions are [`keel::ReadTxn`]s. Tables
+//! at a time, early lock release, group commit); read transactions are [`keel::ReadTxn`]s
+//! (snapshots that never wait for the writer). Tables
 //! are opened per call through `tx.table(name)` (cheap: the store caches its catalog). The
 //! run's [`StoreConfig`] is a set of [`keel::Config`] keys, parsed by the store itself
 //! ([`keel_config`]); an unset key keeps the store's default.
@@ -43,9 +44,11 @@ pub struct KeelWrite<'a> {
     tx: keel::WriteTxn<'a>,
 }
 
-/// A read transaction of [`KeelEngine`].
+/// A read transaction of [`KeelEngine`]: a snapshot (it owns what it needs; the lifetime is
+/// the engine trait's).
 pub struct KeelRead<'a> {
-    tx: keel::ReadTxn<'a>,
+    tx: keel::ReadTxn,
+    _engine: std::marker::PhantomData<&'a KeelEngine>,
 }
 
 /// The store's [`keel::Config`] for the run's settings: the store's defaults with every key the
@@ -230,6 +233,7 @@ impl Engine for KeelEngine {
     fn read(&self) -> EngineResult<Self::Read<'_>> {
         Ok(KeelRead {
             tx: self.0.read().map_err(engine_error)?,
+            _engine: std::marker::PhantomData,
         })
     }
 

@@ -174,7 +174,8 @@ fn one_toml_file_loads_the_same_through_the_store_and_the_workload() {
                 log_file_size = \"16MiB\"\nlog_file_count = 3\nlog_buffer_size = \"4MiB\"\n\
                 checksum = \"legacy\"\ndurability = \"buffered\"\nflush_interval = \"2s\"\n\
                 group_commit_delay = \"50us\"\ncheckpoint_interval = \"1234ms\"\n\
-                checkpoint_log_fraction = 0.25\ndirect_io = true\n";
+                checkpoint_log_fraction = 0.25\ndirect_io = true\n\
+                snapshot_budget = \"32MiB\"\n";
     let d = tempfile::tempdir().unwrap();
     let file = d.path().join("keel.toml");
     std::fs::write(&file, text).unwrap();

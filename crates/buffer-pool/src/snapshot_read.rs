@@ -1,0 +1,95 @@
+//! Reads at a snapshot: the page as of a registered [`Snapshot`], from the version store when
+//! a writer changed the page since (or is changing it), else from the pool.
+//!
+//! Answers: how a reader that never takes the writer's lock still never sees a change that is
+//! uncommitted or newer than its snapshot.
+//!
+//! Invariant (module `versions`, invariant 1): the version lookup happens while the reader
+//! holds the page's shared latch, or between an optimistic read's version load and its
+//! validation; a writer stores a page's version under the exclusive latch before its first
+//! change. So the lookup either finds the version or the page has not been changed since the
+//! snapshot. After the lookup the reader checks that its snapshot was not revoked (invariant
+//! 4). Tests: `tests/snapshots.rs`.
+
+use crate::guard::PageReadGuard;
+use crate::optimistic::OptimisticToken;
+use crate::versions::Snapshot;
+use crate::{BufferPool, Result};
+use keel_page::PageId;
+use std::ops::Deref;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+
+/// A page as a snapshot sees it: the pool's frame (latched shared) or an old version.
+pub enum SnapPage<'a> {
+    /// The page in the pool is the page at the snapshot.
+    Frame(PageReadGuard<'a>),
+    /// The page changed since the snapshot: its image at the snapshot.
+    Version(Arc<[u8]>),
+}
+
+impl Deref for SnapPage<'_> {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        match self {
+            SnapPage::Frame(g) => g,
+            SnapPage::Version(v) => v,
+        }
+    }
+}
+
+impl BufferPool {
+    /// Registers a snapshot of the newest published commit: reads through it
+    /// ([`read_at`](Self::read_at)) see exactly the commits up to it.
+    pub fn snapshot(&self) -> Snapshot {
+        self.versions.snapshot()
+    }
+
+    /// The newest published commit LSN (what a snapshot taken now reads at).
+    pub fn latest_commit(&self) -> keel_page::Lsn {
+        self.versions.latest()
+    }
+
+    /// Counters of the version store (versions kept, bytes, snapshots, refusals).
+    pub fn version_counts(&self) -> crate::VersionCounts {
+        self.versions.counts()
+    }
+
+    /// Page `id` as of `snap`.
+    ///
+    /// # Errors
+    ///
+    /// [`PoolError::SnapshotTooOld`](crate::PoolError::SnapshotTooOld) if the snapshot was
+    /// revoked; otherwise as [`read`](Self::read).
+    pub fn read_at(&self, id: PageId, snap: &Snapshot) -> Result<SnapPage<'_>> {
+        // A version found before latching spares the read of a page that may have left the
+        // pool (freed) or changed since.
+        if let Some(v) = snap.find(id) {
+            snap.check()?;
+            return Ok(SnapPage::Version(v));
+        }
+        let g = self.read(id)?;
+        let found = snap.find(id);
+        snap.check()?;
+        Ok(match found {
+            Some(v) => SnapPage::Version(v),
+            None => SnapPage::Frame(g),
+        })
+    }
+
+    /// [`read_optimistic`](Self::read_optimistic) as of `snap`: `None` also when the page has a
+    /// version for this snapshot (the caller then uses [`read_at`](Self::read_at)) or the
+    /// snapshot was revoked (`read_at` reports it).
+    #[inline]
+    pub fn read_optimistic_at<R>(
+        &self,
+        id: PageId,
+        snap: &Snapshot,
+        f: impl FnOnce(&[AtomicU64]) -> R,
+    ) -> Option<(R, OptimisticToken)> {
+        let r = self.read_optimistic_if(id, || snap.find(id).is_none(), f)?;
+        snap.check().ok()?;
+        Some(r)
+    }
+}

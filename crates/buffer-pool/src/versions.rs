@@ -1,0 +1,445 @@
+//! Page versions for snapshot readers: multi-version concurrency at page granularity.
+//!
+//! Answers: what a reader at snapshot `S` sees of a page while writers change it, how long old
+//! page images are kept, and what happens when they would take too much memory.
+//!
+//! A snapshot is the LSN of the newest published commit ([`Versions::snapshot`]). A write
+//! transaction copies a page's committed image into this store the first time it takes the
+//! page, *before* it changes a byte (under the page's exclusive latch): a *pending* version,
+//! valid for every snapshot while the transaction runs. At commit (LSN `C`) the transaction
+//! seals its versions (valid for snapshots `S < C`) and only then publishes `C` as the newest
+//! snapshot; at abort it restores its pages and then discards them. A reader at `S` reading
+//! page `P` uses the version of `P` with the smallest end above `S` (pending counts as
+//! infinite); if there is none, the page as it is in the pool (or on disk) is the page at `S`.
+//!
+//! # Invariants (each tested below or in `tests/snapshots.rs`)
+//!
+//! 1. **Version before change**: a page's pending version is stored before the first change of
+//!    the transaction, under the exclusive latch; a reader looks for versions while it holds
+//!    the shared latch (or inside an optimistic read's validated window), so it either finds
+//!    the version or reads the page before the change
+//!    (`a_reader_never_sees_an_uncommitted_change`, which a knob that skips the copy breaks).
+//! 2. **Seal before publish**: no snapshot at or above `C` exists while a version ending at
+//!    `C` is still pending (`seal` precedes `publish`; `publishing_before_sealing_is_caught`).
+//! 3. **Kept while needed**: a sealed version ending at `C` is dropped only when no snapshot
+//!    below `C` is registered; snapshots register under the same lock that computes the oldest
+//!    one (`old_snapshots_keep_their_versions`).
+//! 4. **Bounded**: past the memory budget, the oldest snapshots are revoked (their next read
+//!    is [`PoolError::SnapshotTooOld`]) and their versions dropped; a revoked flag is set
+//!    before any version it needed is dropped, and a reader checks it after its lookup, so it
+//!    never uses a newer page in place of a dropped version (`the_budget_revokes_the_oldest`).
+
+use crate::{PoolError, Result};
+use keel_page::{Lsn, PageId};
+use parking_lot::Mutex;
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+const SHARDS: usize = 64;
+/// The end of a pending version (its transaction has not committed).
+const PENDING: u64 = u64::MAX;
+
+/// One old image of a page.
+#[derive(Debug)]
+struct Version {
+    /// Valid for snapshots below this LSN (`PENDING`: for every snapshot).
+    until: u64,
+    /// The write transaction that stored it.
+    txn: u64,
+    image: Arc<[u8]>,
+}
+
+/// Versions of the pages of one shard, by page id.
+type Shard = Mutex<HashMap<u64, Vec<Version>>>;
+
+#[derive(Debug, Default)]
+struct Registry {
+    /// The newest published commit LSN: new snapshots read at it.
+    latest: u64,
+    next_id: u64,
+    /// Registered snapshots by (LSN, id), with their revoked flags.
+    active: BTreeMap<(u64, u64), Arc<AtomicBool>>,
+}
+
+/// Counters of the version store.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct VersionCounts {
+    /// Page versions kept now.
+    pub kept: u64,
+    /// Their bytes.
+    pub bytes: u64,
+    /// Snapshots registered now.
+    pub snapshots: u64,
+    /// Snapshots revoked because the versions they needed passed the budget.
+    pub refused: u64,
+    /// Page images copied into the store (every first change of a page in a transaction).
+    pub copied: u64,
+}
+
+/// The page versions and the registered snapshots of one pool.
+#[derive(Debug)]
+pub struct Versions {
+    shards: Box<[Shard]>,
+    /// Versions in `shards` (0: a reader skips the lookup).
+    count: AtomicUsize,
+    bytes: AtomicU64,
+    reg: Mutex<Registry>,
+    /// Sealed versions by end LSN (seals happen in commit order, so this is sorted).
+    sealed: Mutex<VecDeque<(u64, u64)>>,
+    budget: u64,
+    refused: AtomicU64,
+    copied: AtomicU64,
+}
+
+/// A registered snapshot: reads through it see the committed state at [`lsn`](Self::lsn).
+/// Dropping it lets the versions it kept go.
+#[derive(Debug)]
+pub struct Snapshot {
+    versions: Arc<Versions>,
+    lsn: u64,
+    id: u64,
+    revoked: Arc<AtomicBool>,
+}
+
+impl Versions {
+    /// An empty store keeping at most about `budget` bytes of versions for old snapshots.
+    pub fn new(budget: u64) -> Versions {
+        Versions {
+            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            count: AtomicUsize::new(0),
+            bytes: AtomicU64::new(0),
+            reg: Mutex::new(Registry::default()),
+            sealed: Mutex::new(VecDeque::new()),
+            budget,
+            refused: AtomicU64::new(0),
+            copied: AtomicU64::new(0),
+        }
+    }
+
+    fn shard(&self, id: PageId) -> &Shard {
+        &self.shards[(id.0 as usize).wrapping_mul(0x9E37_79B9) % SHARDS]
+    }
+
+    /// Registers a snapshot of the newest published commit.
+    pub fn snapshot(self: &Arc<Self>) -> Snapshot {
+        let mut reg = self.reg.lock();
+        let id = reg.next_id;
+        reg.next_id += 1;
+        let lsn = reg.latest;
+        let revoked = Arc::new(AtomicBool::new(false));
+        reg.active.insert((lsn, id), revoked.clone());
+        Snapshot {
+            versions: self.clone(),
+            lsn,
+            id,
+            revoked,
+        }
+    }
+
+    /// Whether a registered snapshot is older than the newest published commit (such a
+    /// snapshot may read pages that commits since freed).
+    pub fn has_old_snapshots(&self) -> bool {
+        let reg = self.reg.lock();
+        reg.active
+            .keys()
+            .next()
+            .is_some_and(|&(s, _)| s < reg.latest)
+    }
+
+    /// The newest published commit LSN.
+    pub fn latest(&self) -> Lsn {
+        Lsn(self.reg.lock().latest)
+    }
+
+    /// Stores `image` as transaction `txn`'s pending version of page `id` (call it before the
+    /// transaction's first change of the page, holding the page's exclusive latch).
+    pub(crate) fn add_pending(&self, id: PageId, txn: u64, image: &[u8]) {
+        let image: Arc<[u8]> = Arc::from(image);
+        let len = image.len() as u64;
+        self.shard(id)
+            .lock()
+            .entry(id.0)
+            .or_default()
+            .push(Version {
+                until: PENDING,
+                txn,
+                image,
+            });
+        self.count.fetch_add(1, Ordering::AcqRel);
+        self.bytes.fetch_add(len, Ordering::Relaxed);
+        self.copied.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Seals transaction `txn`'s pending versions of `pages` at its commit LSN `commit`.
+    pub(crate) fn seal(&self, txn: u64, pages: &[PageId], commit: Lsn) {
+        let mut sealed = Vec::with_capacity(pages.len());
+        for &id in pages {
+            let mut shard = self.shard(id).lock();
+            if let Some(vs) = shard.get_mut(&id.0) {
+                for v in vs.iter_mut().filter(|v| v.until == PENDING && v.txn == txn) {
+                    v.until = commit.0;
+                    sealed.push((commit.0, id.0));
+                }
+            }
+        }
+        self.sealed.lock().extend(sealed);
+    }
+
+    /// Publishes `commit` as the newest snapshot (after [`seal`](Self::seal)) and drops the
+    /// versions no snapshot needs any more.
+    pub(crate) fn publish(&self, commit: Lsn) {
+        {
+            let mut reg = self.reg.lock();
+            debug_assert!(commit.0 >= reg.latest, "commits publish in LSN order");
+            reg.latest = reg.latest.max(commit.0);
+        }
+        self.collect();
+    }
+
+    /// Drops transaction `txn`'s pending versions of `pages` (abort, after its pages were
+    /// restored).
+    pub(crate) fn discard(&self, txn: u64, pages: &[PageId]) {
+        for &id in pages {
+            let mut shard = self.shard(id).lock();
+            if let Some(vs) = shard.get_mut(&id.0) {
+                let before = vs.len();
+                let mut freed = 0u64;
+                vs.retain(|v| {
+                    let keep = !(v.until == PENDING && v.txn == txn);
+                    if !keep {
+                        freed += v.image.len() as u64;
+                    }
+                    keep
+                });
+                let gone = before - vs.len();
+                if vs.is_empty() {
+                    shard.remove(&id.0);
+                }
+                self.count.fetch_sub(gone, Ordering::AcqRel);
+                self.bytes.fetch_sub(freed, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// The image of page `id` a reader at snapshot `lsn` must use instead of the current one,
+    /// if any.
+    #[inline]
+    pub(crate) fn find(&self, id: PageId, lsn: u64) -> Option<Arc<[u8]>> {
+        if self.count.load(Ordering::Acquire) == 0 {
+            return None;
+        }
+        let shard = self.shard(id).lock();
+        shard
+            .get(&id.0)?
+            .iter()
+            .filter(|v| v.until > lsn)
+            .min_by_key(|v| v.until)
+            .map(|v| v.image.clone())
+    }
+
+    /// Drops sealed versions that no registered snapshot needs; past the budget, revokes the
+    /// oldest snapshots first.
+    fn collect(&self) {
+        loop {
+            let oldest = {
+                let reg = self.reg.lock();
+                reg.active.keys().next().map(|&(s, _)| s)
+            };
+            self.drop_sealed_up_to(oldest);
+            if self.bytes.load(Ordering::Relaxed) <= self.budget {
+                return;
+            }
+            // Over budget: revoke every snapshot at the oldest LSN, then collect again.
+            let mut reg = self.reg.lock();
+            let Some(&(s, _)) = reg.active.keys().next() else {
+                return;
+            };
+            let newest = reg.latest;
+            if s >= newest {
+                // Only current snapshots remain: what is kept is pending, needed by all.
+                return;
+            }
+            while let Some(e) = reg.active.first_entry() {
+                if e.key().0 != s {
+                    break;
+                }
+                // Set before any version it needs is dropped (invariant 4).
+                e.get().store(true, Ordering::SeqCst);
+                e.remove();
+                self.refused.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Drops sealed versions ending at or below `oldest` (every sealed one if `None`).
+    fn drop_sealed_up_to(&self, oldest: Option<u64>) {
+        let mut sealed = self.sealed.lock();
+        while let Some(&(until, page)) = sealed.front() {
+            if oldest.is_some_and(|s| until > s) {
+                break;
+            }
+            sealed.pop_front();
+            let mut shard = self.shard(PageId(page)).lock();
+            if let Some(vs) = shard.get_mut(&page) {
+                if let Some(i) = vs.iter().position(|v| v.until == until) {
+                    let v = vs.swap_remove(i);
+                    self.count.fetch_sub(1, Ordering::AcqRel);
+                    self.bytes
+                        .fetch_sub(v.image.len() as u64, Ordering::Relaxed);
+                }
+                if vs.is_empty() {
+                    shard.remove(&page);
+                }
+            }
+        }
+    }
+
+    /// The store's counters now.
+    pub fn counts(&self) -> VersionCounts {
+        VersionCounts {
+            kept: self.count.load(Ordering::Relaxed) as u64,
+            bytes: self.bytes.load(Ordering::Relaxed),
+            snapshots: self.reg.lock().active.len() as u64,
+            refused: self.refused.load(Ordering::Relaxed),
+            copied: self.copied.load(Ordering::Relaxed),
+        }
+    }
+}
+
+impl Snapshot {
+    /// The commit LSN this snapshot reads at.
+    pub fn lsn(&self) -> Lsn {
+        Lsn(self.lsn)
+    }
+
+    /// [`PoolError::SnapshotTooOld`] if the snapshot was revoked (call it after a lookup:
+    /// invariant 4).
+    ///
+    /// # Errors
+    ///
+    /// [`PoolError::SnapshotTooOld`] naming the snapshot's LSN and the budget.
+    #[inline]
+    pub fn check(&self) -> Result<()> {
+        if self.revoked.load(Ordering::SeqCst) {
+            return Err(PoolError::SnapshotTooOld {
+                lsn: Lsn(self.lsn),
+                budget: self.versions.budget,
+            });
+        }
+        Ok(())
+    }
+
+    /// The version of page `id` this snapshot must read instead of the current page, if any.
+    #[inline]
+    pub(crate) fn find(&self, id: PageId) -> Option<Arc<[u8]>> {
+        self.versions.find(id, self.lsn)
+    }
+}
+
+impl Drop for Snapshot {
+    fn drop(&mut self) {
+        let removed = self
+            .versions
+            .reg
+            .lock()
+            .active
+            .remove(&(self.lsn, self.id))
+            .is_some();
+        if removed {
+            self.versions.collect();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn page(b: u8) -> Vec<u8> {
+        vec![b; 64]
+    }
+
+    #[test]
+    fn old_snapshots_keep_their_versions() {
+        let v = Arc::new(Versions::new(1 << 20));
+        let s0 = v.snapshot();
+        // Transaction 1 changes page 5 and commits at LSN 10.
+        v.add_pending(PageId(5), 1, &page(0));
+        let during = v.snapshot();
+        assert_eq!(during.find(PageId(5)).as_deref(), Some(&page(0)[..]));
+        v.seal(1, &[PageId(5)], Lsn(10));
+        v.publish(Lsn(10));
+        let s10 = v.snapshot();
+        assert_eq!(s10.lsn(), Lsn(10));
+        assert!(
+            s10.find(PageId(5)).is_none(),
+            "the page itself is at LSN 10"
+        );
+        assert_eq!(s0.find(PageId(5)).as_deref(), Some(&page(0)[..]));
+        // Transaction 2 changes it again (commit 20): s0 still sees the first image, s10 the
+        // second.
+        v.add_pending(PageId(5), 2, &page(1));
+        v.seal(2, &[PageId(5)], Lsn(20));
+        v.publish(Lsn(20));
+        assert_eq!(s0.find(PageId(5)).as_deref(), Some(&page(0)[..]));
+        assert_eq!(s10.find(PageId(5)).as_deref(), Some(&page(1)[..]));
+        drop((s0, during));
+        assert_eq!(v.counts().kept, 1, "only s10's version is left");
+        drop(s10);
+        assert_eq!(v.counts().kept, 0);
+        assert_eq!(v.counts().bytes, 0);
+    }
+
+    #[test]
+    fn an_abort_discards_its_pending_versions() {
+        let v = Arc::new(Versions::new(1 << 20));
+        let s = v.snapshot();
+        v.add_pending(PageId(1), 7, &page(3));
+        assert!(s.find(PageId(1)).is_some());
+        v.discard(7, &[PageId(1)]);
+        assert!(s.find(PageId(1)).is_none());
+        assert_eq!(v.counts().kept, 0);
+    }
+
+    #[test]
+    fn publishing_before_sealing_is_caught() {
+        // Break invariant 2 on purpose: publish first. A snapshot at the commit then still
+        // finds the pending (older) image: it would read the page as it was before its own
+        // snapshot's commit.
+        let v = Arc::new(Versions::new(1 << 20));
+        v.add_pending(PageId(2), 1, &page(0));
+        v.publish(Lsn(10));
+        let s = v.snapshot();
+        assert!(s.find(PageId(2)).is_some(), "the wrong order shows");
+        v.seal(1, &[PageId(2)], Lsn(10));
+        assert!(s.find(PageId(2)).is_none(), "the right order hides it");
+    }
+
+    #[test]
+    fn the_budget_revokes_the_oldest() {
+        let v = Arc::new(Versions::new(100));
+        let old = v.snapshot();
+        v.add_pending(PageId(1), 1, &page(0));
+        v.seal(1, &[PageId(1)], Lsn(10));
+        v.publish(Lsn(10));
+        assert!(old.check().is_ok(), "64 bytes fit the budget of 100");
+        let mid = v.snapshot();
+        v.add_pending(PageId(2), 2, &page(1));
+        v.seal(2, &[PageId(2)], Lsn(20));
+        v.publish(Lsn(20));
+        // 128 bytes > 100: the oldest snapshot goes, and its version with it.
+        assert!(matches!(
+            old.check(),
+            Err(PoolError::SnapshotTooOld { lsn: Lsn(0), .. })
+        ));
+        assert!(mid.check().is_ok());
+        assert_eq!(v.counts().kept, 1);
+        assert_eq!(v.counts().refused, 1);
+        // A pending version alone never revokes current snapshots.
+        let now = v.snapshot();
+        v.add_pending(PageId(3), 3, &[0u8; 200]);
+        v.collect();
+        assert!(now.check().is_ok());
+    }
+}

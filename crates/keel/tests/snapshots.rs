@@ -1,0 +1,317 @@
+//! Read transactions are snapshots (issue 13, item 1): a `ReadTxn` sees exactly the commits
+//! before it began — every table, row, range and cursor — while writers insert, overwrite,
+//! remove (splits, merges, overflow chains), create and drop tables, abort, and checkpoint, and
+//! while a small pool evicts pages under it. It never waits for the writer, and it can move to
+//! another thread. Interleavings come from a seed, so a failure replays.
+
+use keel::{Config, Error, ReadTxn, Store};
+use keel_io::{SimConfig, SimFs};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+type Model = BTreeMap<String, BTreeMap<Vec<u8>, Vec<u8>>>;
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+fn small(budget: u64) -> Config {
+    Config {
+        page_size: 4096,
+        // 128 frames for ~200 pages of data: scans and writers evict each other's pages.
+        pool_size: 128 * 4096,
+        log_file_size: 1 << 20,
+        log_file_count: 2,
+        snapshot_budget: budget,
+        ..Config::default()
+    }
+}
+
+/// Everything `r` sees equals `want`: the table list, every table's rows forward (cursor and
+/// range) and backward, `len`, and point gets of present and absent keys. A refused snapshot
+/// (`SnapshotTooOld`) is accepted only with `budget_bites`.
+fn same(r: &ReadTxn, want: &Model, what: &str, budget_bites: bool) -> Result<(), String> {
+    let check = || -> keel::Result<Result<(), String>> {
+        let names = r.list_tables()?;
+        let want_names: Vec<&String> = want.keys().collect();
+        if names.iter().collect::<Vec<_>>() != want_names {
+            return Ok(Err(format!(
+                "{what}: tables {names:?}, want {want_names:?}"
+            )));
+        }
+        for (name, rows) in want {
+            let t = r.table(name)?;
+            let mut c = t.cursor(..)?;
+            let mut got = Vec::new();
+            while let Some((k, v)) = c.next()? {
+                got.push((k.to_vec(), v.to_vec()));
+            }
+            let want_rows: Vec<(Vec<u8>, Vec<u8>)> =
+                rows.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+            if got != want_rows {
+                return Ok(Err(format!(
+                    "{what}: table {name}: cursor saw {} rows, want {}",
+                    got.len(),
+                    want_rows.len()
+                )));
+            }
+            let back: Vec<(Vec<u8>, Vec<u8>)> = t.range(..)?.rev().collect::<keel::Result<_>>()?;
+            if back.iter().rev().ne(want_rows.iter()) {
+                return Ok(Err(format!("{what}: table {name}: reverse range differs")));
+            }
+            if t.len()? != rows.len() as u64 {
+                return Ok(Err(format!("{what}: table {name}: len differs")));
+            }
+            for (k, v) in rows.iter().step_by(7) {
+                if t.get(k)?.as_ref() != Some(v) {
+                    return Ok(Err(format!("{what}: table {name}: get({k:?}) differs")));
+                }
+            }
+            if t.get(b"absent")?.is_some() {
+                return Ok(Err(format!("{what}: table {name}: an absent key is there")));
+            }
+        }
+        Ok(Ok(()))
+    };
+    match check() {
+        Ok(r) => r,
+        Err(Error::SnapshotTooOld { .. }) if budget_bites => Ok(()),
+        Err(e) => Err(format!("{what}: {e}")),
+    }
+}
+
+/// One seeded interleaving on one thread (a read transaction never waits, so one thread can
+/// hold snapshots while it writes). Returns (snapshot checks, snapshots refused).
+fn run(seed: u64, budget: u64) -> Result<(u64, u64), String> {
+    let fs = SimFs::new(SimConfig::seeded(seed));
+    let s = Store::open_with_fs(Arc::new(fs), Path::new("/db"), small(budget))
+        .map_err(|e| e.to_string())?;
+    let mut rng = Rng(seed);
+    let mut committed = Model::new();
+    let mut snaps: Vec<(ReadTxn, Model)> = Vec::new();
+    let mut checks = 0;
+    let bites = budget < 1 << 20;
+    let e = |e: Error| e.to_string();
+    for round in 0..40u32 {
+        if rng.below(2) == 0 {
+            snaps.push((s.read().map_err(e)?, committed.clone()));
+        }
+        if snaps.len() > 4 || (rng.below(4) == 0 && !snaps.is_empty()) {
+            let i = rng.below(snaps.len() as u64) as usize;
+            snaps.swap_remove(i);
+        }
+        let mut next = committed.clone();
+        let mut tx = s.write().map_err(e)?;
+        for _ in 0..1 + rng.below(3) {
+            let name = ["a", "b", "c"][rng.below(3) as usize].to_string();
+            if rng.below(12) == 0 {
+                tx.drop_table(&name).map_err(e)?;
+                next.remove(&name);
+                continue;
+            }
+            let mut t = tx.table(&name).map_err(e)?;
+            let rows = next.entry(name).or_default();
+            for _ in 0..rng.below(60) {
+                let k = format!("k{:05}", rng.below(400)).into_bytes();
+                match rng.below(6) {
+                    0 => {
+                        t.remove(&k).map_err(e)?;
+                        rows.remove(&k);
+                    }
+                    _ => {
+                        // Mostly small values; some overflow chains.
+                        let len = if rng.below(15) == 0 {
+                            5000
+                        } else {
+                            20 + rng.below(200)
+                        };
+                        let v = vec![(round as u8) ^ (rng.next() as u8); len as usize];
+                        t.insert(&k, &v).map_err(e)?;
+                        rows.insert(k, v);
+                    }
+                }
+            }
+        }
+        // Mid-transaction: every snapshot, and one taken now, sees only committed data.
+        let now = s.read().map_err(e)?;
+        same(
+            &now,
+            &committed,
+            &format!("round {round}, new, mid-txn"),
+            bites,
+        )?;
+        for (r, want) in &snaps {
+            same(r, want, &format!("round {round}, mid-txn"), bites)?;
+            checks += 1;
+        }
+        drop(now);
+        if rng.below(5) == 0 {
+            tx.abort();
+        } else {
+            tx.commit().map_err(e)?;
+            committed = next;
+        }
+        if rng.below(6) == 0 {
+            s.checkpoint().map_err(e)?;
+        }
+        for (r, want) in &snaps {
+            same(r, want, &format!("round {round}, after"), bites)?;
+            checks += 1;
+        }
+    }
+    let refused = s.stats().pool.snapshots_refused;
+    drop(snaps);
+    let st = s.stats().pool;
+    if st.versions_kept != 0 || st.version_bytes != 0 {
+        return Err(format!(
+            "versions left with no snapshot: {} ({} bytes)",
+            st.versions_kept, st.version_bytes
+        ));
+    }
+    let report = s.check().map_err(e)?;
+    if !report.is_ok() {
+        return Err(format!("check: {:?}", report.problems));
+    }
+    Ok((checks, refused))
+}
+
+#[test]
+fn a_read_transaction_sees_exactly_its_snapshot() {
+    let mut checks = 0;
+    for seed in 0..12 {
+        let (c, refused) = run(seed, 64 << 20).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        assert_eq!(refused, 0);
+        checks += c;
+    }
+    assert!(checks > 200, "{checks}");
+}
+
+#[test]
+fn past_the_budget_old_snapshots_are_refused_never_wrong() {
+    let mut refused = 0;
+    for seed in 0..6 {
+        let (_, r) = run(seed, 8 * 4096).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        refused += r;
+    }
+    assert!(refused > 0, "a 32 KiB budget never refused a snapshot");
+}
+
+fn assert_send_static<T: Send + 'static>(_: &T) {}
+
+/// Money moves between accounts in write transactions on one thread while readers on two
+/// other threads sum every account in their snapshots: every sum is the total. A reader also
+/// holds a snapshot across many commits, on another thread than the one that took it.
+#[test]
+fn readers_on_other_threads_see_whole_transactions() {
+    let d = tempfile::tempdir().unwrap();
+    let s = Arc::new(
+        Store::open(
+            d.path(),
+            Config {
+                page_size: 4096,
+                pool_size: 4 << 20,
+                ..Config::default()
+            },
+        )
+        .unwrap(),
+    );
+    const ACCOUNTS: u64 = 500;
+    const TOTAL: u64 = ACCOUNTS * 1000;
+    {
+        let tx = s.write().unwrap();
+        let mut t = tx.table("acct").unwrap();
+        for i in 0..ACCOUNTS {
+            t.insert(&i.to_be_bytes(), &1000u64.to_le_bytes()).unwrap();
+        }
+        tx.commit().unwrap();
+    }
+    let sum = |r: &ReadTxn| -> u64 {
+        let t = r.table("acct").unwrap();
+        let mut c = t.cursor(..).unwrap();
+        let mut n = 0u64;
+        let mut rows = 0;
+        while let Some((_, v)) = c.next().unwrap() {
+            n += u64::from_le_bytes(v.try_into().unwrap());
+            rows += 1;
+        }
+        assert_eq!(rows, ACCOUNTS);
+        n
+    };
+    let held = s.read().unwrap();
+    assert_send_static(&held);
+    let stop = Arc::new(AtomicBool::new(false));
+    let reads = Arc::new(AtomicU64::new(0));
+    let readers: Vec<_> = (0..2)
+        .map(|_| {
+            let (s, stop, reads) = (s.clone(), stop.clone(), reads.clone());
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    let r = s.read().unwrap();
+                    assert_eq!(sum(&r), TOTAL);
+                    reads.fetch_add(1, Ordering::Relaxed);
+                }
+            })
+        })
+        .collect();
+    let mut rng = Rng(7);
+    for _ in 0..300 {
+        let tx = s.write().unwrap();
+        let mut t = tx.table("acct").unwrap();
+        for _ in 0..4 {
+            let (a, b) = (rng.below(ACCOUNTS), rng.below(ACCOUNTS));
+            let amount = rng.below(50);
+            let va = u64::from_le_bytes(
+                t.get(&a.to_be_bytes())
+                    .unwrap()
+                    .unwrap()
+                    .try_into()
+                    .unwrap(),
+            );
+            if va < amount || a == b {
+                continue;
+            }
+            let vb = u64::from_le_bytes(
+                t.get(&b.to_be_bytes())
+                    .unwrap()
+                    .unwrap()
+                    .try_into()
+                    .unwrap(),
+            );
+            t.insert(&a.to_be_bytes(), &(va - amount).to_le_bytes())
+                .unwrap();
+            t.insert(&b.to_be_bytes(), &(vb + amount).to_le_bytes())
+                .unwrap();
+        }
+        tx.commit().unwrap();
+    }
+    stop.store(true, Ordering::Relaxed);
+    for h in readers {
+        h.join().unwrap();
+    }
+    // The snapshot taken before all of it moves to another thread and still sees 1000 each.
+    let total = std::thread::spawn(move || {
+        let t = held.table("acct").unwrap();
+        let all: Vec<_> = t.range(..).unwrap().collect::<keel::Result<_>>().unwrap();
+        assert!(all
+            .iter()
+            .all(|(_, v)| v.as_slice() == 1000u64.to_le_bytes()));
+        sum(&held)
+    })
+    .join()
+    .unwrap();
+    assert_eq!(total, TOTAL);
+    assert!(reads.load(Ordering::Relaxed) > 0);
+}
