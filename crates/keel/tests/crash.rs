@@ -71,6 +71,8 @@ struct Totals {
     log_bytes_discarded: u64,
     recovered_in_memory: u64,
     small_pool_refusals: u64,
+    /// Checks of a snapshot reader held across later transactions (issue 13).
+    snapshot_checks: u64,
 }
 
 static TOTALS: std::sync::Mutex<Option<Totals>> = std::sync::Mutex::new(None);
@@ -90,7 +92,11 @@ enum Outcome {
 }
 
 fn contents(store: &Store) -> Result<Model, Error> {
-    let r = store.read()?;
+    seen_by(&store.read()?)
+}
+
+/// What read transaction `r` sees of table "t".
+fn seen_by(r: &keel::ReadTxn) -> Result<Model, Error> {
     let t = match r.table("t") {
         Ok(t) => t,
         Err(Error::TableNotFound(_)) => return Ok(Model::new()),
@@ -129,8 +135,44 @@ fn run_case(case: Case) -> Result<Outcome, String> {
     let mut snapshots: Vec<Model> = vec![Model::new()];
     let mut model = Model::new();
     let mut acked = 0usize;
+    // Snapshot readers held across transactions, with the commit point each must see; their
+    // own generator, so the writes and the crash point are those the seed always gave.
+    let mut readers: Vec<(keel::ReadTxn, usize)> = Vec::new();
+    let mut rrng = Rng(case.seed ^ 0x5eed_5eed);
+    let mut snapshot_checks = 0u64;
+    // Every reader sees exactly its commit point; after the crash fired a read may fail (the
+    // file system is gone), but never return other data.
+    let check_readers = |readers: &[(keel::ReadTxn, usize)],
+                         snapshots: &[Model],
+                         when: &str,
+                         n: &mut u64|
+     -> Result<(), String> {
+        for (r, k) in readers {
+            match seen_by(r) {
+                Ok(m) if m == snapshots[*k] => *n += 1,
+                Ok(m) => {
+                    return Err(format!(
+                        "a snapshot at commit point {k} read {} keys {when}, want {}",
+                        m.len(),
+                        snapshots[*k].len()
+                    ))
+                }
+                Err(_) if fs.is_crashed() => {}
+                Err(e) => return Err(format!("a snapshot read failed {when}: {e}")),
+            }
+        }
+        Ok(())
+    };
     fs.crash_at_call(1 + rng.below(260), None);
     for _ in 0..60 {
+        if rrng.below(4) == 0 {
+            if readers.len() >= 2 {
+                readers.remove(0);
+            }
+            if let Ok(r) = store.read() {
+                readers.push((r, snapshots.len() - 1));
+            }
+        }
         let Ok(tx) = store.write() else { break };
         let mut failed = false;
         {
@@ -165,12 +207,21 @@ fn run_case(case: Case) -> Result<Outcome, String> {
         if failed {
             break;
         }
+        check_readers(
+            &readers,
+            &snapshots,
+            "mid-transaction",
+            &mut snapshot_checks,
+        )?;
         snapshots.push(model.clone());
         match tx.commit() {
             Ok(()) => acked = snapshots.len() - 1,
             Err(_) => break,
         }
+        check_readers(&readers, &snapshots, "after a commit", &mut snapshot_checks)?;
     }
+    drop(readers);
+    add_totals(|t| t.snapshot_checks += snapshot_checks);
     let mid_run = fs.is_crashed();
     let post = crash_now(&fs);
     drop(store);
