@@ -1,0 +1,264 @@
+//! Readers beside a writer (issue 13's targets for snapshot reads): does a scanning reader slow
+//! a committing writer, does the writer slow the reader, and do point gets scale to two threads
+//! while a writer commits?
+//!
+//! Cases, each `KEEL_SNAP_SECS` seconds (default 3), repeated `KEEL_SNAP_REPEATS` times (default
+//! 3) in the order below within each repeat (alone, together, alone, together, ...):
+//! - `writer alone`: one thread commits single-row transactions (16-byte random key, 100-byte
+//!   value, `Durability::Sync`) in a loop;
+//! - `scanner alone`: one thread scans the whole `big` table (`KEEL_SNAP_ROWS` rows, default
+//!   500,000, resident) with a cursor, again and again;
+//! - `writer + scanner`: both at once: each side's rate as a ratio of its rate alone;
+//! - `gets x1 + writer`, `gets x2 + writer`: one or two threads doing random point gets on
+//!   `big` while the writer commits: the ratio of two threads to one.
+//!
+//! Prints the median of the repeats with min–max, and per case the process CPU µs per
+//! operation and the cores used (CPU seconds / wall seconds). Run on a quiet machine:
+//! `cargo bench -p keel-benches --bench snapshot_readers`.
+
+use keel_tpcc::costs::ProcessUsage;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+fn env(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+}
+
+fn key(i: u64) -> [u8; 16] {
+    let mut k = [0u8; 16];
+    k[..8].copy_from_slice(&i.wrapping_mul(0x9E37_79B9_7F4A_7C15).to_be_bytes());
+    k[8..].copy_from_slice(&i.to_be_bytes());
+    k
+}
+
+/// What one case measured.
+#[derive(Default, Clone, Copy)]
+struct Rates {
+    commits: f64,
+    rows: f64,
+    gets: f64,
+    cpu_us: u64,
+    wall: f64,
+}
+
+/// Runs `writer` (commits), `scanners` and `getters` threads for `secs`.
+fn case(
+    store: &Arc<keel::Store>,
+    rows: u64,
+    secs: f64,
+    writer: bool,
+    scanners: usize,
+    getters: usize,
+) -> Rates {
+    let stop = Arc::new(AtomicBool::new(false));
+    let commits = Arc::new(AtomicU64::new(0));
+    let scanned = Arc::new(AtomicU64::new(0));
+    let got = Arc::new(AtomicU64::new(0));
+    let u0 = ProcessUsage::now();
+    let t0 = Instant::now();
+    let mut hs = Vec::new();
+    if writer {
+        let (s, stop, n) = (store.clone(), stop.clone(), commits.clone());
+        hs.push(std::thread::spawn(move || {
+            let mut rng = Rng(Instant::now().elapsed().as_nanos() as u64 ^ 11);
+            let v = [7u8; 100];
+            while !stop.load(Ordering::Relaxed) {
+                let tx = s.write().expect("write");
+                tx.table("w")
+                    .expect("table")
+                    .insert(&key(rng.next()), &v)
+                    .expect("insert");
+                tx.commit().expect("commit");
+                n.fetch_add(1, Ordering::Relaxed);
+            }
+        }));
+    }
+    for _ in 0..scanners {
+        let (s, stop, n) = (store.clone(), stop.clone(), scanned.clone());
+        hs.push(std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                let r = s.read().expect("read");
+                let t = r.table("big").expect("table");
+                let mut c = t.cursor(..).expect("cursor");
+                let mut k = 0u64;
+                while let Some(_row) = c.next().expect("next") {
+                    k += 1;
+                    if k.is_multiple_of(4096) {
+                        n.fetch_add(4096, Ordering::Relaxed);
+                        if stop.load(Ordering::Relaxed) {
+                            return;
+                        }
+                    }
+                }
+                n.fetch_add(k % 4096, Ordering::Relaxed);
+            }
+        }));
+    }
+    for g in 0..getters {
+        let (s, stop, n) = (store.clone(), stop.clone(), got.clone());
+        hs.push(std::thread::spawn(move || {
+            let mut rng = Rng(g as u64 + 99);
+            while !stop.load(Ordering::Relaxed) {
+                let r = s.read().expect("read");
+                let t = r.table("big").expect("table");
+                for _ in 0..256 {
+                    let i = rng.next() % rows;
+                    assert!(t.get(&key(i)).expect("get").is_some());
+                }
+                n.fetch_add(256, Ordering::Relaxed);
+            }
+        }));
+    }
+    std::thread::sleep(Duration::from_secs_f64(secs));
+    stop.store(true, Ordering::Relaxed);
+    let wall = t0.elapsed().as_secs_f64();
+    for h in hs {
+        h.join().expect("thread");
+    }
+    let u1 = ProcessUsage::now();
+    Rates {
+        commits: commits.load(Ordering::Relaxed) as f64 / wall,
+        rows: scanned.load(Ordering::Relaxed) as f64 / wall,
+        gets: got.load(Ordering::Relaxed) as f64 / wall,
+        cpu_us: u1.cpu_us.saturating_sub(u0.cpu_us),
+        wall,
+    }
+}
+
+fn median(mut v: Vec<f64>) -> (f64, f64, f64) {
+    v.sort_by(f64::total_cmp);
+    (v[v.len() / 2], v[0], v[v.len() - 1])
+}
+
+fn main() {
+    let rows = env("KEEL_SNAP_ROWS", 500_000);
+    let repeats = env("KEEL_SNAP_REPEATS", 3).max(1);
+    let secs = env("KEEL_SNAP_SECS", 3) as f64;
+    let dir = tempfile::tempdir_in(std::env::var("KEEL_SNAP_DIR").unwrap_or_else(|_| ".".into()))
+        .expect("tempdir");
+    let store = Arc::new(
+        keel::Store::open(
+            dir.path(),
+            keel::Config {
+                pool_size: 512 << 20,
+                ..keel::Config::default()
+            },
+        )
+        .expect("open"),
+    );
+    let v = [3u8; 100];
+    for chunk in (0..rows).collect::<Vec<_>>().chunks(10_000) {
+        let tx = store.write().expect("write");
+        let mut t = tx.table("big").expect("table");
+        for &i in chunk {
+            t.insert(&key(i), &v).expect("insert");
+        }
+        tx.commit().expect("commit");
+    }
+    store.checkpoint().expect("checkpoint");
+    println!(
+        "snapshot readers beside a writer: {rows} rows of 16+100 bytes resident, {secs} s per case, {repeats} repeats"
+    );
+    let names = [
+        "writer alone",
+        "scanner alone",
+        "writer + scanner",
+        "gets x1 + writer",
+        "gets x2 + writer",
+    ];
+    let mut all: Vec<Vec<Rates>> = vec![Vec::new(); names.len()];
+    for rep in 0..repeats {
+        let runs = [
+            case(&store, rows, secs, true, 0, 0),
+            case(&store, rows, secs, false, 1, 0),
+            case(&store, rows, secs, true, 1, 0),
+            case(&store, rows, secs, true, 0, 1),
+            case(&store, rows, secs, true, 0, 2),
+        ];
+        for (i, r) in runs.into_iter().enumerate() {
+            all[i].push(r);
+        }
+        eprintln!("repeat {} done", rep + 1);
+    }
+    let col = |i: usize, f: fn(&Rates) -> f64| median(all[i].iter().map(f).collect());
+    let cores = |i: usize| {
+        median(
+            all[i]
+                .iter()
+                .map(|r| r.cpu_us as f64 / 1e6 / r.wall)
+                .collect(),
+        )
+        .0
+    };
+    let show = |label: &str, (m, lo, hi): (f64, f64, f64), unit: &str| {
+        println!("  {label:<34} {m:>12.0} {unit} (min {lo:.0}, max {hi:.0})");
+    };
+    show("writer alone", col(0, |r| r.commits), "commits/s");
+    show(
+        "writer beside a scanner",
+        col(2, |r| r.commits),
+        "commits/s",
+    );
+    show("scanner alone", col(1, |r| r.rows), "rows/s");
+    show("scanner beside a writer", col(2, |r| r.rows), "rows/s");
+    show(
+        "gets, 1 thread, beside a writer",
+        col(3, |r| r.gets),
+        "gets/s",
+    );
+    show(
+        "gets, 2 threads, beside a writer",
+        col(4, |r| r.gets),
+        "gets/s",
+    );
+    let ratio = |a: usize, fa: fn(&Rates) -> f64, b: usize, fb: fn(&Rates) -> f64| {
+        let v: Vec<f64> = all[a]
+            .iter()
+            .zip(&all[b])
+            .map(|(x, y)| fa(x) / fb(y))
+            .collect();
+        median(v)
+    };
+    let (m, lo, hi) = ratio(2, |r| r.commits, 0, |r| r.commits);
+    println!("writer keeps {:.0}% of its commits/s beside a scanner (min {:.0}%, max {:.0}%; target >= 90%)", m * 100.0, lo * 100.0, hi * 100.0);
+    let (m, lo, hi) = ratio(2, |r| r.rows, 1, |r| r.rows);
+    println!("scanner keeps {:.0}% of its rows/s beside a writer (min {:.0}%, max {:.0}%; target >= 90%)", m * 100.0, lo * 100.0, hi * 100.0);
+    let (m, lo, hi) = ratio(4, |r| r.gets, 3, |r| r.gets);
+    println!("gets: 2 threads / 1 thread beside a writer = {m:.2}x (min {lo:.2}, max {hi:.2}; target >= 1.8x)");
+    for (i, n) in names.iter().enumerate() {
+        let ops: f64 = median(
+            all[i]
+                .iter()
+                .map(|r| {
+                    let ops = (r.commits + r.rows / 1000.0 + r.gets) * r.wall;
+                    if ops > 0.0 {
+                        r.cpu_us as f64 / ops
+                    } else {
+                        0.0
+                    }
+                })
+                .collect(),
+        )
+        .0;
+        println!(
+            "  {n:<18} cores used {:.2}; CPU µs per op {ops:.1} (op = a commit, 1,000 scanned rows or a get)",
+            cores(i)
+        );
+    }
+}
