@@ -310,7 +310,7 @@ impl BufferPool {
                             match PageHeader::read(image) {
                                 Some(h) if h.page_id == pid => {}
                                 // The image of a page that did not exist yet.
-                                _ if image.iter().all(|&b| b == 0) => {}
+                                _ if keel_page::is_zero(image) => {}
                                 other => {
                                     return Err(bad(format!(
                                         "image header names {:?}",

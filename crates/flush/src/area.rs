@@ -113,7 +113,7 @@ impl Geometry {
                 h.len()
             ));
         }
-        if h[..AREA_HEADER_LEN].iter().all(|&b| b == 0) {
+        if keel_page::is_zero(&h[..AREA_HEADER_LEN]) {
             return Ok(None);
         }
         let stored = get_u32(h, AREA_HEADER_LEN - 4);
@@ -353,7 +353,7 @@ impl DoublewriteArea {
                     format!("file is only {len} bytes")
                 };
                 let body = all.get(AREA_HEADER_LEN.min(all.len())..).unwrap_or(&[]);
-                if body.iter().all(|&b| b == 0) {
+                if keel_page::is_zero(body) {
                     return Ok(scan);
                 }
                 return Err(FlushError::DoublewriteArea {
@@ -375,7 +375,7 @@ impl DoublewriteArea {
             let d = match decode_directory(&dir, &g, slot) {
                 Ok(d) => d,
                 Err(reason) => {
-                    if dir.iter().any(|&b| b != 0) {
+                    if !keel_page::is_zero(&dir) {
                         scan.slots_damaged.push((slot, reason));
                     }
                     continue;

@@ -206,7 +206,7 @@ pub fn verify(
     if crate::PageSize::from_bytes(page.len()).is_none() {
         return Err(corrupt(CorruptionDetail::BadLength { len: page.len() }));
     }
-    if page.iter().all(|&b| b == 0) {
+    if crate::is_zero(page) {
         return Ok(PageState::Unwritten);
     }
     let header =

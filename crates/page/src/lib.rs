@@ -27,6 +27,7 @@
 mod checksum;
 mod header;
 mod op;
+mod zero;
 
 pub use checksum::Checksum;
 pub use header::{
@@ -34,6 +35,7 @@ pub use header::{
     PageType, PAGE_HEADER_SIZE, PAGE_TRAILER_SIZE,
 };
 pub use op::{check_payload_range, payload_range, OutsidePayload, PageOp};
+pub use zero::is_zero;
 
 use serde::{Deserialize, Serialize};
 use std::fmt;

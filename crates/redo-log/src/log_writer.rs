@@ -75,6 +75,9 @@ pub(crate) struct Writer {
     pub claims_durable: bool,
 }
 
+/// The most bytes one write pass stages (and so the size of the staging buffer, zeroed at
+/// open): 1 MiB, or less when the log buffer is smaller (a pass never has more to write than
+/// the buffer held; a smaller pass only means more writes, never a different stream).
 const PASS_BYTES: usize = 1 << 20;
 
 impl Writer {
@@ -103,9 +106,10 @@ impl Writer {
         start_block: u64,
         incarnation: u32,
         scan_start_block: u64,
+        buffer_size: usize,
     ) -> Writer {
         let pad_blocks = (write_ahead / geo.block as u64).max(1);
-        let max_blocks = (PASS_BYTES / geo.block) as u64;
+        let max_blocks = (buffer_size.clamp(geo.block, PASS_BYTES) / geo.block) as u64;
         let p = geo.payload as u64;
         Writer {
             files,

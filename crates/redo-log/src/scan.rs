@@ -305,7 +305,7 @@ fn look_past<S: BlockSource>(
             Err(_) => {
                 // A long run of never-written (all-zero) blocks ends the search the same way;
                 // shorter runs may be the damage itself (a zeroed sector or page).
-                if m > bad && raw.iter().all(|&x| x == 0) {
+                if m > bad && keel_page::is_zero(&raw) {
                     zero_run += 1;
                     if zero_run >= ZERO_RUN_END {
                         break;

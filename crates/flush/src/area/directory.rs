@@ -135,7 +135,7 @@ pub(crate) fn decode_directory(
     if dir.len() < g.dir_len() {
         return Err("directory shorter than its geometry".into());
     }
-    if dir[..DIR_FIXED].iter().all(|&b| b == 0) {
+    if keel_page::is_zero(&dir[..DIR_FIXED]) {
         return Err("never written".into());
     }
     if &dir[0..8] != SLOT_MAGIC {

@@ -427,6 +427,7 @@ impl RedoLog {
             m,
             incarnation,
             scan_start_block,
+            cfg.buffer_size,
         );
         w.unclamped_padding = switches.no_space_reserve;
         // Version 1 logs keep a durable lag of 0 (no claims), so that builds that read only
