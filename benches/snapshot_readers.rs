@@ -16,6 +16,7 @@
 //! operation and the cores used (CPU seconds / wall seconds). Run on a quiet machine:
 //! `cargo bench -p keel-benches --bench snapshot_readers`.
 
+use keel_io::SplitMix64 as Rng;
 use keel_tpcc::costs::ProcessUsage;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -26,18 +27,6 @@ fn env(name: &str, default: u64) -> u64 {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
-}
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
 }
 
 fn key(i: u64) -> [u8; 16] {
@@ -76,13 +65,13 @@ fn case(
     if writer {
         let (s, stop, n) = (store.clone(), stop.clone(), commits.clone());
         hs.push(std::thread::spawn(move || {
-            let mut rng = Rng(Instant::now().elapsed().as_nanos() as u64 ^ 11);
+            let mut rng = Rng::new(Instant::now().elapsed().as_nanos() as u64 ^ 11);
             let v = [7u8; 100];
             while !stop.load(Ordering::Relaxed) {
                 let tx = s.write().expect("write");
                 tx.table("w")
                     .expect("table")
-                    .insert(&key(rng.next()), &v)
+                    .insert(&key(rng.next_u64()), &v)
                     .expect("insert");
                 tx.commit().expect("commit");
                 n.fetch_add(1, Ordering::Relaxed);
@@ -113,12 +102,12 @@ fn case(
     for g in 0..getters {
         let (s, stop, n) = (store.clone(), stop.clone(), got.clone());
         hs.push(std::thread::spawn(move || {
-            let mut rng = Rng(g as u64 + 99);
+            let mut rng = Rng::new(g as u64 + 99);
             while !stop.load(Ordering::Relaxed) {
                 let r = s.read().expect("read");
                 let t = r.table("big").expect("table");
                 for _ in 0..256 {
-                    let i = rng.next() % rows;
+                    let i = rng.next_u64() % rows;
                     assert!(t.get(&key(i)).expect("get").is_some());
                 }
                 n.fetch_add(256, Ordering::Relaxed);

@@ -84,6 +84,15 @@ struct TxnState {
 }
 
 impl TxnState {
+    /// The pages whose committed image this transaction keeps as a pending version.
+    fn versioned_pages(&self) -> Vec<PageId> {
+        self.entries
+            .iter()
+            .filter(|e| e.versioned)
+            .map(|e| e.page_id)
+            .collect()
+    }
+
     /// Records that entry `entry`'s page had `old` at `offset`.
     fn push_undo(&mut self, entry: usize, offset: usize, old: &[u8]) {
         self.undo.push(Undo {
@@ -581,13 +590,7 @@ impl<'p> PageTxn<'p> {
             }
         };
         // Module `versions`, invariant 2: seal, then publish.
-        let versioned: Vec<PageId> = st
-            .entries
-            .iter()
-            .filter(|e| e.versioned)
-            .map(|e| e.page_id)
-            .collect();
-        pool.versions.seal(self.id, &versioned, end);
+        pool.versions.seal(self.id, &st.versioned_pages(), end);
         pool.versions.publish(end);
         for e in st.entries.drain(..) {
             let Some(f) = e.frame else { continue };
@@ -659,12 +662,7 @@ impl<'p> PageTxn<'p> {
         }
         st.undo_bytes.clear();
         // The pages are restored: the pending versions are no longer needed.
-        let versioned: Vec<PageId> = st
-            .entries
-            .iter()
-            .filter(|e| e.versioned)
-            .map(|e| e.page_id)
-            .collect();
+        let versioned = st.versioned_pages();
         if !versioned.is_empty() {
             pool.versions.discard(self.id, &versioned);
         }

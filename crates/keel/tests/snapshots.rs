@@ -5,28 +5,13 @@
 //! another thread. Interleavings come from a seed, so a failure replays.
 
 use keel::{Config, Error, ReadTxn, Store};
-use keel_io::{SimConfig, SimFs};
+use keel_io::{SimConfig, SimFs, SplitMix64 as Rng};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 type Model = BTreeMap<String, BTreeMap<Vec<u8>, Vec<u8>>>;
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
 
 fn small(budget: u64) -> Config {
     Config {
@@ -99,7 +84,7 @@ fn run(seed: u64, budget: u64) -> Result<(u64, u64), String> {
     let fs = SimFs::new(SimConfig::seeded(seed));
     let s = Store::open_with_fs(Arc::new(fs), Path::new("/db"), small(budget))
         .map_err(|e| e.to_string())?;
-    let mut rng = Rng(seed);
+    let mut rng = Rng::new(seed);
     let mut committed = Model::new();
     let mut snaps: Vec<(ReadTxn, Model)> = Vec::new();
     let mut checks = 0;
@@ -138,7 +123,7 @@ fn run(seed: u64, budget: u64) -> Result<(u64, u64), String> {
                         } else {
                             20 + rng.below(200)
                         };
-                        let v = vec![(round as u8) ^ (rng.next() as u8); len as usize];
+                        let v = vec![(round as u8) ^ (rng.next_u64() as u8); len as usize];
                         t.insert(&k, &v).map_err(e)?;
                         rows.insert(k, v);
                     }
@@ -211,6 +196,12 @@ fn past_the_budget_old_snapshots_are_refused_never_wrong() {
 
 fn assert_send_static<T: Send + 'static>(_: &T) {}
 
+/// Account `i`'s balance as the write transaction sees it.
+fn balance(t: &keel::Table<'_, '_>, i: u64) -> u64 {
+    let v = t.get(&i.to_be_bytes()).unwrap().unwrap();
+    u64::from_le_bytes(v.try_into().unwrap())
+}
+
 /// Money moves between accounts in write transactions on one thread while readers on two
 /// other threads sum every account in their snapshots: every sum is the total. A reader also
 /// holds a snapshot across many commits, on another thread than the one that took it.
@@ -266,30 +257,18 @@ fn readers_on_other_threads_see_whole_transactions() {
             })
         })
         .collect();
-    let mut rng = Rng(7);
+    let mut rng = Rng::new(7);
     for _ in 0..300 {
         let tx = s.write().unwrap();
         let mut t = tx.table("acct").unwrap();
         for _ in 0..4 {
             let (a, b) = (rng.below(ACCOUNTS), rng.below(ACCOUNTS));
             let amount = rng.below(50);
-            let va = u64::from_le_bytes(
-                t.get(&a.to_be_bytes())
-                    .unwrap()
-                    .unwrap()
-                    .try_into()
-                    .unwrap(),
-            );
+            let va = balance(&t, a);
             if va < amount || a == b {
                 continue;
             }
-            let vb = u64::from_le_bytes(
-                t.get(&b.to_be_bytes())
-                    .unwrap()
-                    .unwrap()
-                    .try_into()
-                    .unwrap(),
-            );
+            let vb = balance(&t, b);
             t.insert(&a.to_be_bytes(), &(va - amount).to_le_bytes())
                 .unwrap();
             t.insert(&b.to_be_bytes(), &(vb + amount).to_le_bytes())
