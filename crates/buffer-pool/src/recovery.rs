@@ -7,7 +7,8 @@
 //!   page's first record in the group); a `PageImage` is installed unconditionally (the disk
 //!   copy may be torn) and the group's later records for the page then apply;
 //! - a page whose first record since the checkpoint is `PageInit` / `PageImage` / `PageFree` is
-//!   not read at all: redo alone defines it;
+//!   not read at all: redo alone defines it; a `PageFree` never takes a frame (a resident copy
+//!   is dropped, as at commit), so what a group holds at once is the pages it changes;
 //! - a page that must be read but fails verification (torn, corrupt) or was never written is
 //!   rebuilt only if a later `PageInit` / `PageImage` of it exists in the recovered redo (its
 //!   earlier records are superseded); otherwise recovery stops with
@@ -223,6 +224,16 @@ impl BufferPool {
                             rep.records_applied += 1;
                             continue;
                         }
+                        Some(PState::Live) if matches!(r, Record::PageFree { .. }) => {
+                            // A free needs no copy of the page: it leaves the pool unwritten,
+                            // as at commit, and holds no frame (a dropped tree larger than the
+                            // pool replays in a pool of any size).
+                            self.drop_resident(pid);
+                            states.insert(pid, PState::Freed);
+                            rep.records_applied += 1;
+                            rep.pages_freed += 1;
+                            continue;
+                        }
                         None | Some(PState::Freed) if rebuilds => {
                             let f = self.blank_frame(pid)?;
                             rep.pages_from_redo += 1;
@@ -371,6 +382,19 @@ impl BufferPool {
             }
         }
         Ok(())
+    }
+
+    /// Drops page `pid` from the pool if it is resident (its changes are dead: it was freed).
+    fn drop_resident(&self, pid: PageId) {
+        if let Some(f) = self.lookup_pin(pid) {
+            let fr = &self.frames[f as usize];
+            let x = fr.exclusive();
+            if fr.page_id.load(std::sync::atomic::Ordering::Relaxed) == pid.0 {
+                self.unmap(f, pid);
+            }
+            drop(x);
+            self.unpin(f);
+        }
     }
 
     /// A zeroed frame for `pid` (resident or newly installed), pinned.

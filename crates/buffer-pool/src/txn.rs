@@ -245,7 +245,11 @@ impl<'p> PageTxn<'p> {
             latched: false,
             versioned: false,
         };
-        if let Some(f) = pool.lookup_pin(id) {
+        // A resident page is held to leave the pool unwritten at commit, while the transaction
+        // has room; past it the page stays as a page freed while not resident does (its frame
+        // is evicted or written like any other), so freeing a tree larger than the pool works.
+        let room = self.st.borrow().held < pool.max_txn_pages;
+        if let Some(f) = room.then(|| pool.lookup_pin(id)).flatten() {
             let fr = &pool.frames[f as usize];
             let x = fr.exclusive();
             if fr.valid.load(Ordering::Acquire) && fr.page_id.load(Ordering::Relaxed) == id.0 {

@@ -218,8 +218,7 @@ fn group_room(dir: &Path, config: &Config, recovered: &keel_redo_log::Recovered)
     let frames = config.pool_size / config.page_size.max(1);
     let limit = frames / 4 * 3;
     for g in &recovered.groups {
-        let pages: std::collections::HashSet<PageId> =
-            g.records.iter().filter_map(|r| r.page_id()).collect();
+        let pages = held_at_replay(g.records.iter());
         if pages.len() > limit {
             let need = (pages.len() * 4).div_ceil(3) + 1;
             return Err(Error::Config(format!(
@@ -237,15 +236,22 @@ fn group_room(dir: &Path, config: &Config, recovered: &keel_redo_log::Recovered)
     Ok(())
 }
 
+/// The pages replaying `records` holds in the pool: every page a record changes (a page only
+/// freed takes no frame at replay).
+fn held_at_replay<'a>(
+    records: impl Iterator<Item = &'a keel_buffer_pool::Record>,
+) -> std::collections::HashSet<PageId> {
+    records
+        .filter(|r| !matches!(r, keel_buffer_pool::Record::PageFree { .. }))
+        .filter_map(|r| r.page_id())
+        .collect()
+}
+
 /// A read-only open recovers in memory only while the recovered pages leave the pool at least
 /// a quarter of its frames clean for reads (dirty pages can never be written back in a
 /// read-only open); beyond that it is refused with what to do instead.
 fn in_memory_room(dir: &Path, config: &Config, recovered: &keel_redo_log::Recovered) -> Result<()> {
-    let pages: std::collections::HashSet<PageId> = recovered
-        .groups
-        .iter()
-        .flat_map(|g| g.records.iter().filter_map(|r| r.page_id()))
-        .collect();
+    let pages = held_at_replay(recovered.groups.iter().flat_map(|g| g.records.iter()));
     let frames = config.pool_size / config.page_size.max(1);
     if pages.len() > frames / 4 * 3 {
         return Err(Error::NeedsRecovery {

@@ -73,6 +73,8 @@ struct Totals {
     small_pool_refusals: u64,
     /// Checks of a snapshot reader held across later transactions (issue 13).
     snapshot_checks: u64,
+    /// Transactions that dropped the table (and so freed all its pages) before writing.
+    table_drops: u64,
 }
 
 static TOTALS: std::sync::Mutex<Option<Totals>> = std::sync::Mutex::new(None);
@@ -140,6 +142,7 @@ fn run_case(case: Case) -> Result<Outcome, String> {
     let mut readers: Vec<(keel::ReadTxn, usize)> = Vec::new();
     let mut rrng = Rng(case.seed ^ 0x5eed_5eed);
     let mut snapshot_checks = 0u64;
+    let mut drops = 0u64;
     // Every reader sees exactly its commit point; after the crash fired a read may fail (the
     // file system is gone), but never return other data.
     let check_readers = |readers: &[(keel::ReadTxn, usize)],
@@ -173,8 +176,17 @@ fn run_case(case: Case) -> Result<Outcome, String> {
                 readers.push((r, snapshots.len() - 1));
             }
         }
-        let Ok(tx) = store.write() else { break };
+        let Ok(mut tx) = store.write() else { break };
         let mut failed = false;
+        // Now and then the whole table is dropped first (its pages freed in one transaction,
+        // often more of them than the pool holds): the transaction then starts a new table.
+        if rrng.below(25) == 0 {
+            match tx.drop_table("t") {
+                Ok(_) => model.clear(),
+                Err(_) => break,
+            }
+            drops += 1;
+        }
         {
             let mut t = match tx.table("t") {
                 Ok(t) => t,
@@ -221,7 +233,10 @@ fn run_case(case: Case) -> Result<Outcome, String> {
         check_readers(&readers, &snapshots, "after a commit", &mut snapshot_checks)?;
     }
     drop(readers);
-    add_totals(|t| t.snapshot_checks += snapshot_checks);
+    add_totals(|t| {
+        t.snapshot_checks += snapshot_checks;
+        t.table_drops += drops;
+    });
     let mid_run = fs.is_crashed();
     let post = crash_now(&fs);
     drop(store);

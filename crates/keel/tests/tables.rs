@@ -101,6 +101,68 @@ fn a_dropped_table_returns_its_pages_to_the_free_list() {
     assert_eq!(count(&store.read().unwrap().table("keep").unwrap()), 50);
 }
 
+/// A table several times the pool is dropped in one transaction (its pages cannot all stay
+/// held in the pool until commit), and a snapshot taken before the drop still reads all of it
+/// after the drop and after new rows re-used the freed pages. (Dropping a table larger than
+/// the pool used to fail with `NoFreeFrame`: every freed resident page stayed pinned.)
+#[test]
+fn a_table_larger_than_the_pool_drops_and_old_snapshots_still_read_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = Config {
+        pool_size: 64 * 4096,
+        ..small()
+    };
+    let store = Store::open(dir.path(), cfg.clone()).unwrap();
+    for b in 0..10u32 {
+        let tx = store.write().unwrap();
+        let mut t = tx.table("big").unwrap();
+        for i in 0..1000u32 {
+            t.insert(&(b * 1000 + i).to_be_bytes(), &[b as u8; 100])
+                .unwrap();
+        }
+        tx.commit().unwrap();
+    }
+    fill(&store, "keep", 30);
+    let pages = store.meta().unwrap().page_count;
+    assert!(
+        pages > 4 * 64,
+        "the table is several times the pool: {pages} pages"
+    );
+    let before = store.read().unwrap();
+    let mut tx = store.write().unwrap();
+    assert!(tx.drop_table("big").unwrap());
+    tx.commit().unwrap();
+    // New rows take the freed pages.
+    for b in 0..10u32 {
+        let tx = store.write().unwrap();
+        let mut t = tx.table("new").unwrap();
+        for i in 0..500u32 {
+            t.insert(&(b * 500 + i).to_be_bytes(), &[9u8; 100]).unwrap();
+        }
+        tx.commit().unwrap();
+    }
+    assert!(
+        store.meta().unwrap().page_count <= pages + 2,
+        "freed pages re-used"
+    );
+    let old = before.table("big").unwrap();
+    let rows: Vec<_> = old.range(..).unwrap().collect::<keel::Result<_>>().unwrap();
+    assert_eq!(rows.len(), 10_000);
+    for (k, v) in &rows {
+        let i = u32::from_be_bytes(k.as_slice().try_into().unwrap());
+        assert_eq!(v.as_slice(), [(i / 1000) as u8; 100], "row {i}");
+    }
+    assert!(matches!(before.table("new"), Err(Error::TableNotFound(_))));
+    drop(before);
+    let report = store.check().unwrap();
+    assert!(report.is_ok(), "{:?}", report.problems);
+    drop(store);
+    let store = Store::open(dir.path(), cfg).unwrap();
+    let r = store.read().unwrap();
+    assert_eq!(r.list_tables().unwrap(), ["keep", "new"]);
+    assert_eq!(count(&r.table("new").unwrap()), 5000);
+}
+
 #[test]
 fn an_aborted_drop_keeps_the_table_and_a_recreated_one_starts_empty() {
     let dir = tempfile::tempdir().unwrap();
