@@ -22,8 +22,10 @@
 //! 2. **Seal before publish**: no snapshot at or above `C` exists while a version ending at
 //!    `C` is still pending (`seal` precedes `publish`; `publishing_before_sealing_is_caught`).
 //! 3. **Kept while needed**: a sealed version ending at `C` is dropped only when no snapshot
-//!    below `C` is registered; snapshots register under the same lock that computes the oldest
-//!    one (`old_snapshots_keep_their_versions`).
+//!    below `C` is registered and `C` is published (a snapshot taken between the seal and the
+//!    publish reads below `C`); the bound is computed and the versions dropped under the lock
+//!    snapshots register under (`old_snapshots_keep_their_versions`,
+//!    `a_sealed_version_waits_for_its_publish`).
 //! 4. **Bounded**: past the memory budget, the oldest snapshots are revoked (their next read
 //!    is [`PoolError::SnapshotTooOld`]) and their versions dropped; a revoked flag is set
 //!    before any version it needed is dropped, and a reader checks it after its lookup, so it
@@ -242,11 +244,15 @@ impl Versions {
     /// oldest snapshots first.
     fn collect(&self) {
         loop {
-            let oldest = {
+            {
+                // Under the registry lock, so no snapshot registers between computing the
+                // bound and dropping; and never past the newest published commit, since a
+                // snapshot registered later reads at it (a version sealed but not yet
+                // published serves those).
                 let reg = self.reg.lock();
-                reg.active.keys().next().map(|&(s, _)| s)
-            };
-            self.drop_sealed_up_to(oldest);
+                let oldest = reg.active.keys().next().map_or(reg.latest, |&(s, _)| s);
+                self.drop_sealed_up_to(oldest.min(reg.latest));
+            }
             if self.bytes.load(Ordering::Relaxed) <= self.budget {
                 return;
             }
@@ -272,11 +278,11 @@ impl Versions {
         }
     }
 
-    /// Drops sealed versions ending at or below `oldest` (every sealed one if `None`).
-    fn drop_sealed_up_to(&self, oldest: Option<u64>) {
+    /// Drops sealed versions ending at or below `bound` (the caller holds the registry lock).
+    fn drop_sealed_up_to(&self, bound: u64) {
         let mut sealed = self.sealed.lock();
         while let Some(&(until, page)) = sealed.front() {
-            if oldest.is_some_and(|s| until > s) {
+            if until > bound {
                 break;
             }
             sealed.pop_front();
@@ -389,6 +395,23 @@ mod tests {
         drop(s10);
         assert_eq!(v.counts().kept, 0);
         assert_eq!(v.counts().bytes, 0);
+    }
+
+    #[test]
+    fn a_sealed_version_waits_for_its_publish() {
+        // A collection between a commit's seal and its publish (another snapshot ending) must
+        // keep the version: a snapshot taken in between reads below the commit.
+        let v = Arc::new(Versions::new(1 << 20));
+        v.add_pending(PageId(4), 1, &page(0));
+        v.seal(1, &[PageId(4)], Lsn(10));
+        drop(v.snapshot()); // collects, with no snapshot registered
+        let between = v.snapshot();
+        assert_eq!(between.lsn(), Lsn(0));
+        assert_eq!(between.find(PageId(4)).as_deref(), Some(&page(0)[..]));
+        v.publish(Lsn(10));
+        assert_eq!(between.find(PageId(4)).as_deref(), Some(&page(0)[..]));
+        drop(between);
+        assert_eq!(v.counts().kept, 0);
     }
 
     #[test]

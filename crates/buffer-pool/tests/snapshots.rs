@@ -188,3 +188,79 @@ fn snapshots_move_between_threads() {
     assert_eq!(seen, before);
     assert_eq!(marker(&pool.read(PageId(3)).unwrap()), [9u8; 16]);
 }
+
+/// Threads: a writer commits transactions that each stamp the same number on 8 pages (and
+/// aborts some), while two readers take, read and drop snapshots as fast as they can (every
+/// drop collects versions, concurrently with the writer's seals and publishes). Every
+/// snapshot must see one stamp on all 8 pages — a whole commit or none — and never a stamp
+/// older than the newest commit published before it began.
+#[test]
+fn readers_on_threads_see_whole_commits() {
+    let (pool, store) = mem_pool(32);
+    seed_pages(&*store);
+    let log = MemLog::new();
+    let pages: Vec<PageId> = (0..8).map(|i| PageId(i * 5)).collect();
+    let stamp = |n: u64| {
+        let mut m = [0u8; 16];
+        m[..8].copy_from_slice(&n.to_le_bytes());
+        m
+    };
+    {
+        let txn = pool.begin();
+        for &p in &pages {
+            txn.write(p).unwrap().write(P, &stamp(0)).unwrap();
+        }
+        txn.commit(&log).unwrap();
+    }
+    let published = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let readers: Vec<_> = (0..2)
+        .map(|_| {
+            let (pool, pages, published, stop) =
+                (pool.clone(), pages.clone(), published.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut n = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let floor = published.load(Ordering::SeqCst);
+                    let snap = pool.snapshot();
+                    let seen: Vec<[u8; 16]> = pages
+                        .iter()
+                        .map(|&p| marker(&pool.read_at(p, &snap).unwrap()))
+                        .collect();
+                    assert!(
+                        seen.iter().all(|m| *m == seen[0]),
+                        "a torn commit: {seen:?}"
+                    );
+                    let s = u64::from_le_bytes(seen[0][..8].try_into().unwrap());
+                    assert!(
+                        s >= floor,
+                        "snapshot saw stamp {s}, older than published {floor}"
+                    );
+                    n += 1;
+                }
+                n
+            })
+        })
+        .collect();
+    let mut rng = Rng(5);
+    for k in 1..=3000u64 {
+        let txn = pool.begin();
+        for &p in &pages {
+            txn.write(p).unwrap().write(P, &stamp(k)).unwrap();
+        }
+        if rng.below(5) == 0 {
+            drop(txn);
+            continue;
+        }
+        txn.commit(&log).unwrap();
+        published.store(k, Ordering::SeqCst);
+        if k % 500 == 0 {
+            pool.flush_up_to(log.end_lsn()).unwrap();
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    let reads: u64 = readers.into_iter().map(|h| h.join().unwrap()).sum();
+    assert!(reads > 0);
+    let c = pool.version_counts();
+    assert_eq!((c.kept, c.snapshots), (0, 0), "{c:?}");
+}
