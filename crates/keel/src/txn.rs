@@ -253,6 +253,10 @@ impl<'s> WriteTxn<'s> {
 /// Old page versions are kept for it while it lives, within the pool's version budget
 /// (`Config::snapshot_budget`); past it the oldest snapshots are refused with
 /// [`Error::SnapshotTooOld`](crate::Error::SnapshotTooOld).
+///
+/// It keeps the store's shared state alive: after the [`Store`](crate::Store) is dropped or
+/// closed it still reads, and the directory stays locked (a new open of it in this process is
+/// refused as a second opener) until the last read transaction is dropped.
 pub struct ReadTxn {
     pub(crate) inner: std::sync::Arc<Inner>,
     pub(crate) snap: keel_buffer_pool::Snapshot,
