@@ -294,3 +294,24 @@ fn readers_on_other_threads_see_whole_transactions() {
     assert_eq!(total, TOTAL);
     assert!(reads.load(Ordering::Relaxed) > 0);
 }
+
+/// A read transaction outlives its `Store`: it still reads after the store is closed, and the
+/// directory stays locked against a second open until it is dropped.
+#[test]
+fn a_read_transaction_outlives_its_store() {
+    let d = tempfile::tempdir().unwrap();
+    let s = Store::open(d.path(), Config::default()).unwrap();
+    let tx = s.write().unwrap();
+    tx.table("t").unwrap().insert(b"k", b"v").unwrap();
+    tx.commit().unwrap();
+    let r = s.read().unwrap();
+    s.close().unwrap();
+    assert_eq!(r.table("t").unwrap().get(b"k").unwrap(), Some(b"v".to_vec()));
+    assert!(Store::open(d.path(), Config::default()).is_err(), "still locked");
+    drop(r);
+    let s = Store::open(d.path(), Config::default()).unwrap();
+    assert_eq!(
+        s.read().unwrap().table("t").unwrap().get(b"k").unwrap(),
+        Some(b"v".to_vec())
+    );
+}
