@@ -306,8 +306,14 @@ fn a_read_transaction_outlives_its_store() {
     tx.commit().unwrap();
     let r = s.read().unwrap();
     s.close().unwrap();
-    assert_eq!(r.table("t").unwrap().get(b"k").unwrap(), Some(b"v".to_vec()));
-    assert!(Store::open(d.path(), Config::default()).is_err(), "still locked");
+    assert_eq!(
+        r.table("t").unwrap().get(b"k").unwrap(),
+        Some(b"v".to_vec())
+    );
+    assert!(
+        Store::open(d.path(), Config::default()).is_err(),
+        "still locked"
+    );
     drop(r);
     let s = Store::open(d.path(), Config::default()).unwrap();
     assert_eq!(
