@@ -89,7 +89,21 @@ impl BufferPool {
         let d = self.decision.try_write_for(Duration::from_millis(50));
         let fl = self.flush_list.lock();
         let h = Lsn(self.horizon.load(Ordering::Acquire));
-        let oldest = fl.first().map(|k| k.0);
+        // A dirty page a commit freed left the pool unwritten: its oldest change holds the
+        // checkpoint until the free is durable (else a crash that loses the free replays the
+        // page's later records onto a disk copy that never had the earlier ones).
+        let pending_free = if TestKnobs::on(&self.knobs.checkpoint_ignores_unwritten_frees) {
+            None
+        } else {
+            let durable = log.durable_lsn();
+            let mut u = self.unwritten_frees.lock();
+            u.retain(|&(_, end, _)| end > durable);
+            u.first().map(|k| k.0)
+        };
+        let oldest = match (fl.first().map(|k| k.0), pending_free) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         let mut held = None;
         let c = if fpw {
             // A page changed after the previous horizon logged its image then; written clean

@@ -76,6 +76,12 @@ pub trait RedoSink: Send + Sync {
     /// The LSN after the last appended group.
     fn end_lsn(&self) -> Lsn;
 
+    /// The LSN up to which appended groups are durable. Default: the end (a sink whose appends
+    /// are durable at once).
+    fn durable_lsn(&self) -> Lsn {
+        self.end_lsn()
+    }
+
     /// Appends one group (one transaction) with its commit marker; returns the group's end LSN.
     fn append(&self, records: &[Record]) -> Result<Lsn>;
 
@@ -94,6 +100,10 @@ impl RedoSink for keel_redo_log::RedoLog {
         keel_redo_log::RedoLog::end_lsn(self)
     }
 
+    fn durable_lsn(&self) -> Lsn {
+        keel_redo_log::RedoLog::durable_lsn(self)
+    }
+
     fn append(&self, records: &[Record]) -> Result<Lsn> {
         keel_redo_log::RedoLog::append(self, records).map_err(PoolError::log)
     }
@@ -104,6 +114,9 @@ impl RedoSink for keel_redo_log::RedoLog {
 }
 
 impl<T: RedoSink + ?Sized> RedoSink for std::sync::Arc<T> {
+    fn durable_lsn(&self) -> Lsn {
+        (**self).durable_lsn()
+    }
     fn end_lsn(&self) -> Lsn {
         (**self).end_lsn()
     }

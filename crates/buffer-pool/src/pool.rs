@@ -56,6 +56,10 @@ pub struct BufferPool {
     pub(crate) hand: AtomicUsize,
     /// Dirty pages by (oldest modification, page, frame) (module `flush_list`).
     pub(crate) flush_list: Mutex<BTreeSet<(Lsn, PageId, u32)>>,
+    /// Dirty pages that left the pool unwritten because a commit freed them, by (oldest
+    /// modification, end of the freeing group): until that group is durable, the checkpoint
+    /// stays at or below their oldest modification (module `checkpoint`).
+    pub(crate) unwritten_frees: Mutex<BTreeSet<(Lsn, Lsn, PageId)>>,
     /// The newest checkpoint horizon published: no checkpoint above it is ever written, and
     /// full-page-image decisions compare page LSNs with it (module `checkpoint`).
     pub(crate) horizon: AtomicU64,
@@ -148,6 +152,7 @@ impl BufferPool {
             free_len: AtomicUsize::new(n),
             hand: AtomicUsize::new(0),
             flush_list: Mutex::new(BTreeSet::new()),
+            unwritten_frees: Mutex::new(BTreeSet::new()),
             horizon: AtomicU64::new(0),
             fpw_checkpoint: AtomicU64::new(0),
             decision: RwLock::new(()),

@@ -10,8 +10,9 @@
 //!   not read at all: redo alone defines it; a `PageFree` never takes a frame (a resident copy
 //!   is dropped, as at commit), so what a group holds at once is the pages it changes;
 //! - a page that must be read but fails verification (torn, corrupt) or was never written is
-//!   rebuilt only if a later `PageInit` / `PageImage` of it exists in the recovered redo (its
-//!   earlier records are superseded); otherwise recovery stops with
+//!   rebuilt only if a later `PageInit` / `PageImage` of it exists in the recovered redo, or
+//!   is dropped if a later `PageFree` does (its earlier records are superseded: a freed dirty
+//!   page is never written, so its disk copy may predate them); otherwise recovery stops with
 //!   [`PoolError::Unrecoverable`] naming the file and page — the page is never used as data;
 //! - after a group, every page it changed takes the group's end LSN and is dirty with its
 //!   oldest modification at the group's start, so the recovered state reaches disk before a
@@ -85,7 +86,14 @@ impl BufferPool {
         let mut first_rebuild: HashMap<PageId, (usize, usize)> = HashMap::new();
         for (gi, g) in groups.iter().enumerate() {
             for (ri, r) in g.records.iter().enumerate() {
-                if let Record::PageInit { page_id, .. } | Record::PageImage { page_id, .. } = r {
+                // Where a page with an unusable disk copy becomes well-defined again: an init or
+                // an image rebuilds it, and a free makes its content dead (a freed dirty page
+                // leaves the pool unwritten, so a checkpoint may pass its earlier changes
+                // while the replay still holds records of it up to the free).
+                if let Record::PageInit { page_id, .. }
+                | Record::PageImage { page_id, .. }
+                | Record::PageFree { page_id } = r
+                {
                     first_rebuild.entry(*page_id).or_insert((gi, ri));
                 }
             }
@@ -187,6 +195,14 @@ impl BufferPool {
                     rep.records_superseded += 1;
                     continue;
                 }
+                Some(Touched::SkipUntil(..)) if matches!(r, Record::PageFree { .. }) => {
+                    // Reached the free that makes the page's content dead.
+                    touched.remove(&pid);
+                    states.insert(pid, PState::Freed);
+                    rep.records_applied += 1;
+                    rep.pages_freed += 1;
+                    continue;
+                }
                 Some(Touched::SkipUntil(..)) => {
                     // Reached the PageInit / PageImage that rebuilds the page.
                     let f = self.blank_frame(pid)?;
@@ -206,6 +222,12 @@ impl BufferPool {
                         Some(PState::SkipUntil(sg, sr)) if (gi, ri) < (sg, sr) => {
                             touched.insert(pid, Touched::SkipUntil(sg, sr));
                             rep.records_superseded += 1;
+                            continue;
+                        }
+                        Some(PState::SkipUntil(..)) if matches!(r, Record::PageFree { .. }) => {
+                            states.insert(pid, PState::Freed);
+                            rep.records_applied += 1;
+                            rep.pages_freed += 1;
                             continue;
                         }
                         Some(PState::SkipUntil(..)) => {

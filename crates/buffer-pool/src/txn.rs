@@ -606,6 +606,15 @@ impl<'p> PageTxn<'p> {
             }
             let mut x = fr.exclusive();
             if e.freed {
+                // Unwritten: its changes stay needed until this free is durable.
+                {
+                    let m = fr.lock_meta();
+                    if m.dirty {
+                        pool.unwritten_frees
+                            .lock()
+                            .insert((m.oldest, end, e.page_id));
+                    }
+                }
                 pool.unmap(f, e.page_id);
             } else if e.first_init.is_none() {
                 fr.lock_meta().set_owner(0);

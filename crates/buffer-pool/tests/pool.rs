@@ -996,3 +996,52 @@ fn log_bytes_bound_covers_the_commit_and_charges_images_only_when_logged() {
         }
     }
 }
+
+/// A dirty page that a commit frees leaves the pool unwritten; until the free is durable the
+/// checkpoint must not pass the page's oldest change (a crash losing the free would replay the
+/// page's later records onto a disk copy that never had the earlier ones). The knob
+/// `checkpoint_ignores_unwritten_frees` breaks the rule on purpose.
+#[test]
+fn a_checkpoint_waits_for_the_free_of_an_unwritten_page_to_be_durable() {
+    use common::modellog::ModelLog;
+    use keel_flush::WalFlush;
+    for knob in [false, true] {
+        let (pool, store) = mem_pool(16);
+        seed(&*store, 4);
+        pool.knobs()
+            .checkpoint_ignores_unwritten_frees
+            .store(knob, Ordering::Relaxed);
+        let log = ModelLog::new();
+        let t = pool.begin();
+        t.write(PageId(1)).unwrap().write(P, &[7; 8]).unwrap();
+        let first = log.end_lsn();
+        let end1 = t.commit(&log).unwrap();
+        log.flush_to(end1).unwrap();
+        let t = pool.begin();
+        t.free_page(PageId(1)).unwrap();
+        let end2 = t.commit(&log).unwrap();
+        assert!(
+            RedoSink::durable_lsn(&log) < end2,
+            "the free is not durable yet"
+        );
+        assert_eq!(pool.dirty_pages(), 0, "the freed page left unwritten");
+        let c = pool.checkpoint_lsn(&log);
+        if knob {
+            assert!(
+                c > first,
+                "the knob lets the checkpoint pass page 1's change"
+            );
+            continue;
+        }
+        assert!(
+            c <= first,
+            "checkpoint {c} passed page 1's change at {first}"
+        );
+        log.flush_to(end2).unwrap();
+        assert_eq!(
+            pool.checkpoint_lsn(&log),
+            end2,
+            "durable free: the checkpoint moves on"
+        );
+    }
+}

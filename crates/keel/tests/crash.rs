@@ -240,6 +240,18 @@ fn run_case(case: Case) -> Result<Outcome, String> {
     let mid_run = fs.is_crashed();
     let post = crash_now(&fs);
     drop(store);
+    // KEEL_DUMP_DIR=DIR: the crashed files, for `keel dump` / `keel info` (with
+    // `crash_case_from_env`).
+    if let Ok(out) = std::env::var("KEEL_DUMP_DIR") {
+        for p in post.durable_files().map_err(|e| e.to_string())? {
+            let bytes = post.durable_contents(&p).map_err(|e| e.to_string())?;
+            let dst = Path::new(&out).join(p.strip_prefix("/").unwrap_or(&p));
+            if let Some(parent) = dst.parent() {
+                std::fs::create_dir_all(parent).map_err(|e| e.to_string())?;
+            }
+            std::fs::write(&dst, bytes).map_err(|e| e.to_string())?;
+        }
+    }
     // First a read-only open, which recovers in memory and writes nothing: it must read
     // exactly what the real recovery below gives (compared after it).
     let ro_cfg = Config {
@@ -406,6 +418,35 @@ fn crash_matrix_long() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(100_000);
     matrix(n.div_ceil(16), 1_000_003);
+}
+
+/// Replays one case: `KEEL_CRASH_CASE="doublewrite 4096 512 48059069"` (mode as in the
+/// failure line: doublewrite, fullpagewrites, atomic or none; log block; sector; seed), with
+/// `KEEL_DUMP_DIR` set to keep the crashed files for `keel dump log` / `keel info`.
+#[test]
+#[ignore = "replays the case in KEEL_CRASH_CASE"]
+fn crash_case_from_env() {
+    let Ok(spec) = std::env::var("KEEL_CRASH_CASE") else {
+        println!("SKIPPED: KEEL_CRASH_CASE is not set");
+        return;
+    };
+    let w: Vec<&str> = spec.split_whitespace().collect();
+    let mode = match w[0].to_ascii_lowercase().as_str() {
+        "doublewrite" => TornPage::Doublewrite,
+        "fullpagewrites" => TornPage::FullPageWrites,
+        "atomic" => TornPage::Atomic,
+        _ => TornPage::None,
+    };
+    let case = Case {
+        mode,
+        log_block: w[1].parse().unwrap(),
+        sector: w[2].parse().unwrap(),
+        seed: w[3].parse().unwrap(),
+    };
+    match run_case(case) {
+        Ok(_) => println!("case passed"),
+        Err(e) => panic!("{e}"),
+    }
 }
 
 /// A failed log sync poisons the store: the commit that saw it fails, no further writes are

@@ -141,6 +141,10 @@ impl RedoSink for ModelLog {
         self.0.lock().end
     }
 
+    fn durable_lsn(&self) -> Lsn {
+        self.0.lock().durable
+    }
+
     fn append(&self, records: &[Record]) -> Result<Lsn> {
         let mut g = self.0.lock();
         if g.dead {

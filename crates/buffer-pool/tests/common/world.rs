@@ -70,6 +70,12 @@ impl RedoSink for TestLog {
             TestLog::Real(r) => RedoSink::end_lsn(r),
         }
     }
+    fn durable_lsn(&self) -> Lsn {
+        match self {
+            TestLog::Model(m) => RedoSink::durable_lsn(m),
+            TestLog::Real(r) => RedoSink::durable_lsn(r),
+        }
+    }
     fn append(&self, records: &[Record]) -> Result<Lsn, PoolError> {
         match self {
             TestLog::Model(m) => m.append(records),
@@ -95,8 +101,8 @@ impl WalFlush for TestLog {
     }
     fn durable_lsn(&self) -> Lsn {
         match self {
-            TestLog::Model(m) => m.durable_lsn(),
-            TestLog::Real(r) => r.durable_lsn(),
+            TestLog::Model(m) => WalFlush::durable_lsn(m),
+            TestLog::Real(r) => WalFlush::durable_lsn(r),
         }
     }
 }
