@@ -3,6 +3,7 @@
 //! then leaf to leaf (keel-btree's `Cursor`). [`Rows`](crate::Rows) gives owned rows and
 //! iterates both ways; a cursor is the fast path for forward scans.
 
+use crate::merged::Merged;
 use crate::table::{SnapReader, TxnReader};
 use crate::{Error, Result};
 
@@ -37,6 +38,8 @@ pub struct Cursor<'r>(pub(crate) CursorOf<'r>);
 pub(crate) enum CursorOf<'r> {
     Txn(keel_btree::Cursor<TxnReader<'r, 'r>>),
     Pool(keel_btree::Cursor<SnapReader<'r>>),
+    /// A concurrent transaction's scan and the row it returned last.
+    Merged(Box<Merged<'r>>, Option<(Vec<u8>, Vec<u8>)>),
 }
 
 impl Cursor<'_> {
@@ -49,9 +52,12 @@ impl Cursor<'_> {
     #[allow(clippy::should_implement_trait)]
     pub fn next(&mut self) -> Result<Option<(&[u8], &[u8])>> {
         match &mut self.0 {
-            CursorOf::Txn(c) => c.next(),
-            CursorOf::Pool(c) => c.next(),
+            CursorOf::Txn(c) => c.next().map_err(Error::from),
+            CursorOf::Pool(c) => c.next().map_err(Error::from),
+            CursorOf::Merged(m, row) => {
+                *row = m.next_row()?;
+                Ok(row.as_ref().map(|(k, v)| (k.as_slice(), v.as_slice())))
+            }
         }
-        .map_err(Error::from)
     }
 }

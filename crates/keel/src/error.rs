@@ -169,6 +169,18 @@ pub enum Error {
         /// The budget, bytes.
         budget: u64,
     },
+    /// A concurrent write transaction ([`Store::write_concurrent`](crate::Store::write_concurrent))
+    /// read something that another transaction changed and committed after this one's
+    /// snapshot, so committing it would not be serializable: nothing was committed. Run the
+    /// transaction again (its logic, on a new transaction); [`Error::is_conflict`] tells it from
+    /// other errors.
+    #[error("write conflict: {what} changed after this transaction's snapshot at {snapshot}; nothing was committed (retry the transaction)")]
+    Conflict {
+        /// The read that no longer holds (table, key or range).
+        what: String,
+        /// The snapshot the transaction read at.
+        snapshot: Lsn,
+    },
     /// A write was asked of a store opened read-only.
     #[error("{dir}: the store is open read-only")]
     ReadOnly {
@@ -328,6 +340,12 @@ impl Error {
             cur = e.source();
         }
         false
+    }
+
+    /// Whether this is a [`Error::Conflict`]: a concurrent write transaction that can be run
+    /// again (nothing of it was committed).
+    pub fn is_conflict(&self) -> bool {
+        matches!(self, Error::Conflict { .. })
     }
 
     /// True for [`Error::Poisoned`], or a lower layer's refusal after its own failed write or

@@ -41,10 +41,15 @@ mod cursor;
 mod error;
 mod held;
 pub mod human;
+#[cfg(feature = "test-knobs")]
+mod knobs;
 pub mod layout;
+mod merged;
 mod meta;
 mod open;
+mod optimistic;
 mod poison;
+mod read_set;
 mod store;
 mod table;
 mod txn;
@@ -80,6 +85,8 @@ pub use cursor::Cursor;
 pub use keel_io::SyncMethod;
 pub use keel_page::Checksum;
 pub use keel_redo_log::Durability;
+#[cfg(feature = "test-knobs")]
+pub use knobs::TestKnobs;
 pub use store::{Effective, RecoveryReport, Store, StoreStats, LOG_DIR};
 pub use table::{ReadTable, ReadableTable, Rows, Table};
 pub use txn::{ReadTxn, WriteTxn};

@@ -4,13 +4,14 @@
 
 use crate::check::CheckReport;
 use crate::checkpointer::{
-    checkpoint, spawn_checkpointer, sync_point, wait_for_log_space, CheckpointShared, Exclusive,
+    checkpoint, spawn_checkpointer, sync_point, wait_for_log_space, CheckpointShared,
+    Exclusive as CheckpointExclusive,
 };
 use crate::config::Config;
 use crate::held;
 use crate::meta::{self, MetaInfo, META_PAGE};
 use crate::poison::{poison_reason, poisoned, StorePoison};
-use crate::txn::{AbortCount, ReadTxn, WriteTxn};
+use crate::txn::{Exclusive, ReadTxn, WriteTxn};
 use crate::{Error, Result};
 use keel_buffer_pool::{BufferPool, PageCleaner};
 use keel_flush::PageWriter;
@@ -97,6 +98,10 @@ pub struct StoreStats {
     pub commits: u64,
     /// Write transactions rolled back.
     pub aborts: u64,
+    /// Concurrent write transactions refused at commit with [`Error::Conflict`] (counted in
+    /// `aborts` too).
+    #[serde(default)]
+    pub conflicts: u64,
     /// Checkpoints taken.
     pub checkpoints: u64,
     /// Times a writer found the log past the synchronous checkpoint point in `Store::write`
@@ -135,6 +140,12 @@ pub(crate) struct Inner {
     pub(crate) catalog_root: PageId,
     pub(crate) poison: Arc<StorePoison>,
     pub(crate) commits: AtomicU64,
+    /// Concurrent write transactions refused at commit with `Error::Conflict`.
+    pub(crate) conflicts: AtomicU64,
+    /// The random keys of the read-set digests (`read_set.rs`), one per open.
+    pub(crate) digest_keys: std::collections::hash_map::RandomState,
+    #[cfg(feature = "test-knobs")]
+    pub(crate) knobs: crate::knobs::TestKnobs,
     sync_checkpoint_waits: AtomicU64,
     sync_checkpoint_wait_ns: AtomicU64,
     pub(crate) aborts: AtomicU64,
@@ -228,6 +239,10 @@ impl Store {
             catalog_root,
             poison,
             commits: AtomicU64::new(0),
+            conflicts: AtomicU64::new(0),
+            digest_keys: std::collections::hash_map::RandomState::new(),
+            #[cfg(feature = "test-knobs")]
+            knobs: crate::knobs::TestKnobs::default(),
             sync_checkpoint_waits: AtomicU64::new(0),
             sync_checkpoint_wait_ns: AtomicU64::new(0),
             aborts: AtomicU64::new(0),
@@ -267,43 +282,58 @@ impl Store {
     /// its synchronous checkpoint point.
     pub fn write(&self) -> Result<WriteTxn<'_>> {
         self.check_writable()?;
+        let ex = self.inner.begin_exclusive("Store::write")?;
+        Ok(WriteTxn::exclusive(&self.inner, ex))
+    }
+
+    /// Starts a concurrent write transaction: any number run at once, beside each other and
+    /// beside [`write`](Self::write)'s exclusive one. It reads at a snapshot of the newest
+    /// commit (plus its own writes) and keeps its writes to itself; its commit takes the
+    /// writer lock only to check that everything it read still holds at the newest commit and
+    /// to apply its writes. If something it read was changed by a commit after its snapshot,
+    /// the commit is refused with [`Error::Conflict`] and nothing of it is applied: run the
+    /// transaction's logic again on a new one. Isolation is serializable (scans record the
+    /// key ranges they covered, so a row inserted into a scanned range is a conflict too).
+    ///
+    /// ```
+    /// # fn main() -> keel::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let store = keel::Store::open(dir.path(), keel::Config::default())?;
+    /// let tx = store.write()?;
+    /// tx.table("t")?.insert(b"x", b"0")?;
+    /// tx.commit()?;
+    ///
+    /// // Different rows: both commit, neither waited for the other.
+    /// let a = store.write_concurrent()?;
+    /// let b = store.write_concurrent()?;
+    /// a.table("t")?.insert(b"y", b"1")?;
+    /// b.table("t")?.insert(b"z", b"2")?;
+    /// a.commit()?;
+    /// b.commit()?;
+    ///
+    /// // Both read x and write it: the second commit finds x changed since its snapshot.
+    /// let a = store.write_concurrent()?;
+    /// let b = store.write_concurrent()?;
+    /// for (tx, v) in [(&a, b"a"), (&b, b"b")] {
+    ///     let mut t = tx.table("t")?;
+    ///     let _seen = t.get(b"x")?;
+    ///     t.insert(b"x", v)?;
+    /// }
+    /// a.commit()?;
+    /// assert!(b.commit().unwrap_err().is_conflict());
+    /// assert_eq!(store.read()?.table("t")?.get(b"x")?, Some(b"a".to_vec()));
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::ReadOnly`] for a read-only store; [`Error::Poisoned`] after a failed write or
+    /// sync. Its reads, writes and commit fail as [`write`](Self::write)'s do, and its commit
+    /// also with [`Error::Conflict`].
+    pub fn write_concurrent(&self) -> Result<WriteTxn<'_>> {
+        self.check_writable()?;
         self.check_poison()?;
-        held::check(self.id(), "Store::write")?;
-        let lock = self.inner.lock.write();
-        let held = held::mark(self.id());
-        self.check_poison()?;
-        // Synchronous checkpoint point (InnoDB's "sync flush" of the checkpoint age): with the
-        // writer lock held no page is owned by a transaction, so every dirty page can be
-        // written and the checkpoint can free log space before this transaction appends.
-        let i = &self.inner;
-        let over_sync_point = || {
-            i.log.capacity().is_some_and(|cap| {
-                i.log.space_used() as f64
-                    > sync_point(i.config.checkpoint_log_fraction) * cap as f64
-            })
-        };
-        if over_sync_point() {
-            // A running checkpoint records its progress step by step: wait until one of its
-            // steps frees enough, or take a checkpoint here if none is running.
-            let t0 = Instant::now();
-            let r = wait_for_log_space(&i.ckpt, over_sync_point);
-            i.sync_checkpoint_waits.fetch_add(1, Ordering::Relaxed);
-            i.sync_checkpoint_wait_ns
-                .fetch_add(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
-            r?;
-        }
-        Ok(WriteTxn {
-            txn: self.inner.pool.begin(),
-            created: RefCell::new(HashMap::new()),
-            dropped: RefCell::new(HashSet::new()),
-            inner: &self.inner,
-            lock,
-            held,
-            ends_in_abort: AbortCount {
-                inner: &self.inner,
-                armed: true,
-            },
-        })
+        Ok(WriteTxn::optimistic(&self.inner))
     }
 
     /// A read transaction: a snapshot of the newest commit. Returns at once: it never waits
@@ -356,7 +386,7 @@ impl Store {
         self.check_writable()?;
         self.check_poison()?;
         held::check(self.id(), "Store::checkpoint")?;
-        checkpoint(&self.inner.ckpt, Exclusive::Wait)
+        checkpoint(&self.inner.ckpt, CheckpointExclusive::Wait)
     }
 
     /// What the meta page says now (committed state): pages allocated, free ids in the meta
@@ -428,12 +458,20 @@ impl Store {
             sync_checkpoint_waits: i.sync_checkpoint_waits.load(Ordering::Relaxed),
             sync_checkpoint_wait_us: i.sync_checkpoint_wait_ns.load(Ordering::Relaxed) / 1000,
             aborts: i.aborts.load(Ordering::Relaxed),
+            conflicts: i.conflicts.load(Ordering::Relaxed),
             checkpoints: i.ckpt.count(),
             log: i.log.stats(),
             flush: i.writer.stats(),
             pool: i.pool.stats(),
             io: i.fs.counters().snapshot(),
         }
+    }
+
+    /// The switches that break invariants on purpose (tests only: exists with the
+    /// `test-knobs` feature, which only this crate's own dev-dependency enables).
+    #[cfg(feature = "test-knobs")]
+    pub fn test_knobs(&self) -> &crate::TestKnobs {
+        &self.inner.knobs
     }
 
     /// What recovery did when this store was opened.
@@ -498,14 +536,56 @@ impl Store {
     }
 
     fn check_poison(&self) -> Result<()> {
-        match self.inner.poison.cause() {
-            Some(reason) => Err(poisoned(reason)),
-            None => Ok(()),
-        }
+        self.inner.check_poison()
     }
 }
 
 impl Inner {
+    /// Takes the writer lock for a write: the exclusive transaction of [`Store::write`], or
+    /// the validate-and-apply step of a concurrent one's commit (`call` names it in
+    /// [`Error::WouldDeadlock`]). Waits at the synchronous checkpoint point first if the log
+    /// is past it.
+    pub(crate) fn begin_exclusive(&self, call: &'static str) -> Result<Exclusive<'_>> {
+        self.check_poison()?;
+        held::check(self.serial, call)?;
+        let lock = self.lock.write();
+        let held = held::mark(self.serial);
+        self.check_poison()?;
+        // Synchronous checkpoint point (InnoDB's "sync flush" of the checkpoint age): with the
+        // writer lock held no page is owned by a transaction, so every dirty page can be
+        // written and the checkpoint can free log space before this transaction appends.
+        let over_sync_point = || {
+            self.log.capacity().is_some_and(|cap| {
+                self.log.space_used() as f64
+                    > sync_point(self.config.checkpoint_log_fraction) * cap as f64
+            })
+        };
+        if over_sync_point() {
+            // A running checkpoint records its progress step by step: wait until one of its
+            // steps frees enough, or take a checkpoint here if none is running.
+            let t0 = Instant::now();
+            let r = wait_for_log_space(&self.ckpt, over_sync_point);
+            self.sync_checkpoint_waits.fetch_add(1, Ordering::Relaxed);
+            self.sync_checkpoint_wait_ns
+                .fetch_add(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
+            r?;
+        }
+        Ok(Exclusive {
+            txn: self.pool.begin(),
+            created: RefCell::new(HashMap::new()),
+            dropped: RefCell::new(HashSet::new()),
+            lock,
+            held,
+        })
+    }
+
+    fn check_poison(&self) -> Result<()> {
+        match self.poison.cause() {
+            Some(reason) => Err(poisoned(reason)),
+            None => Ok(()),
+        }
+    }
+
     fn shutdown(&self) {
         {
             let (m, cv) = &*self.stop;

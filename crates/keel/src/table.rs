@@ -8,8 +8,10 @@
 //! the new page.
 
 use crate::cursor::{Cursor, CursorOf};
+use crate::merged::Merged;
+use crate::optimistic::{Optimistic, Pending};
 use crate::store::Inner;
-use crate::txn::WriteTxn;
+use crate::txn::{Exclusive, Mode, WriteTxn};
 use crate::{Error, Result};
 use keel_btree::{BTree, BTreeError, PageOp, PageRead, PageWrite, Range, ReadToken};
 use keel_buffer_pool::{BufferPool, OptimisticToken, PageTxn, Snapshot};
@@ -110,6 +112,13 @@ pub(crate) struct TxnReader<'a, 'p> {
     page_size: usize,
 }
 
+impl<'a, 'p> TxnReader<'a, 'p> {
+    /// Reads `txn`'s pages (the newest commit plus its changes).
+    pub(crate) fn new(txn: &'a PageTxn<'p>, page_size: usize) -> TxnReader<'a, 'p> {
+        TxnReader { txn, page_size }
+    }
+}
+
 impl PageRead for TxnReader<'_, '_> {
     fn page_size(&self) -> usize {
         self.page_size
@@ -153,28 +162,72 @@ fn list_catalog<S: PageRead>(inner: &Inner, pages: S) -> Result<Vec<String>> {
     let mut names = Vec::new();
     for row in catalog.range(pages, ..) {
         let (k, _) = row?;
-        let name = String::from_utf8(k).map_err(|e| Error::Format {
-            path: inner.writer.data_path().to_path_buf(),
-            detail: format!(
-                "catalog (B-tree at page {}) holds a table name that is not UTF-8: {:?}",
-                inner.catalog_root,
-                e.as_bytes()
-            ),
-        })?;
-        names.push(name);
+        names.push(catalog_name(inner, k)?);
     }
     Ok(names)
 }
 
-/// [`WriteTxn::list_tables`]: the catalog as the transaction sees it.
-pub(crate) fn list_tables_in_txn(tx: &WriteTxn<'_>) -> Result<Vec<String>> {
-    list_catalog(
-        tx.inner,
-        TxnReader {
-            txn: &tx.txn,
-            page_size: tx.inner.config.page_size,
-        },
-    )
+/// A catalog key as a table name.
+///
+/// # Errors
+///
+/// [`Error::Format`] if it is not UTF-8.
+pub(crate) fn catalog_name(inner: &Inner, k: Vec<u8>) -> Result<String> {
+    String::from_utf8(k).map_err(|e| Error::Format {
+        path: inner.writer.data_path().to_path_buf(),
+        detail: format!(
+            "catalog (B-tree at page {}) holds a table name that is not UTF-8: {:?}",
+            inner.catalog_root,
+            e.as_bytes()
+        ),
+    })
+}
+
+/// The root of table `name` at snapshot `snap` (`None`: no such table then).
+///
+/// # Errors
+///
+/// A catalog page cannot be read or is corrupt.
+pub(crate) fn committed_root(inner: &Inner, snap: &Snapshot, name: &str) -> Result<Option<PageId>> {
+    // A cached root serves snapshots at or after the commit it was known at (a drop takes
+    // it out of the cache before its commit is published); older snapshots look it up.
+    let cached = inner
+        .catalog
+        .read()
+        .get(name)
+        .filter(|c| c.since <= snap.lsn())
+        .map(|c| c.root);
+    match cached {
+        Some(r) => Ok(Some(r)),
+        None => lookup_catalog(inner, SnapReader::new(&inner.pool, snap), name),
+    }
+}
+
+/// The value of `key` in `tree` at snapshot `snap` (an optimistic, latch-free descent when
+/// the pages are resident; see [`BTree::get`]).
+///
+/// # Errors
+///
+/// A page cannot be read or is corrupt.
+pub(crate) fn snapshot_get(
+    pool: &BufferPool,
+    snap: &Snapshot,
+    tree: &BTree,
+    key: &[u8],
+) -> Result<Option<Vec<u8>>> {
+    let reader = GetReader {
+        pool,
+        snap,
+        hits: Cell::new(0),
+    };
+    let r = tree.get(&reader, key);
+    pool.add_optimistic_hits(reader.hits.get());
+    Ok(r?)
+}
+
+/// [`WriteTxn::list_tables`] of the exclusive writer: the catalog as it sees it.
+pub(crate) fn list_tables_in_txn(inner: &Inner, ex: &Exclusive<'_>) -> Result<Vec<String>> {
+    list_catalog(inner, TxnReader::new(&ex.txn, inner.config.page_size))
 }
 
 /// [`ReadTxn::list_tables`](crate::ReadTxn::list_tables): the catalog at a snapshot.
@@ -182,95 +235,118 @@ pub(crate) fn list_tables_committed(inner: &Inner, snap: &Snapshot) -> Result<Ve
     list_catalog(inner, SnapReader::new(&inner.pool, snap))
 }
 
-/// [`WriteTxn::drop_table`]: frees the table's pages and removes its catalog entry, both in
-/// the transaction. Returns whether the table existed.
-pub(crate) fn drop_table(tx: &WriteTxn<'_>, name: &str) -> Result<bool> {
-    let inner = tx.inner;
+/// [`WriteTxn::drop_table`] of the exclusive writer (or a concurrent one's commit): frees the
+/// table's pages and removes its catalog entry, both in the transaction. Returns whether the
+/// table existed.
+pub(crate) fn drop_table(inner: &Inner, ex: &Exclusive<'_>, name: &str) -> Result<bool> {
     let ps = inner.config.page_size;
-    let reader = TxnReader {
-        txn: &tx.txn,
-        page_size: ps,
-    };
-    let Some(root) = lookup_catalog(inner, reader, name)? else {
+    let Some(root) = lookup_catalog(inner, TxnReader::new(&ex.txn, ps), name)? else {
         return Ok(false);
     };
-    let mut pages = TxnPages::new(&tx.txn, inner.writer.data_path(), ps);
+    let mut pages = TxnPages::new(&ex.txn, inner.writer.data_path(), ps);
     BTree::open(inner.catalog_root, ps).remove(&mut pages, name.as_bytes())?;
     BTree::open(root, ps).destroy(&mut pages)?;
-    tx.created.borrow_mut().remove(name);
-    tx.dropped.borrow_mut().insert(name.to_string());
+    ex.created.borrow_mut().remove(name);
+    ex.dropped.borrow_mut().insert(name.to_string());
     Ok(true)
+}
+
+/// The tree of table `name` as the exclusive transaction `ex` sees it; created (with the
+/// transaction) when `create` is set and it does not exist, else [`Error::TableNotFound`].
+///
+/// # Errors
+///
+/// [`Error::TableNotFound`]; a catalog page cannot be read or is corrupt; creating the table
+/// needs a page that cannot be allocated.
+pub(crate) fn open_exclusive(
+    inner: &Inner,
+    ex: &Exclusive<'_>,
+    name: &str,
+    create: bool,
+) -> Result<BTree> {
+    let ps = inner.config.page_size;
+    // The committed catalog cache does not know this transaction's drops.
+    let dropped_here = ex.dropped.borrow().contains(name);
+    let known = ex.created.borrow().get(name).copied().or_else(|| {
+        if dropped_here {
+            None
+        } else {
+            inner.catalog.read().get(name).map(|c| c.root)
+        }
+    });
+    let root = match known {
+        Some(r) => r,
+        None => match lookup_catalog(inner, TxnReader::new(&ex.txn, ps), name)? {
+            Some(r) => {
+                if !dropped_here {
+                    // The writer sees the newest commit (it holds the writer lock).
+                    let since = inner.pool.latest_commit();
+                    inner
+                        .catalog
+                        .write()
+                        .insert(name.to_string(), CachedRoot { root: r, since });
+                }
+                r
+            }
+            None if !create => return Err(Error::TableNotFound(name.to_string())),
+            None => {
+                let file = inner.writer.data_path();
+                let mut pages = TxnPages::new(&ex.txn, file, ps);
+                let root = BTree::create(&mut pages)?.root();
+                BTree::open(inner.catalog_root, ps).insert(
+                    &mut pages,
+                    name.as_bytes(),
+                    &root.0.to_le_bytes(),
+                )?;
+                ex.created.borrow_mut().insert(name.to_string(), root);
+                root
+            }
+        },
+    };
+    Ok(BTree::open(root, ps))
 }
 
 /// A table inside a write transaction.
 pub struct Table<'t, 's> {
     tx: &'t WriteTxn<'s>,
-    tree: BTree,
+    of: TableOf,
+}
+
+/// How a [`Table`] reaches its rows: the exclusive writer's tree, or a concurrent
+/// transaction's entry (its writes over the snapshot's tree).
+enum TableOf {
+    Exclusive(BTree),
+    Optimistic(usize),
 }
 
 impl<'t, 's> Table<'t, 's> {
     /// The table `name` as this transaction sees it; created (with the transaction) when
     /// `create` is set and it does not exist, else [`Error::TableNotFound`].
     pub(crate) fn open(tx: &'t WriteTxn<'s>, name: &str, create: bool) -> Result<Table<'t, 's>> {
-        let inner = tx.inner;
-        let ps = inner.config.page_size;
-        // The committed catalog cache does not know this transaction's drops.
-        let dropped_here = tx.dropped.borrow().contains(name);
-        let known = tx.created.borrow().get(name).copied().or_else(|| {
-            if dropped_here {
-                None
-            } else {
-                inner.catalog.read().get(name).map(|c| c.root)
-            }
-        });
-        let root = match known {
-            Some(r) => r,
-            None => match lookup_catalog(
-                inner,
-                TxnReader {
-                    txn: &tx.txn,
-                    page_size: ps,
-                },
-                name,
-            )? {
-                Some(r) => {
-                    if !dropped_here {
-                        // The writer sees the newest commit (it holds the writer lock).
-                        let since = inner.pool.latest_commit();
-                        inner
-                            .catalog
-                            .write()
-                            .insert(name.to_string(), CachedRoot { root: r, since });
-                    }
-                    r
-                }
-                None if !create => return Err(Error::TableNotFound(name.to_string())),
-                None => {
-                    let file = inner.writer.data_path();
-                    let mut pages = TxnPages::new(&tx.txn, file, ps);
-                    let root = BTree::create(&mut pages)?.root();
-                    BTree::open(inner.catalog_root, ps).insert(
-                        &mut pages,
-                        name.as_bytes(),
-                        &root.0.to_le_bytes(),
-                    )?;
-                    tx.created.borrow_mut().insert(name.to_string(), root);
-                    root
-                }
-            },
+        let of = match &tx.mode {
+            Mode::Exclusive(ex) => TableOf::Exclusive(open_exclusive(tx.inner, ex, name, create)?),
+            Mode::Optimistic(o) => TableOf::Optimistic(o.open_table(tx.inner, name, create)?),
         };
-        Ok(Table {
-            tx,
-            tree: BTree::open(root, ps),
-        })
+        Ok(Table { tx, of })
     }
 
-    fn pages(&self) -> TxnPages<'t, 's> {
-        TxnPages::new(
-            &self.tx.txn,
-            self.tx.inner.writer.data_path(),
-            self.tx.inner.config.page_size,
-        )
+    /// The exclusive writer's page transaction and tree, or the concurrent transaction's state
+    /// and table entry.
+    fn parts(&self) -> Parts<'t, 's> {
+        match (&self.tx.mode, &self.of) {
+            (Mode::Exclusive(ex), TableOf::Exclusive(tree)) => Parts::Exclusive(&ex.txn, *tree),
+            (Mode::Optimistic(o), TableOf::Optimistic(i)) => Parts::Optimistic(o, *i),
+            // A table is made by its own transaction, in that transaction's mode.
+            _ => Parts::Mismatch,
+        }
+    }
+
+    fn pages(txn: &'t PageTxn<'s>, inner: &'t Inner) -> TxnPages<'t, 's> {
+        TxnPages::new(txn, inner.writer.data_path(), inner.config.page_size)
+    }
+
+    fn mismatch() -> Error {
+        Error::Config("a table used outside the mode of its own transaction".to_string())
     }
 
     /// The value under `key` (this transaction's changes included).
@@ -291,13 +367,13 @@ impl<'t, 's> Table<'t, 's> {
     ///
     /// A page cannot be read or is corrupt (the error names the file and page).
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        Ok(self.tree.get(
-            &TxnReader {
-                txn: &self.tx.txn,
-                page_size: self.tree.limits().page_size,
-            },
-            key,
-        )?)
+        match self.parts() {
+            Parts::Exclusive(txn, tree) => {
+                Ok(tree.get(&TxnReader::new(txn, self.tx.inner.config.page_size), key)?)
+            }
+            Parts::Optimistic(o, i) => o.get(self.tx.inner, i, key),
+            Parts::Mismatch => Err(Self::mismatch()),
+        }
     }
 
     /// Inserts or replaces; returns the previous value.
@@ -319,7 +395,13 @@ impl<'t, 's> Table<'t, 's> {
     /// [`crate::MAX_VALUE_LEN`]; a page cannot be read, is corrupt, or cannot be allocated;
     /// the transaction holds more pages than the pool lets one transaction hold.
     pub fn insert(&mut self, key: &[u8], value: &[u8]) -> Result<Option<Vec<u8>>> {
-        Ok(self.tree.insert(&mut self.pages(), key, value)?)
+        match self.parts() {
+            Parts::Exclusive(txn, tree) => {
+                Ok(tree.insert(&mut Self::pages(txn, self.tx.inner), key, value)?)
+            }
+            Parts::Optimistic(o, i) => o.put(self.tx.inner, i, key, Some(value)),
+            Parts::Mismatch => Err(Self::mismatch()),
+        }
     }
 
     /// Removes `key`; returns its value.
@@ -340,7 +422,13 @@ impl<'t, 's> Table<'t, 's> {
     ///
     /// A page cannot be read or is corrupt.
     pub fn remove(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        Ok(self.tree.remove(&mut self.pages(), key)?)
+        match self.parts() {
+            Parts::Exclusive(txn, tree) => {
+                Ok(tree.remove(&mut Self::pages(txn, self.tx.inner), key)?)
+            }
+            Parts::Optimistic(o, i) => o.put(self.tx.inner, i, key, None),
+            Parts::Mismatch => Err(Self::mismatch()),
+        }
     }
 
     /// The number of rows, this transaction's changes included. It walks every node of the
@@ -350,10 +438,20 @@ impl<'t, 's> Table<'t, 's> {
     ///
     /// A page cannot be read or is corrupt (the error names the file and page).
     pub fn len(&self) -> Result<u64> {
-        Ok(self.tree.len(&TxnReader {
-            txn: &self.tx.txn,
-            page_size: self.tree.limits().page_size,
-        })?)
+        match self.parts() {
+            Parts::Exclusive(txn, tree) => {
+                Ok(tree.len(&TxnReader::new(txn, self.tx.inner.config.page_size))?)
+            }
+            Parts::Optimistic(..) => {
+                let mut n = 0u64;
+                for row in self.range(..)? {
+                    row?;
+                    n = n.saturating_add(1);
+                }
+                Ok(n)
+            }
+            Parts::Mismatch => Err(Self::mismatch()),
+        }
     }
 
     /// Whether the table has no rows.
@@ -386,13 +484,24 @@ impl<'t, 's> Table<'t, 's> {
     /// None when the cursor is made; each row is a `Result` (a page that cannot be read or is
     /// corrupt).
     pub fn range<'k, R: RangeBounds<&'k [u8]>>(&self, range: R) -> Result<Rows<'t>> {
-        Ok(Rows(RowsOf::Txn(self.tree.range(
-            TxnReader {
-                txn: &self.tx.txn,
-                page_size: self.tree.limits().page_size,
-            },
-            range,
-        ))))
+        match self.parts() {
+            Parts::Exclusive(txn, tree) => Ok(Rows(RowsOf::Txn(
+                tree.range(TxnReader::new(txn, self.tx.inner.config.page_size), range),
+            ))),
+            Parts::Optimistic(o, i) => Ok(Rows(RowsOf::Merged(Box::new(self.merged(o, i, range))))),
+            Parts::Mismatch => Err(Self::mismatch()),
+        }
+    }
+
+    /// A concurrent transaction's scan of this table.
+    fn merged<'k, R: RangeBounds<&'k [u8]>>(
+        &self,
+        o: &'t Optimistic,
+        i: usize,
+        range: R,
+    ) -> Merged<'t> {
+        let base = o.tables.borrow().get(i).and_then(Pending::visible_base);
+        Merged::over(o, self.tx.inner, Some(i), base, range)
     }
 
     /// A forward cursor over a key range with borrowed rows (this transaction's view): the fast
@@ -419,14 +528,24 @@ impl<'t, 's> Table<'t, 's> {
     ///
     /// A page on the way to the first row cannot be read or is corrupt.
     pub fn cursor<'k, R: RangeBounds<&'k [u8]>>(&self, range: R) -> Result<Cursor<'t>> {
-        Ok(Cursor(CursorOf::Txn(self.tree.cursor(
-            TxnReader {
-                txn: &self.tx.txn,
-                page_size: self.tree.limits().page_size,
-            },
-            range,
-        )?)))
+        match self.parts() {
+            Parts::Exclusive(txn, tree) => Ok(Cursor(CursorOf::Txn(
+                tree.cursor(TxnReader::new(txn, self.tx.inner.config.page_size), range)?,
+            ))),
+            Parts::Optimistic(o, i) => Ok(Cursor(CursorOf::Merged(
+                Box::new(self.merged(o, i, range)),
+                None,
+            ))),
+            Parts::Mismatch => Err(Self::mismatch()),
+        }
     }
+}
+
+/// What a [`Table`] works through.
+enum Parts<'t, 's> {
+    Exclusive(&'t PageTxn<'s>, BTree),
+    Optimistic(&'t Optimistic, usize),
+    Mismatch,
 }
 
 /// A table in a read transaction (at its snapshot).
@@ -438,20 +557,8 @@ pub struct ReadTable<'r> {
 
 impl<'r> ReadTable<'r> {
     pub(crate) fn open(inner: &'r Inner, snap: &'r Snapshot, name: &str) -> Result<ReadTable<'r>> {
-        // A cached root serves snapshots at or after the commit it was known at (a drop takes
-        // it out of the cache before its commit is published); older snapshots look it up.
-        let cached = inner
-            .catalog
-            .read()
-            .get(name)
-            .filter(|c| c.since <= snap.lsn())
-            .map(|c| c.root);
-        let root = match cached {
-            Some(r) => r,
-            None => match lookup_catalog(inner, SnapReader::new(&inner.pool, snap), name)? {
-                Some(r) => r,
-                None => return Err(Error::TableNotFound(name.to_string())),
-            },
+        let Some(root) = committed_root(inner, snap, name)? else {
+            return Err(Error::TableNotFound(name.to_string()));
         };
         Ok(ReadTable {
             pool: &inner.pool,
@@ -467,14 +574,7 @@ impl<'r> ReadTable<'r> {
     ///
     /// A page cannot be read or is corrupt (the error names the file and page).
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        let reader = GetReader {
-            pool: self.pool,
-            snap: self.snap,
-            hits: Cell::new(0),
-        };
-        let r = self.tree.get(&reader, key);
-        self.pool.add_optimistic_hits(reader.hits.get());
-        Ok(r?)
+        snapshot_get(self.pool, self.snap, &self.tree, key)
     }
 
     /// The number of committed rows. It walks every node of the table once (no values are
@@ -691,6 +791,7 @@ pub struct Rows<'r>(RowsOf<'r>);
 enum RowsOf<'r> {
     Txn(Range<TxnReader<'r, 'r>>),
     Pool(Range<SnapReader<'r>>),
+    Merged(Box<Merged<'r>>),
 }
 
 impl Iterator for Rows<'_> {
@@ -699,10 +800,10 @@ impl Iterator for Rows<'_> {
     #[inline]
     fn next(&mut self) -> Option<Self::Item> {
         match &mut self.0 {
-            RowsOf::Txn(r) => r.next(),
-            RowsOf::Pool(r) => r.next(),
+            RowsOf::Txn(r) => r.next().map(|r| r.map_err(Error::from)),
+            RowsOf::Pool(r) => r.next().map(|r| r.map_err(Error::from)),
+            RowsOf::Merged(m) => m.next_row().transpose(),
         }
-        .map(|r| r.map_err(Error::from))
     }
 }
 
@@ -710,9 +811,9 @@ impl DoubleEndedIterator for Rows<'_> {
     #[inline]
     fn next_back(&mut self) -> Option<Self::Item> {
         match &mut self.0 {
-            RowsOf::Txn(r) => r.next_back(),
-            RowsOf::Pool(r) => r.next_back(),
+            RowsOf::Txn(r) => r.next_back().map(|r| r.map_err(Error::from)),
+            RowsOf::Pool(r) => r.next_back().map(|r| r.map_err(Error::from)),
+            RowsOf::Merged(m) => m.next_back_row().transpose(),
         }
-        .map(|r| r.map_err(Error::from))
     }
 }

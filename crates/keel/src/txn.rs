@@ -1,8 +1,14 @@
-//! Transactions: the one write transaction (its tables and catalog changes, and the commit
-//! path: the log-space check, the append that fixes the commit LSN, early lock release, the
-//! wait for durability) and read transactions.
+//! Transactions: write transactions in their two modes — exclusive ([`Store::write`]: holds
+//! the writer lock, changes pages as it goes) and concurrent ([`Store::write_concurrent`]:
+//! reads at a snapshot, buffers its writes, validates and applies them at commit; the state is
+//! in `optimistic.rs`) — the commit path they share (the log-space check, the append that fixes
+//! the commit LSN, early lock release, the wait for durability), and read transactions.
+//!
+//! [`Store::write`]: crate::Store::write
+//! [`Store::write_concurrent`]: crate::Store::write_concurrent
 
 use crate::checkpointer::sync_point;
+use crate::optimistic::Optimistic;
 use crate::poison::cause_in;
 use crate::store::Inner;
 use crate::table::{self, CachedRoot, ReadTable, Table};
@@ -16,22 +22,44 @@ use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::sync::atomic::Ordering;
 
-/// The one write transaction. Changes are visible to it at once and to others after commit;
+/// A write transaction. Its changes are visible to it at once and to others after commit;
 /// dropping it (or [`abort`](Self::abort)) rolls everything back.
+///
+/// From [`Store::write`](crate::Store::write) it is the *exclusive* writer: it holds the
+/// writer lock for its life and its commit never conflicts. From
+/// [`Store::write_concurrent`](crate::Store::write_concurrent) it is one of any number of
+/// *concurrent* writers: it reads at a snapshot, and its commit is refused with
+/// [`Error::Conflict`] if a read no longer holds. The API is the same.
 pub struct WriteTxn<'s> {
+    pub(crate) inner: &'s Inner,
+    pub(crate) mode: Mode<'s>,
+    /// Counts the transaction in `StoreStats::aborts` when it ends without a commit (abort,
+    /// drop, or a commit refused before its append). Declared last: dropped after the mode.
+    pub(crate) ends_in_abort: AbortCount<'s>,
+}
+
+/// How a write transaction runs. (The exclusive variant is inline: it is the single writer's
+/// hot path, and boxing it would cost an allocation per transaction.)
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum Mode<'s> {
+    /// Holds the writer lock, changes pages directly.
+    Exclusive(Exclusive<'s>),
+    /// Reads at a snapshot, buffers writes until commit.
+    Optimistic(Box<Optimistic>),
+}
+
+/// A transaction that holds the writer lock and changes pages directly: the exclusive writer,
+/// or a concurrent transaction's commit while it validates and applies.
+pub(crate) struct Exclusive<'s> {
     // Field order matters: the page transaction is rolled back (on drop) before the writer
     // lock is released.
     pub(crate) txn: PageTxn<'s>,
     pub(crate) created: RefCell<HashMap<String, PageId>>,
     /// Tables this transaction dropped (the committed catalog cache forgets them at commit).
     pub(crate) dropped: RefCell<HashSet<String>>,
-    pub(crate) inner: &'s Inner,
     pub(crate) lock: RwLockWriteGuard<'s, ()>,
     /// This thread holds the writer lock (dropped with it).
     pub(crate) held: crate::held::Held,
-    /// Counts the transaction in `StoreStats::aborts` when it ends without a commit (abort,
-    /// drop, or a commit refused before its append).
-    pub(crate) ends_in_abort: AbortCount<'s>,
 }
 
 /// Counts one abort when dropped, unless disarmed by a commit.
@@ -49,6 +77,24 @@ impl Drop for AbortCount<'_> {
 }
 
 impl<'s> WriteTxn<'s> {
+    /// The exclusive writer over `ex` (which holds the writer lock).
+    pub(crate) fn exclusive(inner: &'s Inner, ex: Exclusive<'s>) -> WriteTxn<'s> {
+        WriteTxn {
+            inner,
+            mode: Mode::Exclusive(ex),
+            ends_in_abort: AbortCount { inner, armed: true },
+        }
+    }
+
+    /// A concurrent writer at a snapshot of the newest commit.
+    pub(crate) fn optimistic(inner: &'s Inner) -> WriteTxn<'s> {
+        WriteTxn {
+            inner,
+            mode: Mode::Optimistic(Box::new(Optimistic::new(inner))),
+            ends_in_abort: AbortCount { inner, armed: true },
+        }
+    }
+
     /// The table `name`, created on first use (the creation commits with this transaction).
     ///
     /// ```
@@ -96,7 +142,10 @@ impl<'s> WriteTxn<'s> {
     ///
     /// A catalog page cannot be read or is corrupt, or a catalog entry is not a valid name.
     pub fn list_tables(&self) -> Result<Vec<String>> {
-        table::list_tables_in_txn(self)
+        match &self.mode {
+            Mode::Exclusive(ex) => table::list_tables_in_txn(self.inner, ex),
+            Mode::Optimistic(o) => o.list_tables(self.inner),
+        }
     }
 
     /// Drops the table `name` with all its rows: every page of its B-tree (overflow pages
@@ -123,7 +172,10 @@ impl<'s> WriteTxn<'s> {
     /// transaction: the drop may be half done in it). A table whose pages outgrow the log's
     /// room for one transaction gives [`Error::TxnTooLargeForLog`] at commit.
     pub fn drop_table(&mut self, name: &str) -> Result<bool> {
-        table::drop_table(self, name)
+        match &self.mode {
+            Mode::Exclusive(ex) => table::drop_table(self.inner, ex, name),
+            Mode::Optimistic(o) => o.drop_table(self.inner, name),
+        }
     }
 
     /// Commits: appends the redo with its commit marker (this fixes the commit LSN), releases
@@ -183,14 +235,31 @@ impl<'s> WriteTxn<'s> {
 
     fn append(self) -> Result<(&'s Inner, Lsn)> {
         let WriteTxn {
+            inner,
+            mode,
+            mut ends_in_abort,
+        } = self;
+        let ex = match mode {
+            Mode::Exclusive(ex) => ex,
+            Mode::Optimistic(o) => match o.validate_and_apply(inner) {
+                Ok(ex) => ex,
+                Err(e) => {
+                    if e.is_conflict() {
+                        inner.conflicts.fetch_add(1, Ordering::Relaxed);
+                    } else {
+                        inner.note_error(&e);
+                    }
+                    return Err(e);
+                }
+            },
+        };
+        let Exclusive {
             txn,
             created,
             dropped,
-            inner,
             lock,
             held,
-            mut ends_in_abort,
-        } = self;
+        } = ex;
         // The log's synchronous checkpoint point leaves this much room for one transaction's
         // redo; a larger one could wait for log space forever. The bound charges page images
         // only in full-page-writes mode, the one mode that logs them.
