@@ -8,6 +8,10 @@
 //! commit point no earlier than the last acknowledged commit. In `none` mode a torn page may be
 //! reported as corruption — never returned as data.
 //!
+//! Transactions are exclusive or concurrent by the seed, and a second concurrent transaction
+//! held open across others commits between them or inside one, or is refused with a conflict
+//! (then it is no commit point).
+//!
 //! `crash_matrix_in_ci` runs ≥ 1,000 cases across torn-page mode × log block size × sector
 //! size; `crash_matrix_long` (ignored) runs `KEEL_CRASH_CASES` cases (default 100,000).
 
@@ -34,6 +38,19 @@ impl Rng {
 }
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+/// A transaction's writes: `None` removes.
+type Writes = BTreeMap<Vec<u8>, Option<Vec<u8>>>;
+
+/// `m` with `w` applied.
+fn apply(mut m: Model, w: &Writes) -> Model {
+    for (k, v) in w {
+        match v {
+            Some(v) => m.insert(k.clone(), v.clone()),
+            None => m.remove(k),
+        };
+    }
+    m
+}
 
 #[derive(Clone, Copy, Debug)]
 struct Case {
@@ -75,6 +92,10 @@ struct Totals {
     snapshot_checks: u64,
     /// Transactions that dropped the table (and so freed all its pages) before writing.
     table_drops: u64,
+    /// Concurrent transactions refused with a conflict (issue 13).
+    conflicts: u64,
+    /// Commits of the second, concurrent transaction held open across others.
+    concurrent_commits: u64,
 }
 
 static TOTALS: std::sync::Mutex<Option<Totals>> = std::sync::Mutex::new(None);
@@ -167,6 +188,40 @@ fn run_case(case: Case) -> Result<Outcome, String> {
         Ok(())
     };
     fs.crash_at_call(1 + rng.below(260), None);
+    // Concurrent writers (issue 13): each transaction is exclusive or concurrent (by `rrng`),
+    // and now and then a second, concurrent transaction (`other`, its own generator `orng`)
+    // writes, stays open across later transactions and commits between them or in the middle
+    // of a concurrent one — or is refused with a conflict, which is then no commit point.
+    let mut other: Option<(keel::WriteTxn<'_>, Writes)> = None;
+    let mut orng = Rng(case.seed ^ 0x0bad_cafe);
+    let conflicts = std::cell::Cell::new(0u64);
+    let concurrent_commits = std::cell::Cell::new(0u64);
+    // Commits `other`: Ok(false) when the store failed (the crash fired).
+    let commit_other = |other: &mut Option<(keel::WriteTxn<'_>, Writes)>,
+                        committed: &mut Model,
+                        snapshots: &mut Vec<Model>,
+                        acked: &mut usize|
+     -> bool {
+        let Some((tx, w)) = other.take() else {
+            return true;
+        };
+        let next = apply(committed.clone(), &w);
+        snapshots.push(next.clone());
+        match tx.commit() {
+            Ok(()) => {
+                *committed = next;
+                *acked = snapshots.len() - 1;
+                concurrent_commits.set(concurrent_commits.get() + 1);
+                true
+            }
+            Err(e) if e.is_conflict() => {
+                snapshots.pop();
+                conflicts.set(conflicts.get() + 1);
+                true
+            }
+            Err(_) => false,
+        }
+    };
     for _ in 0..60 {
         if rrng.below(4) == 0 {
             if readers.len() >= 2 {
@@ -176,15 +231,50 @@ fn run_case(case: Case) -> Result<Outcome, String> {
                 readers.push((r, snapshots.len() - 1));
             }
         }
-        let Ok(mut tx) = store.write() else { break };
+        if other.is_none() && rrng.below(3) == 0 {
+            let Ok(tx) = store.write_concurrent() else {
+                break;
+            };
+            let mut w = Writes::new();
+            let wrote = (|| -> keel::Result<()> {
+                let mut t = tx.table("t")?;
+                for _ in 0..1 + orng.below(4) {
+                    let key = format!("key{:03}", orng.below(120)).into_bytes();
+                    if orng.below(4) == 0 {
+                        t.remove(&key)?;
+                        w.insert(key, None);
+                    } else {
+                        let v = vec![orng.next() as u8; 8 + orng.below(300) as usize];
+                        t.insert(&key, &v)?;
+                        w.insert(key, Some(v));
+                    }
+                }
+                Ok(())
+            })();
+            if wrote.is_err() {
+                break;
+            }
+            other = Some((tx, w));
+        }
+        let concurrent = rrng.below(2) == 0;
+        let other_mid = concurrent && rrng.below(2) == 0;
+        let started = if concurrent {
+            store.write_concurrent()
+        } else {
+            store.write()
+        };
+        let Ok(mut tx) = started else { break };
         let mut failed = false;
+        // This transaction's writes, and whether it dropped the table first.
+        let mut writes = Writes::new();
+        let mut dropped = false;
         // Now and then the whole table is dropped first (its pages freed in one transaction,
         // often more of them than the pool holds): the transaction then starts a new table.
         if rrng.below(25) == 0 {
-            match tx.drop_table("t") {
-                Ok(_) => model.clear(),
-                Err(_) => break,
+            if tx.drop_table("t").is_err() {
+                break;
             }
+            dropped = true;
             drops += 1;
         }
         {
@@ -192,11 +282,19 @@ fn run_case(case: Case) -> Result<Outcome, String> {
                 Ok(t) => t,
                 Err(_) => break,
             };
-            for _ in 0..1 + rng.below(6) {
+            let n = 1 + rng.below(6);
+            for i in 0..n {
+                if other_mid
+                    && i == n / 2
+                    && !commit_other(&mut other, &mut model, &mut snapshots, &mut acked)
+                {
+                    failed = true;
+                    break;
+                }
                 let key = format!("key{:03}", rng.below(120)).into_bytes();
                 let r = if rng.below(5) == 0 {
                     t.remove(&key).map(|_| {
-                        model.remove(&key);
+                        writes.insert(key, None);
                     })
                 } else {
                     let len = if rng.below(12) == 0 {
@@ -207,7 +305,7 @@ fn run_case(case: Case) -> Result<Outcome, String> {
                     let fill = rng.next() as u8;
                     let v = vec![fill; len as usize];
                     t.insert(&key, &v).map(|_| {
-                        model.insert(key, v);
+                        writes.insert(key, Some(v));
                     })
                 };
                 if r.is_err() {
@@ -225,17 +323,33 @@ fn run_case(case: Case) -> Result<Outcome, String> {
             "mid-transaction",
             &mut snapshot_checks,
         )?;
-        snapshots.push(model.clone());
+        // Serializable: a transaction that commits takes effect after every earlier commit.
+        let base = if dropped { Model::new() } else { model.clone() };
+        let next = apply(base, &writes);
+        snapshots.push(next.clone());
         match tx.commit() {
-            Ok(()) => acked = snapshots.len() - 1,
+            Ok(()) => {
+                model = next;
+                acked = snapshots.len() - 1;
+            }
+            Err(e) if e.is_conflict() => {
+                snapshots.pop();
+                conflicts.set(conflicts.get() + 1);
+            }
             Err(_) => break,
         }
         check_readers(&readers, &snapshots, "after a commit", &mut snapshot_checks)?;
+        if rrng.below(2) == 0 && !commit_other(&mut other, &mut model, &mut snapshots, &mut acked) {
+            break;
+        }
     }
+    drop(other);
     drop(readers);
     add_totals(|t| {
         t.snapshot_checks += snapshot_checks;
         t.table_drops += drops;
+        t.conflicts += conflicts.get();
+        t.concurrent_commits += concurrent_commits.get();
     });
     let mid_run = fs.is_crashed();
     let post = crash_now(&fs);
