@@ -482,3 +482,107 @@ fn without_validation_the_model_finds_a_lost_update() {
     let msg = failed.expect("skipping validation must break serializability in 60 seeds");
     assert!(msg.contains("not serializable"), "{msg}");
 }
+
+/// Threads move money between accounts with concurrent transactions (retrying conflicts)
+/// while readers sum the accounts: every snapshot sums to the same total, and so does the end.
+#[test]
+fn threads_transferring_keep_the_total() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Store::open(
+        dir.path(),
+        Config {
+            durability: keel::Durability::Lazy,
+            ..Config::default()
+        },
+    )
+    .unwrap();
+    const ACCOUNTS: u64 = 16;
+    let tx = s.write().unwrap();
+    {
+        let mut t = tx.table("acct").unwrap();
+        for a in 0..ACCOUNTS {
+            t.insert(&a.to_be_bytes(), &100u64.to_le_bytes()).unwrap();
+        }
+    }
+    tx.commit().unwrap();
+    let sum = |t: &keel::ReadTable<'_>| -> u64 {
+        t.range(..)
+            .unwrap()
+            .map(|r| {
+                let (_, v) = r.unwrap();
+                u64::from_le_bytes(v.try_into().unwrap())
+            })
+            .sum()
+    };
+    let retries = std::sync::atomic::AtomicU64::new(0);
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|sc| {
+        for w in 0..4u64 {
+            let (s, retries) = (&s, &retries);
+            sc.spawn(move || {
+                let mut rng = Rng::new(w);
+                for _ in 0..300 {
+                    let (a, b) = (rng.below(ACCOUNTS), rng.below(ACCOUNTS));
+                    let amount = rng.below(10);
+                    loop {
+                        let tx = s.write_concurrent().unwrap();
+                        {
+                            let mut t = tx.table("acct").unwrap();
+                            let get = |t: &keel::Table<'_, '_>, k: u64| {
+                                u64::from_le_bytes(
+                                    t.get(&k.to_be_bytes())
+                                        .unwrap()
+                                        .unwrap()
+                                        .try_into()
+                                        .unwrap(),
+                                )
+                            };
+                            let va = get(&t, a);
+                            if va >= amount && a != b {
+                                let vb = get(&t, b);
+                                t.insert(&a.to_be_bytes(), &(va - amount).to_le_bytes())
+                                    .unwrap();
+                                t.insert(&b.to_be_bytes(), &(vb + amount).to_le_bytes())
+                                    .unwrap();
+                            }
+                        }
+                        match tx.commit() {
+                            Ok(()) => break,
+                            Err(e) if e.is_conflict() => {
+                                retries.fetch_add(1, Ordering::Relaxed);
+                            }
+                            Err(e) => panic!("{e}"),
+                        }
+                    }
+                }
+            });
+        }
+        let (s, stop) = (&s, &stop);
+        let reader = sc.spawn(move || {
+            let mut checks = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let r = s.read().unwrap();
+                assert_eq!(sum(&r.table("acct").unwrap()), ACCOUNTS * 100);
+                checks += 1;
+            }
+            checks
+        });
+        // The writers end when their scope ends; then stop the reader.
+        std::thread::sleep(std::time::Duration::from_millis(1));
+        while s.stats().commits < 1 + 4 * 300 {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        stop.store(true, Ordering::Relaxed);
+        let checks = reader.join().unwrap();
+        assert!(checks > 0);
+    });
+    let r = s.read().unwrap();
+    assert_eq!(sum(&r.table("acct").unwrap()), ACCOUNTS * 100);
+    let st = s.stats();
+    assert_eq!(st.commits, 1 + 4 * 300);
+    assert_eq!(st.conflicts, retries.load(Ordering::Relaxed));
+    println!(
+        "transfers: {} commits, {} conflicts retried",
+        st.commits, st.conflicts
+    );
+}
