@@ -30,9 +30,13 @@
 //!
 //! # Concurrency
 //!
-//! One writer at a time with early lock release: [`WriteTxn::commit`] appends its redo (fixing
-//! the commit LSN), lets the next writer in, and only then waits for the log sync, so many
-//! committers share one sync (group commit). Readers run when no writer holds the store.
+//! Read transactions ([`Store::read`]) are snapshots: they take no lock and never wait.
+//! Writers are exclusive ([`Store::write`]: the writer lock for the transaction's life) or
+//! concurrent ([`Store::write_concurrent`]: any number at once, each executing at a snapshot
+//! with its writes buffered, validated and applied under the writer lock at commit, or refused
+//! with [`Error::Conflict`]). Either way the commit has early lock release:
+//! [`WriteTxn::commit`] appends its redo (fixing the commit LSN), lets the next writer in, and
+//! only then waits for the log sync, so many committers share one sync (group commit).
 
 mod check;
 mod checkpointer;

@@ -180,13 +180,20 @@ impl<'s> WriteTxn<'s> {
 
     /// Commits: appends the redo with its commit marker (this fixes the commit LSN), releases
     /// the writer lock so the next writer can start (early lock release), then waits as the
-    /// durability level says (`Sync`: until the log is durable up to the commit LSN).
+    /// durability level says (`Sync`: until the log is durable up to the commit LSN). A
+    /// concurrent transaction first takes the writer lock, checks its reads against the newest
+    /// commit and applies its writes.
     ///
     /// # Errors
     ///
-    /// [`Error::TxnTooLargeForLog`] when the transaction's redo cannot fit the log (nothing is
-    /// committed); the log append or sync failed ([`Error::Log`]; the store is poisoned and a
-    /// reopen recovers exactly the commits that were durable).
+    /// [`Error::Conflict`] (concurrent transactions only) when something it read was changed
+    /// by a commit after its snapshot: nothing is committed, run it again;
+    /// [`Error::WouldDeadlock`] for a concurrent transaction committed by a thread that holds
+    /// the exclusive writer; [`Error::TxnTooLargeForLog`] when the transaction's redo cannot
+    /// fit the log (nothing is committed); the errors of reading and changing pages for a
+    /// concurrent transaction's writes (nothing is committed); the log append or sync failed
+    /// ([`Error::Log`]; the store is poisoned and a reopen recovers exactly the commits that
+    /// were durable).
     pub fn commit(self) -> Result<()> {
         let (inner, lsn) = self.append()?;
         inner.log.wait_committed(lsn).map_err(|e| {
