@@ -586,3 +586,25 @@ fn threads_transferring_keep_the_total() {
         st.commits, st.conflicts
     );
 }
+
+/// A concurrent transaction holds no lock while it runs: its thread can start the exclusive
+/// writer, checkpoint and read. Only its commit needs the writer lock, so committing it while
+/// the same thread holds the exclusive writer is refused, never a hang.
+#[test]
+fn a_thread_never_waits_for_itself_with_concurrent_writers() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Store::open(dir.path(), Config::default()).unwrap();
+    let c = s.write_concurrent().unwrap();
+    c.table("t").unwrap().insert(b"a", b"1").unwrap();
+    s.checkpoint().unwrap();
+    let ex = s.write().unwrap();
+    ex.table("u").unwrap().insert(b"b", b"2").unwrap();
+    let c2 = s.write_concurrent().unwrap();
+    c2.table("v").unwrap().insert(b"c", b"3").unwrap();
+    assert!(matches!(c2.commit(), Err(Error::WouldDeadlock { .. })));
+    ex.commit().unwrap();
+    // The first one's snapshot predates the exclusive commit, which did not touch what it read.
+    c.commit().unwrap();
+    let r = s.read().unwrap();
+    assert_eq!(r.list_tables().unwrap(), ["t", "u"]);
+}
