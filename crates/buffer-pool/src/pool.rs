@@ -69,6 +69,10 @@ pub struct BufferPool {
     /// Held shared by committers from reading the log's end to putting their pages on the flush
     /// list; exclusive while a checkpoint LSN is computed.
     pub(crate) decision: RwLock<()>,
+    /// Held by a committer from its log append to its publish, so commits publish in the order
+    /// of their LSNs (module `versions`, invariant 2: a snapshot at a commit must not exist
+    /// before an earlier commit sealed its versions).
+    pub(crate) publish_order: Mutex<()>,
     /// Frames held by uncommitted transactions.
     pub(crate) txn_pages: AtomicUsize,
     pub(crate) next_txn: AtomicU64,
@@ -156,6 +160,7 @@ impl BufferPool {
             horizon: AtomicU64::new(0),
             fpw_checkpoint: AtomicU64::new(0),
             decision: RwLock::new(()),
+            publish_order: Mutex::new(()),
             txn_pages: AtomicUsize::new(0),
             next_txn: AtomicU64::new(1),
             ctl: Mutex::new(CleanerCtl::default()),

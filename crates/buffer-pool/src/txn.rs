@@ -584,9 +584,13 @@ impl<'p> PageTxn<'p> {
         }
         let images = group.len();
         group.append(&mut st.records);
+        // Commits that append concurrently (several page transactions committing at once; the
+        // store serialises its writers, other users of the pool may not) publish in LSN order.
+        let order = pool.publish_order.lock();
         let (start, end) = match log.append_range(&group) {
             Ok(r) => (r.start, r.end),
             Err(e) => {
+                drop(order);
                 drop(decision);
                 self.rollback(&mut st);
                 bump(&pool.c.aborts, 1);
@@ -596,6 +600,7 @@ impl<'p> PageTxn<'p> {
         // Module `versions`, invariant 2: seal, then publish.
         pool.versions.seal(self.id, &st.versioned_pages(), end);
         pool.versions.publish(end);
+        drop(order);
         for e in st.entries.drain(..) {
             let Some(f) = e.frame else { continue };
             let fr = &pool.frames[f as usize];
