@@ -28,6 +28,17 @@ if [ "$status" -eq 0 ] && [ "$#" -eq 0 ]; then
     cargo test --release -p keel --test crash -- --ignored --nocapture crash_matrix_long 2>&1 | tee -a "$log"
   status=${PIPESTATUS[0]}
 fi
+# Deterministic concurrency tests of the version store under shuttle (keel-buffer-pool's
+# tests/versions_shuttle.rs; ~5 s): a build of its own, `--cfg keel_shuttle` swapping module
+# `versions`' mutex and atomics for shuttle's, in its own target dir so that the flag does not
+# invalidate the main build's cache. Runs even if the run above failed; counts the same way.
+if [ "$#" -eq 0 ]; then
+  echo "== shuttle: RUSTFLAGS=\"--cfg keel_shuttle\" cargo test -p keel-buffer-pool --test versions_shuttle"
+  RUSTFLAGS="${RUSTFLAGS:-} --cfg keel_shuttle" CARGO_TARGET_DIR=target/shuttle \
+    cargo test -p keel-buffer-pool --test versions_shuttle 2>&1 | tee -a "$log"
+  shuttle_status=${PIPESTATUS[0]}
+  if [ "$status" -eq 0 ]; then status=$shuttle_status; fi
+fi
 set -e
 sum() { grep -E '^test result: ' "$log" | sed -E "s/.* ([0-9]+) $1.*/\1/" | paste -sd+ | bc; }
 echo

@@ -111,6 +111,7 @@ pub mod redo;
 mod residency;
 mod snapshot_read;
 mod stats;
+mod sync;
 #[cfg(test)]
 mod testutil;
 mod txn;

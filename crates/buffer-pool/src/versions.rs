@@ -31,12 +31,11 @@
 //!    before any version it needed is dropped, and a reader checks it after its lookup, so it
 //!    never uses a newer page in place of a dropped version (`the_budget_revokes_the_oldest`).
 
+// parking_lot's mutex and std's atomics, or shuttle's under `--cfg keel_shuttle` (module `sync`).
+use crate::sync::{Arc, AtomicBool, AtomicU64, AtomicUsize, Mutex, Ordering};
 use crate::{PoolError, Result};
 use keel_page::{Lsn, PageId};
-use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
 
 const SHARDS: usize = 64;
 /// The end of a pending version (its transaction has not committed).
@@ -355,6 +354,40 @@ impl Drop for Snapshot {
         if removed {
             self.versions.collect();
         }
+    }
+}
+
+/// The crate-private operations, public only in the shuttle build (`--cfg keel_shuttle`) so that
+/// `tests/versions_shuttle.rs` can drive the store the way a write transaction does.
+#[cfg(keel_shuttle)]
+impl Versions {
+    /// [`add_pending`](Self::add_pending).
+    pub fn shuttle_add_pending(&self, id: PageId, txn: u64, image: &[u8]) {
+        self.add_pending(id, txn, image);
+    }
+
+    /// [`seal`](Self::seal).
+    pub fn shuttle_seal(&self, txn: u64, pages: &[PageId], commit: Lsn) {
+        self.seal(txn, pages, commit);
+    }
+
+    /// [`publish`](Self::publish).
+    pub fn shuttle_publish(&self, commit: Lsn) {
+        self.publish(commit);
+    }
+
+    /// [`discard`](Self::discard).
+    pub fn shuttle_discard(&self, txn: u64, pages: &[PageId]) {
+        self.discard(txn, pages);
+    }
+}
+
+/// See the `impl Versions` above.
+#[cfg(keel_shuttle)]
+impl Snapshot {
+    /// [`find`](Self::find).
+    pub fn shuttle_find(&self, id: PageId) -> Option<Arc<[u8]>> {
+        self.find(id)
     }
 }
 
