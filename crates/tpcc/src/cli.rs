@@ -21,6 +21,7 @@ use crate::matrix::{run_matrix, MatrixOptions, MatrixSpec};
 use crate::memory::MemoryEngine;
 use crate::redb_engine::RedbEngine;
 use crate::sqlite_engine::SqliteEngine;
+use crate::txn::WriterMode;
 
 /// Which storage engine to run on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -189,6 +190,12 @@ pub struct RunArgs {
     /// processes; latency counts from each transaction's scheduled arrival. Default: closed loop.
     #[arg(long, value_name = "TPS")]
     pub rate: Option<f64>,
+    /// How New-Order, Payment and Delivery take write transactions: `concurrent` (concurrent
+    /// write transactions validated at commit; a conflicted one is retried with the same input,
+    /// and retries are counted and reported) or `exclusive` (one writer at a time). Engines
+    /// without concurrent writers (memory, sqlite, redb) run exclusive and the report says so.
+    #[arg(long, value_enum, default_value_t = WriterMode::Concurrent)]
+    pub writers: WriterMode,
     /// Store configuration.
     #[command(flatten)]
     pub store: StoreArgs,
@@ -259,6 +266,10 @@ pub struct MatrixArgs {
     /// Open-loop arrival rate for every run (transactions per second, Poisson).
     #[arg(long, value_name = "TPS")]
     pub rate: Option<f64>,
+    /// Writer mode of every run (concurrent|exclusive), overriding the spec's `writers` keys
+    /// (top level, `[[config]]` and axis). Default: the spec's, else concurrent.
+    #[arg(long, value_enum)]
+    pub writers: Option<WriterMode>,
     /// Store knobs applied on top of every configuration.
     #[command(flatten)]
     pub store: StoreArgs,
@@ -288,6 +299,12 @@ pub struct QuickArgs {
     /// TESTS ONLY: load this many items instead of 100,000.
     #[arg(long, hide = true)]
     pub test_items: Option<u32>,
+    /// How New-Order, Payment and Delivery take write transactions: `concurrent` (concurrent
+    /// write transactions validated at commit; a conflicted one is retried with the same input,
+    /// and retries are counted and reported) or `exclusive` (one writer at a time). Engines
+    /// without concurrent writers (memory, sqlite, redb) run exclusive and the report says so.
+    #[arg(long, value_enum, default_value_t = WriterMode::Concurrent)]
+    pub writers: WriterMode,
     /// Store configuration.
     #[command(flatten)]
     pub store: StoreArgs,
@@ -423,6 +440,7 @@ fn run_options(a: &RunArgs, label: String, dir: &Path) -> RunOptions {
         rate: a.rate,
         device_dir: Some(dir.to_path_buf()),
         interrupt: Some(crate::interrupt::flag()),
+        writers: a.writers,
     }
 }
 
@@ -609,6 +627,7 @@ fn cmd_matrix<E: Engine>(a: &MatrixArgs) -> TpccResult<i32> {
         items: a.test_items,
         cli_store,
         rate: a.rate,
+        writers: a.writers,
         interrupt: Some(crate::interrupt::flag()),
     };
     let (rows, ok) = run_matrix::<E>(&spec, &opts)?;
@@ -683,6 +702,7 @@ fn cmd_quick<E: Engine>(a: &QuickArgs) -> TpccResult<i32> {
         rate: None,
         device_dir: Some(data.clone()),
         interrupt: Some(crate::interrupt::flag()),
+        writers: a.writers,
     };
     std::fs::create_dir_all(&out).map_err(|e| TpccError::io(&out, e))?;
     run_in_dir::<E>(&data, &out, &store, &ro, true)

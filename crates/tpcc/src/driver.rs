@@ -7,9 +7,15 @@
 //! summary at the end. Ctrl-C (the `interrupt` flag) ends the current interval early and the run
 //! finishes normally: summary, run.json and CSV cover the measured time until then.
 //!
+//! Writers: per [`RunOptions::writers`], New-Order, Payment and Delivery run as concurrent write
+//! transactions (the default; conflicted ones are retried inside `txn.rs` with the same input
+//! and counted per type) or on the exclusive writer; Order-Status and Stock-Level always read
+//! snapshots.
+//!
 //! Invariants:
 //! - a New-Order id is appended to the acknowledged side file only after its `commit` returned
-//!   `Ok` (so after a crash every id in the file must be in the store: the SIGKILL test);
+//!   `Ok` (so after a crash every id in the file must be in the store: the SIGKILL test); a
+//!   conflicted attempt returns nothing to the terminal, only the attempt that committed does;
 //! - warm-up transactions are never counted in the measured totals;
 //! - transactions completing after the measured period ended are not counted.
 
@@ -28,6 +34,8 @@ use crate::rng::NuRandC;
 use crate::run_meta::{build_commit, rfc3339_utc, Host, RunMeta};
 use crate::schema::{self, table};
 use crate::txn::{Terminal, TxKind};
+
+pub use crate::txn::{WriterMode, MAX_RETRIES};
 
 pub use crate::acked::{missing_acked, read_acked};
 pub use crate::results::{
@@ -65,6 +73,10 @@ pub struct RunOptions {
     /// Set to end the run early (Ctrl-C): the current interval ends at once and the run
     /// finishes normally.
     pub interrupt: Option<Arc<AtomicBool>>,
+    /// How New-Order, Payment and Delivery take their write transactions (`--writers`);
+    /// an engine without concurrent writers runs the exclusive writer whatever this says (the
+    /// run metadata records both).
+    pub writers: WriterMode,
 }
 
 impl Default for RunOptions {
@@ -82,6 +94,7 @@ impl Default for RunOptions {
             rate: None,
             device_dir: None,
             interrupt: None,
+            writers: WriterMode::default(),
         }
     }
 }
@@ -130,6 +143,7 @@ pub fn run_workload<E: Engine>(engine: &E, opts: &RunOptions) -> TpccResult<RunR
         ));
     }
     let run_no = bump_run_counter(engine)?;
+    let writers = opts.writers.effective::<E>();
     let meta = RunMeta {
         version: env!("CARGO_PKG_VERSION").to_string(),
         commit: build_commit().to_string(),
@@ -143,6 +157,8 @@ pub fn run_workload<E: Engine>(engine: &E, opts: &RunOptions) -> TpccResult<RunR
         engine: E::LABEL.to_string(),
         host: Host::this(),
         effective: engine.effective(),
+        writers: Some(writers),
+        writers_requested: Some(opts.writers),
     };
     if opts.print {
         for l in meta.lines() {
@@ -200,6 +216,7 @@ pub fn run_workload<E: Engine>(engine: &E, opts: &RunOptions) -> TpccResult<RunR
             let errors = &errors;
             let acked = &acked;
             let mut term = Terminal::new(id, marker.warehouses, marker.items, opts.seed, run_no);
+            term.writers = writers;
             let per_terminal = opts.rate.map(|r| r / opts.terminals as f64);
             let mut arrivals = crate::rng::Rng::derive(opts.seed, 0xA77E_0000 + id as u64);
             let mut next_arrival = Instant::now();
@@ -322,6 +339,7 @@ pub fn run_workload<E: Engine>(engine: &E, opts: &RunOptions) -> TpccResult<RunR
                 tpm: acc.done.iter().sum::<u64>() as f64 * 60.0 / secs,
                 done: acc.done,
                 rollbacks: acc.rollbacks,
+                retries: acc.retries,
                 latency: std::array::from_fn(|i| acc.latency(TxKind::ALL[i])),
                 stats: st.delta(&last_stats),
                 costs: Costs::between(&last_snap, &snap, acc.done.iter().sum()),
@@ -374,6 +392,8 @@ pub fn run_workload<E: Engine>(engine: &E, opts: &RunOptions) -> TpccResult<RunR
         done: total.done,
         new_orders_committed: total.new_orders_committed(),
         rollbacks: total.rollbacks,
+        retries: total.retries,
+        max_retries: total.max_retries,
         latency: std::array::from_fn(|i| total.latency(TxKind::ALL[i])),
         rates: total.rates(),
         stats,

@@ -10,7 +10,10 @@
 //! - **Atomicity**: a write transaction that is dropped or [`WriteTx::abort`]ed leaves no trace;
 //!   after [`WriteTx::commit`] returns `Ok`, all its changes are visible to later transactions.
 //! - **Isolation**: one write transaction at a time ([`Engine::write`] blocks while another one is
-//!   open); a read transaction sees committed data only.
+//!   open); a read transaction sees committed data only. An engine with concurrent writers
+//!   ([`Engine::CONCURRENT_WRITERS`]) also runs any number of [`Engine::write_concurrent`]
+//!   transactions at once, serializably: a commit that would not be is refused with
+//!   [`EngineError::Conflict`] and applies nothing (the caller re-runs the transaction).
 //! - **Order**: [`ReadTx::scan`] visits keys in byte order (reversed for [`Direction::Reverse`]),
 //!   within the half-open range `[start, end)`.
 
@@ -44,9 +47,23 @@ pub enum EngineError {
         /// What is wrong, naming the offset or record.
         detail: String,
     },
+    /// A concurrent write transaction ([`Engine::write_concurrent`]) was refused because
+    /// something it read was changed by another commit after its snapshot: nothing of it was
+    /// applied, and running its logic again on a new transaction is the remedy (the store's
+    /// message, naming what changed).
+    #[error("{0}")]
+    Conflict(String),
     /// Any other error of the underlying store (the adapter boxes the store's own error type).
     #[error("store error: {0}")]
     Store(Box<dyn std::error::Error + Send + Sync>),
+}
+
+impl EngineError {
+    /// Whether this is a [`EngineError::Conflict`]: the transaction applied nothing and can be
+    /// run again.
+    pub fn is_conflict(&self) -> bool {
+        matches!(self, EngineError::Conflict(_))
+    }
 }
 
 /// Result alias for engine operations.
@@ -126,6 +143,11 @@ pub trait Engine: Send + Sync + Sized + 'static {
     /// only on durable engines.
     const DURABLE: bool;
 
+    /// Whether [`Engine::write_concurrent`] runs write transactions side by side (validated at
+    /// commit, which may report [`EngineError::Conflict`]). When `false` it is
+    /// [`Engine::write`], and the driver reports the concurrent writer mode as not applicable.
+    const CONCURRENT_WRITERS: bool = false;
+
     /// Whether the store config knobs change this engine's behaviour. When `false`, the driver
     /// records the configuration in its reports but says it has no effect.
     const HONOURS_CONFIG: bool;
@@ -148,6 +170,15 @@ pub trait Engine: Send + Sync + Sized + 'static {
 
     /// Starts a write transaction; blocks while another write transaction is open.
     fn write(&self) -> EngineResult<Self::Write<'_>>;
+
+    /// Starts a concurrent write transaction: it reads a snapshot of the newest commit plus its
+    /// own writes and never blocks others while it runs; its [`WriteTx::commit`] (and, where an
+    /// engine checks early, any of its operations) may fail with [`EngineError::Conflict`], in
+    /// which case nothing of it was applied. The default is [`Engine::write`] (an engine without
+    /// concurrent writers: one writer at a time, never a conflict).
+    fn write_concurrent(&self) -> EngineResult<Self::Write<'_>> {
+        self.write()
+    }
 
     /// Starts a read-only transaction over committed data.
     fn read(&self) -> EngineResult<Self::Read<'_>>;
@@ -183,8 +214,13 @@ pub trait Engine: Send + Sync + Sized + 'static {
 pub struct EngineStats {
     /// Committed write transactions.
     pub commits: u64,
-    /// Rolled-back write transactions.
+    /// Rolled-back write transactions (refused concurrent commits included, where the engine
+    /// counts them so: keel does).
     pub aborts: u64,
+    /// Concurrent write transactions refused at commit with a conflict (keel's
+    /// `StoreStats::conflicts`; 0 for engines without concurrent writers).
+    #[serde(default)]
+    pub conflicts: u64,
     /// Write calls to data files (in-place page writes, batched writes count once per call).
     pub data_writes: u64,
     /// Pages written to their home location.
@@ -223,6 +259,7 @@ impl EngineStats {
         EngineStats {
             commits: self.commits.saturating_sub(earlier.commits),
             aborts: self.aborts.saturating_sub(earlier.aborts),
+            conflicts: self.conflicts.saturating_sub(earlier.conflicts),
             data_writes: self.data_writes.saturating_sub(earlier.data_writes),
             data_pages_written: self
                 .data_pages_written

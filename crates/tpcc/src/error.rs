@@ -64,6 +64,19 @@ pub enum TpccError {
         /// The error.
         detail: String,
     },
+    /// A transaction conflicted on every one of its attempts (concurrent writers): the bound on
+    /// retries was reached rather than looping forever.
+    #[error(
+        "{kind} conflicted {attempts} times in a row (retry bound reached); last conflict: {last}"
+    )]
+    RetriesExhausted {
+        /// Transaction type.
+        kind: &'static str,
+        /// Attempts made (the first one and every retry).
+        attempts: u32,
+        /// The last conflict's message.
+        last: String,
+    },
     /// Anything else that stops a command, with a message for the user.
     #[error("{0}")]
     Usage(String),
@@ -73,6 +86,12 @@ pub enum TpccError {
 pub type TpccResult<T> = Result<T, TpccError>;
 
 impl TpccError {
+    /// Whether this is an engine conflict ([`EngineError::Conflict`]): the transaction applied
+    /// nothing and may be run again.
+    pub fn is_conflict(&self) -> bool {
+        matches!(self, TpccError::Engine(e) if e.is_conflict())
+    }
+
     /// Wraps an I/O error with its path.
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> TpccError {
         TpccError::Io {

@@ -1,7 +1,10 @@
 //! The real engine: the durable `keel` store behind the workload's [`Engine`] trait.
 //!
-//! [`KeelEngine`] wraps a [`keel::Store`]. Write transactions are [`keel::WriteTxn`]s (one writer
-//! at a time, early lock release, group commit); read transactions are [`keel::ReadTxn`]s
+//! [`KeelEngine`] wraps a [`keel::Store`]. Write transactions are [`keel::WriteTxn`]s: from
+//! [`Engine::write`] the exclusive writer (one at a time, early lock release, group commit), from
+//! [`Engine::write_concurrent`] a concurrent one ([`keel::Store::write_concurrent`]: snapshot
+//! reads, buffered writes, read-set validation at commit, [`keel::Error::Conflict`] becoming
+//! [`EngineError::Conflict`]); read transactions are [`keel::ReadTxn`]s
 //! (snapshots that never wait for the writer). Tables
 //! are opened per call through `tx.table(name)` (cheap: the store caches its catalog). The
 //! run's [`StoreConfig`] is a set of [`keel::Config`] keys, parsed by the store itself
@@ -16,7 +19,10 @@
 //! - a configuration the store cannot run here (atomic writes on a file system without them)
 //!   becomes [`EngineError::Unsupported`] with the store's reason, so a matrix lists it as
 //!   skipped rather than failing;
-//! - a dropped or aborted write transaction leaves no trace (the store rolls it back).
+//! - a dropped or aborted write transaction leaves no trace (the store rolls it back);
+//! - a concurrent commit the store refuses ([`keel::Error::Conflict`]) is
+//!   [`EngineError::Conflict`] (so the workload retries it) and applied nothing; other errors
+//!   never are.
 //!
 //! In a write transaction `tx.table(name)` creates a missing table, so a read there of a table
 //! never written creates it (empty, committed with the transaction, gone if it rolls back); the
@@ -62,10 +68,12 @@ pub fn keel_config(c: &StoreConfig) -> EngineResult<keel::Config> {
 }
 
 /// Maps a store error onto the workload's error type (atomic writes that the file system cannot
-/// do become [`EngineError::Unsupported`]; corruption keeps its file and detail).
+/// do become [`EngineError::Unsupported`]; a refused concurrent commit becomes
+/// [`EngineError::Conflict`] with the store's message; corruption keeps its file and detail).
 pub fn engine_error(e: keel::Error) -> EngineError {
     match e {
         e if e.is_atomic_unavailable() => EngineError::Unsupported(e.to_string()),
+        e if e.is_conflict() => EngineError::Conflict(e.to_string()),
         keel::Error::Corruption {
             file,
             page_id,
@@ -190,6 +198,7 @@ impl Engine for KeelEngine {
     const LABEL: &'static str = "keel";
     const DURABLE: bool = true;
     const HONOURS_CONFIG: bool = true;
+    const CONCURRENT_WRITERS: bool = true;
 
     fn open(dir: &Path, config: &StoreConfig) -> EngineResult<Self> {
         keel::Store::open(dir, keel_config(config)?)
@@ -227,6 +236,12 @@ impl Engine for KeelEngine {
     fn write(&self) -> EngineResult<Self::Write<'_>> {
         Ok(KeelWrite {
             tx: self.0.write().map_err(engine_error)?,
+        })
+    }
+
+    fn write_concurrent(&self) -> EngineResult<Self::Write<'_>> {
+        Ok(KeelWrite {
+            tx: self.0.write_concurrent().map_err(engine_error)?,
         })
     }
 
@@ -331,6 +346,7 @@ impl Engine for KeelEngine {
         EngineStats {
             commits: s.commits,
             aborts: s.aborts,
+            conflicts: s.conflicts,
             data_writes: s.flush.data_writes,
             data_pages_written: s.flush.data_pages_written,
             doublewrite_writes: s.flush.doublewrite_writes,

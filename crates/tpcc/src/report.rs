@@ -10,6 +10,7 @@
 
 use crate::driver::{bytes, RunResult};
 use crate::load::LoadReport;
+use crate::results::WRITERS;
 use crate::spread::{Ratio, Spread};
 
 /// One configuration's results across repeats.
@@ -245,20 +246,26 @@ pub fn render_markdown(meta: &ReportMeta, rows: &[ConfigResult]) -> String {
     );
 
     s.push_str("## Engine counters (medians over the measured periods)\n\n");
-    s.push_str("| configuration | data writes | doublewrite writes | pages skipped | log bytes | log syncs/commit |\n");
-    s.push_str("| --- | ---: | ---: | ---: | ---: | ---: |\n");
+    s.push_str("| configuration | data writes | doublewrite writes | pages skipped | log bytes | log syncs/commit | retries per 100 New-Order/Payment/Delivery | conflicts |\n");
+    s.push_str("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
     for r in rows
         .iter()
         .filter(|r| r.skipped.is_none() && !r.runs.is_empty())
     {
         s.push_str(&format!(
-            "| {} | {:.0} | {:.0} | {:.0} | {} | {:.3} |\n",
+            "| {} | {:.0} | {:.0} | {:.0} | {} | {:.3} | {} | {:.0} |\n",
             r.name,
             r.median_of(|x| x.stats.data_writes as f64),
             r.median_of(|x| x.stats.doublewrite_writes as f64),
             r.median_of(|x| x.stats.pages_skipped_protection as f64),
             bytes(r.median_of(|x| x.stats.log_bytes as f64) as u64),
             r.median_of(|x| x.stats.syncs_per_commit()),
+            WRITERS
+                .iter()
+                .map(|k| format!("{:.2}", r.median_of(|x| x.rates.retries_per_100[k.index()])))
+                .collect::<Vec<_>>()
+                .join(" / "),
+            r.median_of(|x| x.stats.conflicts as f64),
         ));
     }
 
@@ -282,7 +289,12 @@ pub fn render_markdown(meta: &ReportMeta, rows: &[ConfigResult]) -> String {
             }
             first_meta = false;
         }
-        s.push_str(&format!("- **{}**: engine {}\n", r.name, m.engine));
+        s.push_str(&format!(
+            "- **{}**: engine {}; writers: {}\n",
+            r.name,
+            m.engine,
+            m.writers_text()
+        ));
         for l in &m.effective.lines {
             s.push_str(&format!("  - {l}\n"));
         }

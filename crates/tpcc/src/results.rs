@@ -50,6 +50,10 @@ pub struct Acc {
     pub delivery_skipped: u64,
     /// Orders delivered.
     pub delivered: u64,
+    /// Retries after conflicts per type (concurrent writers), in [`TxKind::ALL`] order.
+    pub retries: [u64; 5],
+    /// The most retries one transaction of each type needed.
+    pub max_retries: [u64; 5],
 }
 
 fn new_hist() -> Histogram<u64> {
@@ -70,6 +74,8 @@ impl Default for Acc {
             order_status_by_name: 0,
             delivery_skipped: 0,
             delivered: 0,
+            retries: [0; 5],
+            max_retries: [0; 5],
         }
     }
 }
@@ -79,6 +85,8 @@ impl Acc {
         let i = kind.index();
         let _ = self.hist[i].record(micros.max(1));
         self.done[i] += 1;
+        self.retries[i] += o.retries as u64;
+        self.max_retries[i] = self.max_retries[i].max(o.retries as u64);
         match kind {
             TxKind::NewOrder => {
                 self.lines += o.lines as u64;
@@ -104,6 +112,8 @@ impl Acc {
         for i in 0..5 {
             let _ = self.hist[i].add(&o.hist[i]);
             self.done[i] += o.done[i];
+            self.retries[i] += o.retries[i];
+            self.max_retries[i] = self.max_retries[i].max(o.max_retries[i]);
         }
         self.rollbacks += o.rollbacks;
         self.lines += o.lines;
@@ -160,6 +170,7 @@ impl Acc {
             payment_by_name_pct: pct(self.payments_by_name, self.done[1]),
             order_status_by_name_pct: pct(self.order_status_by_name, self.done[2]),
             delivery_skipped_pct: pct(self.delivery_skipped, self.done[3] * 10),
+            retries_per_100: std::array::from_fn(|i| pct(self.retries[i], self.done[i])),
         }
     }
 }
@@ -183,6 +194,10 @@ pub struct Rates {
     pub order_status_by_name_pct: f64,
     /// Delivery districts skipped (target ≤ 1%).
     pub delivery_skipped_pct: f64,
+    /// Retries after conflicts per 100 transactions of each type, in [`TxKind::ALL`] order
+    /// (concurrent writers; 0 for the exclusive writer and the read-only types).
+    #[serde(default)]
+    pub retries_per_100: [f64; 5],
 }
 
 /// One reported interval.
@@ -202,6 +217,9 @@ pub struct IntervalRecord {
     pub done: [u64; 5],
     /// Rolled-back New-Orders.
     pub rollbacks: u64,
+    /// Retries after conflicts per type (concurrent writers).
+    #[serde(default)]
+    pub retries: [u64; 5],
     /// Latency per type.
     pub latency: [Latency; 5],
     /// Engine counters of the interval.
@@ -232,6 +250,14 @@ pub struct RunResult {
     pub new_orders_committed: u64,
     /// Rolled-back New-Orders.
     pub rollbacks: u64,
+    /// Retries after conflicts per type over the measured period (concurrent writers; a
+    /// retried transaction counts once in `done`, its latency includes its retries).
+    #[serde(default)]
+    pub retries: [u64; 5],
+    /// The most retries one transaction of each type needed (the bound is
+    /// [`crate::txn::MAX_RETRIES`]).
+    #[serde(default)]
+    pub max_retries: [u64; 5],
     /// Latency per type over the measured period.
     pub latency: [Latency; 5],
     /// Workload characteristics.
@@ -286,6 +312,9 @@ pub fn bytes(n: u64) -> String {
     }
 }
 
+/// The transaction types that write (and may be retried after conflicts).
+pub const WRITERS: [TxKind; 3] = [TxKind::NewOrder, TxKind::Payment, TxKind::Delivery];
+
 /// Interval lines are at most this wide (a terminal's 120 columns).
 pub const LINE_WIDTH: usize = 120;
 
@@ -294,7 +323,8 @@ pub fn interval_legend() -> String {
     "legend: [t] seconds since warm-up ended (w: warm-up); NOTPM New-Orders/min; tpm all \
      transactions/min; NO New-Order p50/p99/p99.9 ms; P Payment, OS Order-Status, D Delivery, \
      SL Stock-Level p99 ms; per transaction: cpu process CPU µs, w/r store device KiB \
-     written/read (k = thousands, M = millions)"
+     written/read; rt retries after conflicts per 100 New-Order/Payment/Delivery (concurrent \
+     writers; shown when there were any and the line has room) (k = thousands, M = millions)"
         .to_string()
 }
 
@@ -363,6 +393,14 @@ pub fn interval_line(label: &str, rec: &IntervalRecord) -> String {
         )),
         None => body.push_str(" w - r -"),
     }
+    let writes: u64 = WRITERS.iter().map(|k| rec.done[k.index()]).sum();
+    let retries: u64 = WRITERS.iter().map(|k| rec.retries[k.index()]).sum();
+    if retries > 0 && writes > 0 {
+        let rt = format!(" rt {}", kib(100.0 * retries as f64 / writes as f64));
+        if body.chars().count() + rt.chars().count() <= LINE_WIDTH {
+            body.push_str(&rt);
+        }
+    }
     if label.is_empty() {
         return body;
     }
@@ -393,13 +431,21 @@ pub fn summary(r: &RunResult) -> String {
         r.tpm,
         r.median_interval_notpm()
     ));
-    s.push_str("  type          count   p50 ms   p95 ms   p99 ms p99.9 ms   max ms\n");
+    s.push_str(
+        "  type          count   p50 ms   p95 ms   p99 ms p99.9 ms   max ms  retries /100 txns\n",
+    );
     for k in TxKind::ALL {
-        let l = r.latency[k.index()];
+        let i = k.index();
+        let l = r.latency[i];
+        let retries = if WRITERS.contains(&k) {
+            format!("{:>8} {:>9.2}", r.retries[i], r.rates.retries_per_100[i])
+        } else {
+            format!("{:>8} {:>9}", "-", "-")
+        };
         s.push_str(&format!(
-            "  {:<12} {:>6} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>8.2}\n",
+            "  {:<12} {:>6} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {retries}\n",
             k.name(),
-            r.done[k.index()],
+            r.done[i],
             l.p50_ms,
             l.p95_ms,
             l.p99_ms,
@@ -407,6 +453,7 @@ pub fn summary(r: &RunResult) -> String {
             l.max_ms
         ));
     }
+    s.push_str(&format!("  {}\n", writers_summary(r)));
     let q = &r.rates;
     s.push_str(&format!(
         "  mix % {:.1}/{:.1}/{:.1}/{:.1}/{:.1} (target 45/43/4/4/4)\n",
@@ -425,8 +472,9 @@ pub fn summary(r: &RunResult) -> String {
     }
     let st = &r.stats;
     s.push_str(&format!(
-        "  engine: commits {}, data writes {}, doublewrite writes {}, pages skipped {}, log {}, log syncs {} ({:.3}/commit), data syncs {}\n",
+        "  engine: commits {}, conflicts {}, data writes {}, doublewrite writes {}, pages skipped {}, log {}, log syncs {} ({:.3}/commit), data syncs {}\n",
         st.commits,
+        st.conflicts,
         st.data_writes,
         st.doublewrite_writes,
         st.pages_skipped_protection,
@@ -440,6 +488,28 @@ pub fn summary(r: &RunResult) -> String {
         s.push_str("  INTERRUPTED (Ctrl-C): the figures cover the measured time until then\n");
     }
     s
+}
+
+/// The summary's line on the writers: the mode in force, and the retries after conflicts over
+/// New-Order, Payment and Delivery.
+pub fn writers_summary(r: &RunResult) -> String {
+    let writes: u64 = WRITERS.iter().map(|k| r.done[k.index()]).sum();
+    let retries: u64 = WRITERS.iter().map(|k| r.retries[k.index()]).sum();
+    let per100 = if writes == 0 {
+        0.0
+    } else {
+        100.0 * retries as f64 / writes as f64
+    };
+    let most: Vec<String> = WRITERS
+        .iter()
+        .map(|k| format!("{} {}", k.short(), r.max_retries[k.index()]))
+        .collect();
+    format!(
+        "writers: {}; {retries} retries after conflicts over {writes} New-Order/Payment/Delivery ({per100:.2} per 100; most for one transaction: {}); the engine refused {} commits as conflicts",
+        r.meta.writers_text(),
+        most.join(", "),
+        r.stats.conflicts
+    )
 }
 
 /// The per-transaction cost lines of a summary.
@@ -526,7 +596,11 @@ pub fn intervals_csv(intervals: &[IntervalRecord]) -> String {
     s.push_str(
         ",commits,data_writes,doublewrite_writes,pages_skipped,log_bytes,log_syncs,data_syncs",
     );
-    s.push_str(",cpu_us_per_txn,vcs_per_txn,dev_write_bytes_per_txn,dev_read_bytes_per_txn,dev_flushes_per_txn\n");
+    s.push_str(",cpu_us_per_txn,vcs_per_txn,dev_write_bytes_per_txn,dev_read_bytes_per_txn,dev_flushes_per_txn");
+    for k in WRITERS {
+        s.push_str(&format!(",{}_retries", k.short().to_lowercase()));
+    }
+    s.push_str(",conflicts\n");
     for r in intervals {
         s.push_str(&format!(
             "{:.3},{},{:.3},{:.1},{:.1}",
@@ -558,13 +632,17 @@ pub fn intervals_csv(intervals: &[IntervalRecord]) -> String {
                 .map_or(String::new(), |x| format!("{:.1}", f(x)))
         };
         s.push_str(&format!(
-            ",{:.1},{:.2},{},{},{}\n",
+            ",{:.1},{:.2},{},{},{}",
             c.cpu_us_per_txn,
             c.voluntary_cs_per_txn,
             d(|x| x.write_bytes_per_txn),
             d(|x| x.read_bytes_per_txn),
             d(|x| x.flushes_per_txn)
         ));
+        for k in WRITERS {
+            s.push_str(&format!(",{}", r.retries[k.index()]));
+        }
+        s.push_str(&format!(",{}\n", st.conflicts));
     }
     s
 }

@@ -9,6 +9,8 @@
 use serde::{Deserialize, Serialize};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use crate::txn::WriterMode;
+
 /// The machine a run ran on.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Host {
@@ -88,6 +90,15 @@ pub struct RunMeta {
     pub host: Host,
     /// The configuration in force.
     pub effective: EffectiveInfo,
+    /// How New-Order, Payment and Delivery took their write transactions in this run (the
+    /// mode in force). `None` in runs recorded before the mode existed (they used the
+    /// exclusive writer).
+    #[serde(default)]
+    pub writers: Option<WriterMode>,
+    /// The mode asked for (`--writers`); differs from `writers` when the engine has no
+    /// concurrent writers and ran the exclusive writer instead.
+    #[serde(default)]
+    pub writers_requested: Option<WriterMode>,
 }
 
 impl RunMeta {
@@ -122,9 +133,31 @@ impl RunMeta {
                 self.interval_s
             ),
             format!("engine: {}", self.engine),
+            format!("writers: {}", self.writers_text()),
         ];
         v.extend(self.effective.lines.iter().map(|l| format!("  {l}")));
         v
+    }
+}
+
+impl RunMeta {
+    /// The writer mode in force, with what it means and, when the engine could not run the
+    /// requested one, that it was ignored.
+    pub fn writers_text(&self) -> String {
+        match (self.writers, self.writers_requested) {
+            (None, _) => "not recorded (runs before --writers used the exclusive writer)".into(),
+            (Some(WriterMode::Concurrent), _) => format!(
+                "concurrent (New-Order, Payment and Delivery as concurrent write transactions, validated at commit; a conflicted one runs again with the same input, at most {} retries)",
+                crate::txn::MAX_RETRIES
+            ),
+            (Some(WriterMode::Exclusive), Some(WriterMode::Concurrent)) => format!(
+                "exclusive (--writers concurrent ignored: the {} engine has no concurrent writers)",
+                self.engine
+            ),
+            (Some(WriterMode::Exclusive), _) => {
+                "exclusive (one write transaction at a time; no conflicts)".into()
+            }
+        }
     }
 }
 

@@ -1,14 +1,17 @@
 //! A terminal's input generator (clause 2.1–2.8 inputs): the transaction mix, home and remote
 //! warehouses, NURand customer and item ids, customer selection by last name, and dispatch to
-//! the five transactions in `txn.rs`.
+//! the five transactions in `txn.rs`, with the terminal's [`WriterMode`] for the three that
+//! write (a conflicted one is retried with the same input inside `txn.rs`, so the generator's
+//! sequence does not depend on conflicts).
 
 use crate::engine::Engine;
 use crate::error::TpccResult;
 use crate::rng::{last_name, NuRandC, Rng};
 use crate::schema::{CUSTOMERS, DISTRICTS};
 use crate::txn::{
-    delivery, new_order, order_status, payment, stock_level, CustomerSel, DeliveryInput, LineInput,
-    NewOrderInput, OrderStatusInput, Outcome, PaymentInput, StockLevelInput, TxKind,
+    delivery_with, new_order_with, order_status, payment_with, stock_level, CustomerSel,
+    DeliveryInput, LineInput, NewOrderInput, OrderStatusInput, Outcome, PaymentInput,
+    StockLevelInput, TxKind, WriterMode,
 };
 
 /// One terminal's input generator: home warehouse, Stock-Level district, NURand constants, a
@@ -27,6 +30,10 @@ pub struct Terminal {
     pub items: u32,
     /// Run-time NURand constants.
     pub c: NuRandC,
+    /// How New-Order, Payment and Delivery take their write transactions (default
+    /// [`WriterMode::Concurrent`], which is the exclusive writer on engines without concurrent
+    /// writers).
+    pub writers: WriterMode,
     rng: Rng,
     deck: Vec<TxKind>,
     deck_pos: usize,
@@ -51,6 +58,7 @@ impl Terminal {
             warehouses,
             items,
             c: NuRandC::RUN,
+            writers: WriterMode::default(),
             rng: Rng::derive(seed, 0x7E57_0000 + id as u64),
             deck,
             deck_pos: 100,
@@ -181,16 +189,17 @@ impl Terminal {
         }
     }
 
-    /// Generates the input for `kind` and executes it.
+    /// Generates the input for `kind` and executes it (the writers retried on conflicts with
+    /// that same input; [`Outcome::retries`] counts them).
     pub fn execute<E: Engine>(&mut self, engine: &E, kind: TxKind) -> TpccResult<Outcome> {
         match kind {
             TxKind::NewOrder => {
                 let i = self.new_order_input();
-                new_order(engine, &i)
+                new_order_with(engine, self.writers, &i)
             }
             TxKind::Payment => {
                 let i = self.payment_input();
-                payment(engine, &i)
+                payment_with(engine, self.writers, &i)
             }
             TxKind::OrderStatus => {
                 let i = self.order_status_input();
@@ -198,7 +207,7 @@ impl Terminal {
             }
             TxKind::Delivery => {
                 let i = self.delivery_input();
-                delivery(engine, &i)
+                delivery_with(engine, self.writers, &i)
             }
             TxKind::StockLevel => {
                 let i = self.stock_level_input();

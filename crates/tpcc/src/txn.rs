@@ -14,6 +14,19 @@
 //! warehouse) in the same transaction, so that consistency condition 11 can be checked after a
 //! run ("2100 + orders delivered since load"); Payment's HISTORY key needs a unique id (the spec
 //! gives HISTORY no key), made of the run number, the terminal and a per-terminal sequence.
+//!
+//! Writers: New-Order, Payment and Delivery run either on the exclusive writer
+//! ([`Engine::write`], one at a time, never a conflict) or as concurrent write transactions
+//! ([`Engine::write_concurrent`]), per [`WriterMode`]. Each is its logic on a transaction
+//! (`new_order_in`, `payment_in`, `delivery_in`: reads and writes only through the transaction,
+//! no other side effect) run by [`run_write`], which commits it and, on a conflict, runs the same
+//! logic with the same input on a new transaction (a TPC-C retry keeps the generated
+//! parameters), at most [`MAX_RETRIES`] times; the retries are counted in [`Outcome::retries`].
+//! Invariants: a conflicted attempt applied nothing, so a retried transaction takes effect
+//! exactly once; New-Order's intended rollback is an abort, never retried; anything outside the
+//! engine (the acknowledged-commit log, the driver's counters) happens once, after the call
+//! returns `Ok`. Order-Status and Stock-Level read snapshots ([`Engine::read`]) and never
+//! conflict.
 
 use crate::engine::{Direction, Engine, Flow, ReadTx, ReadTxExt, WriteTx};
 use crate::error::{TpccError, TpccResult};
@@ -84,6 +97,68 @@ impl TxKind {
             TxKind::StockLevel => 4,
         }
     }
+}
+
+/// How New-Order, Payment and Delivery take their write transactions (`--writers`).
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    Hash,
+    serde::Serialize,
+    serde::Deserialize,
+    clap::ValueEnum,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum WriterMode {
+    /// Concurrent write transactions: they run side by side, are validated at commit, and a
+    /// conflicted one runs again (keel; the exclusive writer on other engines).
+    #[default]
+    Concurrent,
+    /// The exclusive writer: one write transaction at a time, no conflicts.
+    Exclusive,
+}
+
+impl WriterMode {
+    /// The `--writers` value.
+    pub const fn name(self) -> &'static str {
+        match self {
+            WriterMode::Concurrent => "concurrent",
+            WriterMode::Exclusive => "exclusive",
+        }
+    }
+
+    /// The mode that actually runs on engine `E`: concurrent only where the engine has
+    /// concurrent writers.
+    pub fn effective<E: Engine>(self) -> WriterMode {
+        if E::CONCURRENT_WRITERS {
+            self
+        } else {
+            WriterMode::Exclusive
+        }
+    }
+}
+
+impl std::fmt::Display for WriterMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Retries of one transaction after conflicts before [`run_write`] gives up with
+/// [`TpccError::RetriesExhausted`] (so `MAX_RETRIES + 1` attempts in all).
+pub const MAX_RETRIES: u32 = 100;
+
+/// How a transaction's logic ends: commit, or roll back on purpose (New-Order's unused item).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Finish {
+    /// Commit the transaction.
+    Commit,
+    /// Abort it (not a conflict: never retried).
+    Abort,
 }
 
 /// How a Payment or Order-Status finds its customer.
@@ -192,6 +267,8 @@ pub struct Outcome {
     pub new_order: Option<(u16, u8, u32)>,
     /// Order-Status: order lines read; Stock-Level: items below the threshold.
     pub result_count: u32,
+    /// Times the transaction was run again after a conflict (concurrent writers).
+    pub retries: u32,
 }
 
 fn missing(t: &'static str, key: String) -> TpccError {
@@ -250,19 +327,113 @@ pub fn find_customer<T: ReadTx + ?Sized>(
     }
 }
 
-/// New-Order (clause 2.4.2). Rolls back (after executing every line) when an item id is unused.
+/// Runs `body` (a transaction's logic) on a new write transaction of `mode` and commits or
+/// aborts it as the body asks. A conflict (from the commit or from the body) means nothing was
+/// applied: the body runs again on a new transaction, up to [`MAX_RETRIES`] times, and the
+/// returned outcome counts the retries. The body must act only through the transaction (it may
+/// run several times); its outcome is returned only from the attempt that finished, with
+/// `committed` set when that attempt committed.
+///
+/// # Errors
+///
+/// The body's or the engine's error (the transaction is rolled back);
+/// [`TpccError::RetriesExhausted`] after `MAX_RETRIES + 1` conflicted attempts.
+pub fn run_write<E, F>(
+    engine: &E,
+    mode: WriterMode,
+    kind: TxKind,
+    mut body: F,
+) -> TpccResult<Outcome>
+where
+    E: Engine,
+    F: FnMut(&mut E::Write<'_>) -> TpccResult<(Outcome, Finish)>,
+{
+    let mut retries = 0u32;
+    loop {
+        let mut tx = match mode {
+            WriterMode::Concurrent => engine.write_concurrent()?,
+            WriterMode::Exclusive => engine.write()?,
+        };
+        let res = match body(&mut tx) {
+            Ok((mut out, Finish::Commit)) => tx.commit().map_err(TpccError::from).map(|()| {
+                out.committed = true;
+                out
+            }),
+            Ok((mut out, Finish::Abort)) => {
+                tx.abort();
+                out.committed = false;
+                Ok(out)
+            }
+            Err(e) => {
+                tx.abort();
+                Err(e)
+            }
+        };
+        match res {
+            Ok(mut out) => {
+                out.retries = retries;
+                return Ok(out);
+            }
+            Err(e) if e.is_conflict() => {
+                if retries >= MAX_RETRIES {
+                    return Err(TpccError::RetriesExhausted {
+                        kind: kind.name(),
+                        attempts: retries + 1,
+                        last: e.to_string(),
+                    });
+                }
+                retries += 1;
+                backoff(retries);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// A pause before retry `n` (1-based): none for the first, a yield for the next few, then a
+/// short sleep growing to 1 ms, so that a transaction losing again and again to a hot row (the
+/// warehouse's W_YTD in Payment) lets the winners' commits through.
+fn backoff(n: u32) {
+    match n {
+        1 => {}
+        2..=4 => std::thread::yield_now(),
+        _ => std::thread::sleep(std::time::Duration::from_micros(
+            (10u64 << (n - 5).min(7)).min(1000),
+        )),
+    }
+}
+
+/// New-Order (clause 2.4.2) on the exclusive writer; see [`new_order_with`].
 pub fn new_order<E: Engine>(engine: &E, inp: &NewOrderInput) -> TpccResult<Outcome> {
+    new_order_with(engine, WriterMode::Exclusive, inp)
+}
+
+/// New-Order (clause 2.4.2) with writers of `mode`, retried on conflicts ([`run_write`]). Rolls
+/// back (after executing every line) when an item id is unused.
+pub fn new_order_with<E: Engine>(
+    engine: &E,
+    mode: WriterMode,
+    inp: &NewOrderInput,
+) -> TpccResult<Outcome> {
+    run_write(engine, mode, TxKind::NewOrder, |tx| new_order_in(tx, inp))
+}
+
+/// New-Order's logic on `tx`: reads and writes through it only (it may run again after a
+/// conflict). Asks for an abort when an item id is unused.
+pub fn new_order_in<T: WriteTx + ?Sized>(
+    tx: &mut T,
+    inp: &NewOrderInput,
+) -> TpccResult<(Outcome, Finish)> {
     let now = now_ms();
     let (w, d, c) = (inp.w, inp.d, inp.c);
-    let mut tx = engine.write()?;
-    let wh: schema::Warehouse = get_row(&mut tx, &schema::warehouse_key(w), format!("w={w}"))?;
+    let wh: schema::Warehouse = get_row(tx, &schema::warehouse_key(w), format!("w={w}"))?;
     let dkey = schema::district_key(w, d);
-    let mut dist: schema::District = get_row(&mut tx, &dkey, format!("w={w} d={d}"))?;
+    let mut dist: schema::District = get_row(tx, &dkey, format!("w={w} d={d}"))?;
     let o_id = dist.next_o_id;
     dist.next_o_id = dist.next_o_id.wrapping_add(1);
     tx.insert(table::DISTRICT, &dkey, &dist.encode())?;
     let cust: schema::Customer = get_row(
-        &mut tx,
+        tx,
         &schema::customer_key(w, d, c),
         format!("w={w} d={d} c={c}"),
     )?;
@@ -302,11 +473,8 @@ pub fn new_order<E: Engine>(engine: &E, inp: &NewOrderInput) -> TpccResult<Outco
             }
         };
         let skey = schema::stock_key(line.supply_w, line.i_id);
-        let mut stock: schema::Stock = get_row(
-            &mut tx,
-            &skey,
-            format!("w={} i={}", line.supply_w, line.i_id),
-        )?;
+        let mut stock: schema::Stock =
+            get_row(tx, &skey, format!("w={} i={}", line.supply_w, line.i_id))?;
         let q = line.quantity as i32;
         stock.quantity = if stock.quantity >= q + 10 {
             stock.quantity.wrapping_sub(q)
@@ -343,36 +511,47 @@ pub fn new_order<E: Engine>(engine: &E, inp: &NewOrderInput) -> TpccResult<Outco
         * (10_000 + wh.tax as i128 + dist.tax as i128)
         / 10_000;
     if invalid {
-        tx.abort();
         out.rolled_back = true;
-        return Ok(out);
+        return Ok((out, Finish::Abort));
     }
-    tx.commit()?;
-    out.committed = true;
     out.new_order = Some((w, d, o_id));
-    Ok(out)
+    Ok((out, Finish::Commit))
 }
 
-/// Payment (clause 2.5.2).
+/// Payment (clause 2.5.2) on the exclusive writer; see [`payment_with`].
 pub fn payment<E: Engine>(engine: &E, inp: &PaymentInput) -> TpccResult<Outcome> {
+    payment_with(engine, WriterMode::Exclusive, inp)
+}
+
+/// Payment (clause 2.5.2) with writers of `mode`, retried on conflicts ([`run_write`]; the
+/// retry inserts the same HISTORY id, which the conflicted attempt did not apply).
+pub fn payment_with<E: Engine>(
+    engine: &E,
+    mode: WriterMode,
+    inp: &PaymentInput,
+) -> TpccResult<Outcome> {
+    run_write(engine, mode, TxKind::Payment, |tx| payment_in(tx, inp))
+}
+
+/// Payment's logic on `tx` (reads and writes through it only).
+pub fn payment_in<T: WriteTx + ?Sized>(
+    tx: &mut T,
+    inp: &PaymentInput,
+) -> TpccResult<(Outcome, Finish)> {
     let now = now_ms();
     let (w, d) = (inp.w, inp.d);
-    let mut tx = engine.write()?;
     let wkey = schema::warehouse_key(w);
-    let mut wh: schema::Warehouse = get_row(&mut tx, &wkey, format!("w={w}"))?;
+    let mut wh: schema::Warehouse = get_row(tx, &wkey, format!("w={w}"))?;
     wh.ytd = wh.ytd.wrapping_add(inp.amount);
     tx.insert(table::WAREHOUSE, &wkey, &wh.encode())?;
     let dkey = schema::district_key(w, d);
-    let mut dist: schema::District = get_row(&mut tx, &dkey, format!("w={w} d={d}"))?;
+    let mut dist: schema::District = get_row(tx, &dkey, format!("w={w} d={d}"))?;
     dist.ytd = dist.ytd.wrapping_add(inp.amount);
     tx.insert(table::DISTRICT, &dkey, &dist.encode())?;
-    let c_id = find_customer(&mut tx, inp.c_w, inp.c_d, &inp.customer)?;
+    let c_id = find_customer(tx, inp.c_w, inp.c_d, &inp.customer)?;
     let ckey = schema::customer_key(inp.c_w, inp.c_d, c_id);
-    let mut cust: schema::Customer = get_row(
-        &mut tx,
-        &ckey,
-        format!("w={} d={} c={c_id}", inp.c_w, inp.c_d),
-    )?;
+    let mut cust: schema::Customer =
+        get_row(tx, &ckey, format!("w={} d={} c={c_id}", inp.c_w, inp.c_d))?;
     cust.balance = cust.balance.wrapping_sub(inp.amount);
     cust.ytd_payment = cust.ytd_payment.wrapping_add(inp.amount);
     cust.payment_cnt = cust.payment_cnt.wrapping_add(1);
@@ -410,13 +589,14 @@ pub fn payment<E: Engine>(engine: &E, inp: &PaymentInput) -> TpccResult<Outcome>
             inp.history_id
         )));
     }
-    tx.commit()?;
-    Ok(Outcome {
-        committed: true,
-        remote_payment: inp.c_w != w,
-        by_name: matches!(inp.customer, CustomerSel::LastName(_)),
-        ..Default::default()
-    })
+    Ok((
+        Outcome {
+            remote_payment: inp.c_w != w,
+            by_name: matches!(inp.customer, CustomerSel::LastName(_)),
+            ..Default::default()
+        },
+        Finish::Commit,
+    ))
 }
 
 /// Order-Status (clause 2.6.2), read-only.
@@ -452,11 +632,28 @@ pub fn order_status<E: Engine>(engine: &E, inp: &OrderStatusInput) -> TpccResult
     Ok(out)
 }
 
-/// Delivery (clause 2.7.4): all 10 districts in one transaction.
+/// Delivery (clause 2.7.4) on the exclusive writer; see [`delivery_with`].
 pub fn delivery<E: Engine>(engine: &E, inp: &DeliveryInput) -> TpccResult<Outcome> {
+    delivery_with(engine, WriterMode::Exclusive, inp)
+}
+
+/// Delivery (clause 2.7.4): all 10 districts in one transaction, with writers of `mode`,
+/// retried on conflicts ([`run_write`]).
+pub fn delivery_with<E: Engine>(
+    engine: &E,
+    mode: WriterMode,
+    inp: &DeliveryInput,
+) -> TpccResult<Outcome> {
+    run_write(engine, mode, TxKind::Delivery, |tx| delivery_in(tx, inp))
+}
+
+/// Delivery's logic on `tx` (reads and writes through it only).
+pub fn delivery_in<T: WriteTx + ?Sized>(
+    tx: &mut T,
+    inp: &DeliveryInput,
+) -> TpccResult<(Outcome, Finish)> {
     let now = now_ms();
     let w = inp.w;
-    let mut tx = engine.write()?;
     let mut out = Outcome::default();
     let mkey = schema::meta_deliveries_key(w);
     let mut counts = match tx.get(table::META, &mkey)? {
@@ -478,7 +675,7 @@ pub fn delivery<E: Engine>(engine: &E, inp: &DeliveryInput) -> TpccResult<Outcom
         let (_, _, o_id) = schema::decode_order_key(table::NEW_ORDER, &nokey)?;
         tx.remove(table::NEW_ORDER, &nokey)?;
         let okey = schema::order_key(w, d, o_id);
-        let mut order: schema::Order = get_row(&mut tx, &okey, format!("w={w} d={d} o={o_id}"))?;
+        let mut order: schema::Order = get_row(tx, &okey, format!("w={w} d={d} o={o_id}"))?;
         order.carrier_id = Some(inp.carrier);
         tx.insert(table::ORDER, &okey, &order.encode())?;
         let lines = tx.collect(table::ORDER_LINE, &okey, &schema::prefix_end(&okey))?;
@@ -491,7 +688,7 @@ pub fn delivery<E: Engine>(engine: &E, inp: &DeliveryInput) -> TpccResult<Outcom
         }
         let ckey = schema::customer_key(w, d, order.c_id);
         let mut cust: schema::Customer =
-            get_row(&mut tx, &ckey, format!("w={w} d={d} c={}", order.c_id))?;
+            get_row(tx, &ckey, format!("w={w} d={d} c={}", order.c_id))?;
         cust.balance = cust.balance.wrapping_add(sum);
         cust.delivery_cnt = cust.delivery_cnt.wrapping_add(1);
         tx.insert(table::CUSTOMER, &ckey, &cust.encode())?;
@@ -499,9 +696,7 @@ pub fn delivery<E: Engine>(engine: &E, inp: &DeliveryInput) -> TpccResult<Outcom
         out.delivered += 1;
     }
     tx.insert(table::META, &mkey, &schema::encode_deliveries(&counts))?;
-    tx.commit()?;
-    out.committed = true;
-    Ok(out)
+    Ok((out, Finish::Commit))
 }
 
 /// Stock-Level (clause 2.8.2), read-only.

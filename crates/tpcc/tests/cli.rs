@@ -98,6 +98,9 @@ fn load_run_check_end_to_end_with_acknowledged_side_file() {
         "per transaction (",
         "CPU ",
         "machine: load average",
+        // The default writer mode on keel, and the retry columns.
+        "writers: concurrent",
+        "retries /100 txns",
     ] {
         assert!(s.contains(want), "missing {want:?} in:\n{s}");
     }
@@ -138,9 +141,18 @@ fn load_run_check_end_to_end_with_acknowledged_side_file() {
     );
     assert_eq!(json["store_config"]["torn_page"], "none");
     assert_eq!(json["config_honoured"], true);
+    assert_eq!(json["meta"]["writers"], "concurrent");
+    assert_eq!(json["retries"].as_array().map(Vec::len), Some(5), "{json}");
     let csv = std::fs::read_to_string(out.join("intervals.csv")).unwrap();
     assert!(
         csv.starts_with("t_end_s,warmup,seconds,notpm") && csv.lines().count() >= 2,
+        "{csv}"
+    );
+    assert!(
+        csv.lines()
+            .next()
+            .unwrap()
+            .ends_with(",no_retries,p_retries,d_retries,conflicts"),
         "{csv}"
     );
     // Every acknowledged New-Order is in the store.
@@ -581,4 +593,34 @@ engine = "redb"
             "{s}"
         );
     }
+}
+
+#[test]
+fn writers_flag_defaults_to_concurrent_and_takes_exclusive() {
+    use clap::Parser as _;
+    use keel_tpcc::cli::{Cli, Command};
+    use keel_tpcc::txn::WriterMode;
+    let writers = |extra: &[&str]| {
+        let mut args = vec!["keel-tpcc", "run", "--dir", "x"];
+        args.extend_from_slice(extra);
+        match Cli::try_parse_from(args).map(|c| c.command) {
+            Ok(Command::Run(a)) => Ok(a.writers),
+            Ok(other) => panic!("{other:?}"),
+            Err(e) => Err(e.to_string()),
+        }
+    };
+    assert_eq!(writers(&[]), Ok(WriterMode::Concurrent));
+    assert_eq!(
+        writers(&["--writers", "exclusive"]),
+        Ok(WriterMode::Exclusive)
+    );
+    assert_eq!(
+        writers(&["--writers", "concurrent"]),
+        Ok(WriterMode::Concurrent)
+    );
+    let err = writers(&["--writers", "optimistic"]).unwrap_err();
+    assert!(
+        err.contains("concurrent") && err.contains("exclusive"),
+        "{err}"
+    );
 }

@@ -66,6 +66,39 @@ fn dropped_and_aborted_transactions_leave_no_trace() {
 }
 
 #[test]
+fn a_refused_concurrent_commit_is_a_conflict_and_applies_nothing() {
+    const { assert!(KeelEngine::CONCURRENT_WRITERS) };
+    let d = tempfile::tempdir().unwrap();
+    let e = open(d.path());
+    let mut tx = e.write().unwrap();
+    tx.insert("t", b"x", b"0").unwrap();
+    tx.commit().unwrap();
+    // Both read x and write it; the second to commit finds x changed since its snapshot.
+    let mut a = e.write_concurrent().unwrap();
+    let mut b = e.write_concurrent().unwrap();
+    for (tx, v) in [(&mut a, b"a"), (&mut b, b"b")] {
+        assert_eq!(tx.get("t", b"x").unwrap(), Some(b"0".to_vec()));
+        tx.insert("t", b"x", v).unwrap();
+        tx.insert("t", v, v).unwrap();
+    }
+    a.commit().unwrap();
+    let err = b.commit().unwrap_err();
+    assert!(err.is_conflict(), "{err}");
+    assert!(matches!(err, EngineError::Conflict(_)), "{err:?}");
+    assert!(keel_tpcc::TpccError::from(err).is_conflict());
+    let mut r = e.read().unwrap();
+    assert_eq!(r.get("t", b"x").unwrap(), Some(b"a".to_vec()));
+    assert_eq!(
+        r.get("t", b"b").unwrap(),
+        None,
+        "nothing of the refused one"
+    );
+    assert_eq!(e.stats().conflicts, 1);
+    // Other errors are not conflicts.
+    assert!(!EngineError::Unsupported("x".into()).is_conflict());
+}
+
+#[test]
 fn scans_visit_exactly_the_half_open_range_in_order() {
     let d = tempfile::tempdir().unwrap();
     let e = open(d.path());

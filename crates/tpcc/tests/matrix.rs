@@ -63,6 +63,57 @@ terminals = [1, 64]
 }
 
 #[test]
+fn writers_is_a_workload_key_per_spec_config_and_axis() {
+    use keel_tpcc::txn::WriterMode;
+    let s = MatrixSpec::parse(
+        r#"
+name = "w"
+writers = "exclusive"
+[[config]]
+name = "default"
+[[config]]
+name = "cc"
+writers = "concurrent"
+"#,
+        "w.toml",
+    )
+    .unwrap();
+    assert_eq!(s.writers, WriterMode::Exclusive);
+    let modes: Vec<_> = s
+        .entries
+        .iter()
+        .map(|e| (e.name.as_str(), e.writers))
+        .collect();
+    assert_eq!(
+        modes,
+        [
+            ("default", WriterMode::Exclusive),
+            ("cc", WriterMode::Concurrent)
+        ]
+    );
+    let s = MatrixSpec::parse(
+        "name = \"w\"\n[axes]\nwriters = [\"concurrent\", \"exclusive\"]",
+        "w.toml",
+    )
+    .unwrap();
+    let modes: Vec<_> = s
+        .entries
+        .iter()
+        .map(|e| (e.name.as_str(), e.writers))
+        .collect();
+    assert_eq!(
+        modes,
+        [
+            ("writers=concurrent", WriterMode::Concurrent),
+            ("writers=exclusive", WriterMode::Exclusive)
+        ]
+    );
+    // The default is concurrent.
+    let s = MatrixSpec::parse("name = \"w\"", "w.toml").unwrap();
+    assert_eq!(s.entries[0].writers, WriterMode::Concurrent);
+}
+
+#[test]
 fn bad_specs_are_refused_naming_the_file_and_key() {
     for (text, want) in [
         ("description = \"no name\"", "missing `name`"),
@@ -81,6 +132,12 @@ fn bad_specs_are_refused_naming_the_file_and_key() {
             "name = \"x\"\n[[config]]\nname = \"a\"\nengine = \"rocksdb\"",
             "engine = \"rocksdb\" is not one of keel, memory, sqlite, redb",
         ),
+        ("name = \"x\"\nwriters = \"many\"", "writers"),
+        (
+            "name = \"x\"\n[[config]]\nname = \"a\"\nwriters = 1",
+            "a: writers = 1",
+        ),
+        ("name = \"x\"\n[axes]\nwriters = [\"both\"]", "writers"),
     ] {
         let e = MatrixSpec::parse(text, "spec.toml")
             .unwrap_err()
@@ -99,6 +156,7 @@ fn shipped_specs_parse() {
         ("e3-atomic-checksum.toml", 12),
         ("e4-log-files.toml", 12),
         ("e5-log-block.toml", 4),
+        ("e6-writers.toml", 2),
         ("peers.toml", 3),
     ] {
         let s = MatrixSpec::from_file(&dir.join(file)).unwrap();

@@ -11,6 +11,8 @@
 //! published = "what the seed experiment found"
 //! warehouses = 1        # loaded once (or once per configuration, see load_per_config)
 //! terminals = 4
+//! writers = "concurrent"   # or "exclusive": how New-Order, Payment and Delivery write
+//!                          # (also per [[config]] and as an axis; `--writers` overrides all)
 //! duration = 60         # measured seconds per run
 //! warmup = 10
 //! interval = 10
@@ -29,7 +31,7 @@
 //! [[config]]
 //! name = "sqlite"
 //! engine = "sqlite"        # a peer row: keel (default), memory, sqlite or redb
-//! [axes]                   # cartesian product with the configs; `terminals` is allowed too
+//! [axes]                   # cartesian product with the configs; `terminals` and `writers` too
 //! checksum = ["crc32c", "legacy", "none"]
 //! terminals = [1, 4]
 //! ```

@@ -47,6 +47,8 @@ pub struct MatrixOptions {
     pub cli_store: StoreConfig,
     /// Open-loop arrival rate for every run (see [`RunOptions::rate`]).
     pub rate: Option<f64>,
+    /// Writer mode of every run, overriding the spec's (see [`RunOptions::writers`]).
+    pub writers: Option<crate::txn::WriterMode>,
     /// Ctrl-C: the current run ends early, no further run starts, the report is written.
     pub interrupt: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 }
@@ -240,6 +242,9 @@ pub fn run_matrix<E: Engine>(
         for e in &spec.entries {
             let mut entry = e.clone();
             entry.store = entry.store.overlay(&opts.cli_store);
+            if let Some(w) = opts.writers {
+                entry.writers = w;
+            }
             let name = match fs {
                 Some(k) => format!("{} @{}", entry.name, k.name()),
                 None => entry.name.clone(),
@@ -281,6 +286,7 @@ pub fn run_matrix<E: Engine>(
                     name: "memory".into(),
                     store: StoreConfig::default(),
                     terminals: spec.terminals,
+                    writers: opts.writers.unwrap_or(spec.writers),
                     engine: Some("memory".into()),
                 },
                 which: Which::Memory,
@@ -397,10 +403,11 @@ pub fn run_matrix<E: Engine>(
             }
             n += 1;
             println!(
-                "== run {n}/{total_runs}: {} (repeat {}/{repeats}, {} terminals): {}",
+                "== run {n}/{total_runs}: {} (repeat {}/{repeats}, {} terminals, {} writers): {}",
                 row.result.name,
                 rep + 1,
                 row.entry.terminals,
+                row.entry.writers,
                 row.entry.store.describe()
             );
             let ro = RunOptions {
@@ -416,6 +423,7 @@ pub fn run_matrix<E: Engine>(
                 rate: opts.rate,
                 device_dir: Some(row.data_root.clone()),
                 interrupt: opts.interrupt.clone(),
+                writers: row.entry.writers,
             };
             let run_dir = row.data_root.join("run");
             let res = row
@@ -423,10 +431,16 @@ pub fn run_matrix<E: Engine>(
                 .run::<E>(&loaded, &run_dir, &row.entry.store, &ro, spec.check);
             match res {
                 Ok((r, ok, text)) => {
+                    let retries: u64 = r.retries.iter().sum();
                     println!(
-                        "   NOTPM {:.0}, p99 New-Order {:.2} ms{}",
+                        "   NOTPM {:.0}, p99 New-Order {:.2} ms{}{}",
                         r.notpm,
                         r.latency[0].p99_ms,
+                        if retries > 0 {
+                            format!(", {retries} retries after conflicts")
+                        } else {
+                            String::new()
+                        },
                         match ok {
                             Some(true) => ", consistency 1–12 OK",
                             Some(false) => ", CONSISTENCY FAILED",
@@ -575,12 +589,18 @@ fn secs(d: Duration) -> String {
 
 fn describe_entry(e: &Entry, honoured: bool) -> String {
     if honoured {
-        format!("{}; terminals={}", e.store.describe(), e.terminals)
+        format!(
+            "{}; terminals={}; writers={}",
+            e.store.describe(),
+            e.terminals,
+            e.writers
+        )
     } else {
         format!(
-            "{} (only pool_size applies: the cache size); terminals={}",
+            "{} (only pool_size applies: the cache size); terminals={}; writers={}",
             e.store.describe(),
-            e.terminals
+            e.terminals,
+            e.writers
         )
     }
 }

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use crate::config::StoreConfig;
 use crate::error::{TpccError, TpccResult};
+use crate::txn::WriterMode;
 
 /// A parsed matrix spec.
 #[derive(Debug, Clone)]
@@ -22,6 +23,8 @@ pub struct MatrixSpec {
     pub warehouses: u16,
     /// Default terminals.
     pub terminals: usize,
+    /// Default writer mode (`writers = "concurrent"` or `"exclusive"`; default concurrent).
+    pub writers: WriterMode,
     /// Measured seconds per run.
     pub duration: Duration,
     /// Warm-up per run.
@@ -53,6 +56,8 @@ pub struct Entry {
     pub store: StoreConfig,
     /// Terminals for this configuration.
     pub terminals: usize,
+    /// Writer mode of this configuration (its `writers` key or axis, else the spec's).
+    pub writers: WriterMode,
     /// The engine of this row (`engine = "sqlite"` in its `[[config]]`): `None` runs the CLI's
     /// `--engine` (keel by default); one of [`ENGINES`] otherwise.
     pub engine: Option<String>,
@@ -108,6 +113,17 @@ fn get_bool(t: &toml::Table, key: &str, default: bool, file: &str) -> TpccResult
     }
 }
 
+fn parse_writers(v: &toml::Value, file: &str, what: &str) -> TpccResult<WriterMode> {
+    match v.as_str() {
+        Some("concurrent") => Ok(WriterMode::Concurrent),
+        Some("exclusive") => Ok(WriterMode::Exclusive),
+        _ => Err(spec_err(
+            file,
+            format!("{what}writers = {v} is not \"concurrent\" or \"exclusive\""),
+        )),
+    }
+}
+
 fn value_label(v: &toml::Value) -> String {
     match v {
         toml::Value::String(s) => s.clone(),
@@ -121,6 +137,7 @@ const TOP_KEYS: &[&str] = &[
     "published",
     "warehouses",
     "terminals",
+    "writers",
     "duration",
     "warmup",
     "interval",
@@ -158,6 +175,10 @@ impl MatrixSpec {
             return Err(spec_err(file, "warehouses must be 1..=65535"));
         }
         let terminals = get_u64(&t, "terminals", 4, file)? as usize;
+        let writers = match t.get("writers") {
+            None => WriterMode::default(),
+            Some(v) => parse_writers(v, file, "")?,
+        };
         let base = match t.get("base") {
             None => StoreConfig::default(),
             Some(toml::Value::Table(b)) => {
@@ -173,6 +194,7 @@ impl MatrixSpec {
                 name: String::new(),
                 store: base.clone(),
                 terminals,
+                writers,
                 engine: None,
             }),
             Some(toml::Value::Array(a)) => {
@@ -198,6 +220,10 @@ impl MatrixSpec {
                         }
                         None => terminals,
                     };
+                    let wmode = match knobs.remove("writers") {
+                        Some(v) => parse_writers(&v, file, &format!("{cname}: "))?,
+                        None => writers,
+                    };
                     let engine = match knobs.remove("engine") {
                         None => None,
                         Some(toml::Value::String(e)) if ENGINES.contains(&e.as_str()) => Some(e),
@@ -217,6 +243,7 @@ impl MatrixSpec {
                         name: cname,
                         store: base.overlay(&own),
                         terminals: terms,
+                        writers: wmode,
                         engine,
                     });
                 }
@@ -256,7 +283,9 @@ impl MatrixSpec {
                         };
                         let mut ne = e.clone();
                         ne.name = name;
-                        if key == "terminals" {
+                        if key == "writers" {
+                            ne.writers = parse_writers(v, file, "axis ")?;
+                        } else if key == "terminals" {
                             match v {
                                 toml::Value::Integer(n) if *n > 0 => ne.terminals = *n as usize,
                                 _ => {
@@ -301,6 +330,7 @@ impl MatrixSpec {
             published: get_str(&t, "published"),
             warehouses: warehouses as u16,
             terminals,
+            writers,
             duration: get_secs(&t, "duration", 60.0, file)?,
             warmup: get_secs(&t, "warmup", 10.0, file)?,
             interval: get_secs(&t, "interval", 10.0, file)?,
