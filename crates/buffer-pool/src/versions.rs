@@ -88,6 +88,9 @@ pub struct Versions {
     reg: Mutex<Registry>,
     /// Sealed versions by end LSN (seals happen in commit order, so this is sorted).
     sealed: Mutex<VecDeque<(u64, u64)>>,
+    /// Images of dropped versions that nothing else holds, kept for the next copies (one
+    /// allocation of a page per copy otherwise: most of a transaction's allocator time).
+    spare: Mutex<Vec<Arc<[u8]>>>,
     budget: u64,
     refused: AtomicU64,
     copied: AtomicU64,
@@ -112,6 +115,7 @@ impl Versions {
             bytes: AtomicU64::new(0),
             reg: Mutex::new(Registry::default()),
             sealed: Mutex::new(VecDeque::new()),
+            spare: Mutex::new(Vec::new()),
             budget,
             refused: AtomicU64::new(0),
             copied: AtomicU64::new(0),
@@ -156,7 +160,17 @@ impl Versions {
     /// Stores `image` as transaction `txn`'s pending version of page `id` (call it before the
     /// transaction's first change of the page, holding the page's exclusive latch).
     pub(crate) fn add_pending(&self, id: PageId, txn: u64, image: &[u8]) {
-        let image: Arc<[u8]> = Arc::from(image);
+        let spare = self.spare.lock().pop();
+        let image: Arc<[u8]> = match spare {
+            Some(mut a) if a.len() == image.len() => match Arc::get_mut(&mut a) {
+                Some(buf) => {
+                    buf.copy_from_slice(image);
+                    a
+                }
+                None => Arc::from(image),
+            },
+            _ => Arc::from(image),
+        };
         let len = image.len() as u64;
         self.shard(id)
             .lock()
@@ -206,19 +220,25 @@ impl Versions {
             if let Some(vs) = shard.get_mut(&id.0) {
                 let before = vs.len();
                 let mut freed = 0u64;
-                vs.retain(|v| {
-                    let keep = !(v.until == PENDING && v.txn == txn);
-                    if !keep {
+                let mut dropped = Vec::new();
+                let mut i = 0;
+                while i < vs.len() {
+                    if vs[i].until == PENDING && vs[i].txn == txn {
+                        let v = vs.swap_remove(i);
                         freed += v.image.len() as u64;
+                        dropped.push(v.image);
+                    } else {
+                        i += 1;
                     }
-                    keep
-                });
+                }
                 let gone = before - vs.len();
                 if vs.is_empty() {
                     shard.remove(&id.0);
                 }
                 self.count.fetch_sub(gone, Ordering::AcqRel);
                 self.bytes.fetch_sub(freed, Ordering::Relaxed);
+                drop(shard);
+                dropped.into_iter().for_each(|img| self.recycle(img));
             }
         }
     }
@@ -277,6 +297,18 @@ impl Versions {
         }
     }
 
+    /// Keeps a dropped version's image for the next copy if nothing else holds it (a reader may
+    /// still hold a clone) and the spares are few.
+    fn recycle(&self, mut image: Arc<[u8]>) {
+        const SPARES: usize = 64;
+        if Arc::get_mut(&mut image).is_some() {
+            let mut spare = self.spare.lock();
+            if spare.len() < SPARES {
+                spare.push(image);
+            }
+        }
+    }
+
     /// Drops sealed versions ending at or below `bound` (the caller holds the registry lock).
     fn drop_sealed_up_to(&self, bound: u64) {
         let mut sealed = self.sealed.lock();
@@ -287,14 +319,20 @@ impl Versions {
             sealed.pop_front();
             let mut shard = self.shard(PageId(page)).lock();
             if let Some(vs) = shard.get_mut(&page) {
+                let mut dropped = None;
                 if let Some(i) = vs.iter().position(|v| v.until == until) {
                     let v = vs.swap_remove(i);
                     self.count.fetch_sub(1, Ordering::AcqRel);
                     self.bytes
                         .fetch_sub(v.image.len() as u64, Ordering::Relaxed);
+                    dropped = Some(v.image);
                 }
                 if vs.is_empty() {
                     shard.remove(&page);
+                }
+                drop(shard);
+                if let Some(img) = dropped {
+                    self.recycle(img);
                 }
             }
         }
@@ -456,6 +494,26 @@ mod tests {
         v.discard(7, &[PageId(1)]);
         assert!(s.find(PageId(1)).is_none());
         assert_eq!(v.counts().kept, 0);
+    }
+
+    #[test]
+    fn a_recycled_image_never_changes_under_a_reader() {
+        let v = Versions::new(1 << 20);
+        // Transaction 1 stores a version of page 1 and aborts while a reader holds its image.
+        v.add_pending(PageId(1), 1, &[1u8; 64]);
+        let held = v.find(PageId(1), 0).expect("pending version");
+        v.discard(1, &[PageId(1)]);
+        // Transaction 2 copies another image: the held one is not re-used.
+        v.add_pending(PageId(2), 2, &[2u8; 64]);
+        assert!(held.iter().all(|&b| b == 1));
+        // Once nothing holds an image it is re-used for the next copy, with the new bytes.
+        drop(held);
+        v.discard(2, &[PageId(2)]);
+        assert_eq!(v.spare.lock().len(), 1);
+        v.add_pending(PageId(3), 3, &[3u8; 64]);
+        assert!(v.spare.lock().is_empty());
+        let img = v.find(PageId(3), 0).expect("pending version");
+        assert!(img.iter().all(|&b| b == 3));
     }
 
     #[test]
