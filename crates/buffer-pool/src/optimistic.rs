@@ -148,7 +148,7 @@ impl BufferPool {
     /// Counts `n` page hits of validated optimistic reads in the pool's statistics.
     pub fn add_optimistic_hits(&self, n: u64) {
         if n > 0 {
-            self.optimistic_hits.0.fetch_add(n, Ordering::Relaxed);
+            self.optimistic_hits.add(n);
         }
     }
 

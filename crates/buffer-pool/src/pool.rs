@@ -17,7 +17,7 @@ use crate::frame::Frame;
 use crate::knobs::TestKnobs;
 use crate::page_store::PageStore;
 use crate::page_table::{Shard, SHARDS};
-use crate::stats::{Counters, PaddedCounter};
+use crate::stats::{Counters, StripedCounter};
 use crate::versions::Versions;
 use crate::{PoolError, Result};
 use keel_io::AlignedBuf;
@@ -47,7 +47,7 @@ pub struct BufferPool {
     /// before its frame's line has arrived.
     pub(crate) arena_base: usize,
     /// Page hits of optimistic reads (added by callers in batches, see `add_optimistic_hits`).
-    pub(crate) optimistic_hits: PaddedCounter,
+    pub(crate) optimistic_hits: StripedCounter,
     /// Frames holding no page, free to claim (module `free_list`).
     pub(crate) free: Mutex<Vec<u32>>,
     /// `free`'s length, readable without its lock.
@@ -151,7 +151,7 @@ impl BufferPool {
             hints,
             hint_mask: hint_len - 1,
             arena_base: base as usize,
-            optimistic_hits: PaddedCounter::default(),
+            optimistic_hits: StripedCounter::default(),
             free: Mutex::new((0..n as u32).rev().collect()),
             free_len: AtomicUsize::new(n),
             hand: AtomicUsize::new(0),

@@ -132,6 +132,39 @@ pub(crate) fn bump(c: &AtomicU64, n: u64) {
 #[derive(Default)]
 pub(crate) struct PaddedCounter(pub AtomicU64);
 
+/// A counter that threads add to without sharing a cache line: each thread adds to one of
+/// `STRIPES` padded counters (chosen once per thread), and a read sums them. For counters
+/// bumped on every operation of readers running in parallel (optimistic page hits), where one
+/// shared counter would bounce its cache line between the readers' cores.
+#[derive(Default)]
+pub(crate) struct StripedCounter([PaddedCounter; STRIPES]);
+
+const STRIPES: usize = 8;
+
+thread_local! {
+    /// This thread's stripe.
+    static STRIPE: usize = {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        (NEXT.fetch_add(1, Ordering::Relaxed) as usize) % STRIPES
+    };
+}
+
+impl StripedCounter {
+    /// Adds `n`.
+    #[inline]
+    pub(crate) fn add(&self, n: u64) {
+        let i = STRIPE.with(|s| *s);
+        if let Some(c) = self.0.get(i) {
+            c.0.fetch_add(n, Ordering::Relaxed);
+        }
+    }
+
+    /// The sum of every stripe.
+    pub(crate) fn sum(&self) -> u64 {
+        self.0.iter().map(|c| c.0.load(Ordering::Relaxed)).sum()
+    }
+}
+
 impl BufferPool {
     /// Statistics.
     pub fn stats(&self) -> PoolStats {
@@ -141,7 +174,7 @@ impl BufferPool {
             frames: self.frames.len() as u64,
             free_frames: self.free_len.load(Ordering::Relaxed) as u64,
             dirty_pages: self.dirty_pages() as u64,
-            hits: self.table.iter().map(|s| r(&s.hits)).sum::<u64>() + r(&self.optimistic_hits.0),
+            hits: self.table.iter().map(|s| r(&s.hits)).sum::<u64>() + self.optimistic_hits.sum(),
             misses: self.table.iter().map(|s| r(&s.misses)).sum(),
             versions_kept: v.kept,
             version_bytes: v.bytes,
