@@ -1,5 +1,9 @@
 //! TPC-C consistency conditions 1–12 (clause 3.3.2), checked in one read transaction.
 //!
+//! W_YTD and D_YTD are read from their own tables (`warehouse_ytd`, `district_ytd`: the schema's
+//! vertical partitioning); a warehouse or district without its YTD row, or a YTD row without its
+//! warehouse or district, fails condition 1 (warehouse) or 9 (district).
+//!
 //! Condition 11 is adjusted for deliveries since load: count(ORDER) − count(NEW-ORDER) must equal
 //! 2100 plus the orders delivered in the district since the load, which Delivery counts in the
 //! same transaction that delivers them (meta row `dlv` + W_ID). Every condition reports pass/fail,
@@ -178,10 +182,23 @@ pub fn check<E: Engine>(engine: &E) -> TpccResult<CheckReport> {
     let mut tx = engine.read()?;
     let mut t: Vec<Tracker> = (1..=12).map(Tracker::new).collect();
 
-    let mut warehouses: BTreeMap<u16, i64> = BTreeMap::new();
+    // W_YTD per warehouse (`None`: no warehouse_ytd row), and warehouse_ytd rows without a
+    // warehouse row.
+    let mut warehouses: BTreeMap<u16, Option<i64>> = BTreeMap::new();
     scan_decode(&mut tx, table::WAREHOUSE, ALL_START, ALL_END, |k, v| {
         let w = schema::decode_warehouse_key(k)?;
-        warehouses.insert(w, schema::Warehouse::decode(k, v)?.ytd);
+        schema::Warehouse::decode(k, v)?;
+        warehouses.insert(w, None);
+        Ok(())
+    })?;
+    let mut orphan_w_ytd: Vec<u16> = Vec::new();
+    scan_decode(&mut tx, table::WAREHOUSE_YTD, ALL_START, ALL_END, |k, v| {
+        let w = schema::decode_warehouse_ytd_key(k)?;
+        let ytd = schema::WarehouseYtd::decode(k, v)?.ytd;
+        match warehouses.get_mut(&w) {
+            Some(slot) => *slot = Some(ytd),
+            None => orphan_w_ytd.push(w),
+        }
         Ok(())
     })?;
     let mut districts: BTreeMap<(u16, u8), schema::District> = BTreeMap::new();
@@ -189,6 +206,14 @@ pub fn check<E: Engine>(engine: &E) -> TpccResult<CheckReport> {
         districts.insert(
             schema::decode_district_key(k)?,
             schema::District::decode(k, v)?,
+        );
+        Ok(())
+    })?;
+    let mut district_ytd: BTreeMap<(u16, u8), i64> = BTreeMap::new();
+    scan_decode(&mut tx, table::DISTRICT_YTD, ALL_START, ALL_END, |k, v| {
+        district_ytd.insert(
+            schema::decode_district_ytd_key(k)?,
+            schema::DistrictYtd::decode(k, v)?.ytd,
         );
         Ok(())
     })?;
@@ -209,9 +234,15 @@ pub fn check<E: Engine>(engine: &E) -> TpccResult<CheckReport> {
 
     // Conditions 1 and 8, per warehouse.
     for (&w, &ytd) in &warehouses {
-        let sum_d: i64 = districts
+        let Some(ytd) = ytd else {
+            let no_row = || format!("warehouse w={w}: no {} row", table::WAREHOUSE_YTD);
+            t[0].record(false, no_row);
+            t[7].record(false, no_row);
+            continue;
+        };
+        let sum_d: i64 = district_ytd
             .range((w, 0)..=(w, u8::MAX))
-            .fold(0i64, |a, (_, d)| a.wrapping_add(d.ytd));
+            .fold(0i64, |a, (_, &ytd)| a.wrapping_add(ytd));
         t[0].record(ytd == sum_d, || {
             format!(
                 "warehouse w={w}: W_YTD {} != sum(D_YTD) {}",
@@ -225,6 +256,15 @@ pub fn check<E: Engine>(engine: &E) -> TpccResult<CheckReport> {
                 "warehouse w={w}: W_YTD {} != sum(H_AMOUNT) {}",
                 money(ytd),
                 money(sum_h)
+            )
+        });
+    }
+
+    for &w in &orphan_w_ytd {
+        t[0].record(false, || {
+            format!(
+                "{} w={w}: no WAREHOUSE row for this W_YTD",
+                table::WAREHOUSE_YTD
             )
         });
     }
@@ -244,14 +284,19 @@ pub fn check<E: Engine>(engine: &E) -> TpccResult<CheckReport> {
 
         // Condition 9.
         let sum_h = h_d.get(&(w, d)).copied().unwrap_or(0);
-        t[8].record(dist.ytd == sum_h, || {
-            format!(
-                "{}: D_YTD {} != sum(H_AMOUNT) {}",
-                dk(),
-                money(dist.ytd),
-                money(sum_h)
-            )
-        });
+        match district_ytd.get(&(w, d)) {
+            Some(&ytd) => t[8].record(ytd == sum_h, || {
+                format!(
+                    "{}: D_YTD {} != sum(H_AMOUNT) {}",
+                    dk(),
+                    money(ytd),
+                    money(sum_h)
+                )
+            }),
+            None => t[8].record(false, || {
+                format!("{}: no {} row", dk(), table::DISTRICT_YTD)
+            }),
+        }
 
         let mut orders: BTreeMap<u32, schema::Order> = BTreeMap::new();
         for (k, v) in tx.collect(table::ORDER, &p, &pe)? {
@@ -390,6 +435,16 @@ pub fn check<E: Engine>(engine: &E) -> TpccResult<CheckReport> {
                 )
                 },
             );
+        }
+    }
+    for &(w, d) in district_ytd.keys() {
+        if !districts.contains_key(&(w, d)) {
+            t[8].record(false, || {
+                format!(
+                    "{} w={w} d={d}: no DISTRICT row for this D_YTD",
+                    table::DISTRICT_YTD
+                )
+            });
         }
     }
     if warehouses.is_empty() {

@@ -71,11 +71,14 @@ pub fn now_ms() -> i64 {
 /// Rows a load of `warehouses` × `items` writes (index rows included), for the progress bar.
 pub fn expected_rows(warehouses: u16, items: u32) -> u64 {
     let w = warehouses as u64;
-    let per_district = CUSTOMERS as u64 * 3 // customer, by-name index, history
+    let per_district = 1 // district_ytd
+        + CUSTOMERS as u64 * 3 // customer, by-name index, history
         + ORDERS as u64 * 2 // order, by-customer index
         + (ORDERS - FIRST_NEW_ORDER + 1) as u64
         + ORDERS as u64 * 10; // ≈ order lines
-    items as u64 + w * (1 + items as u64 + DISTRICTS as u64 * (1 + per_district) + 1) + 2
+
+    // Per warehouse: warehouse and warehouse_ytd, stock, districts, the delivery counters.
+    items as u64 + w * (2 + items as u64 + DISTRICTS as u64 * (1 + per_district) + 1) + 2
 }
 
 struct Batch<'e, E: Engine> {
@@ -148,9 +151,15 @@ pub fn read_marker<E: Engine>(engine: &E) -> TpccResult<schema::LoadMarker> {
             let m = schema::LoadMarker::decode(&v)?;
             if m.format != schema::FORMAT_VERSION {
                 return Err(TpccError::NotLoaded(format!(
-                    "the data was loaded by format version {}, this keel-tpcc reads {}: load again",
+                    "this directory was loaded with table layout (format) version {}, this \
+                     keel-tpcc reads version {}{}: reload it (`keel-tpcc load` into a new --dir)",
                     m.format,
-                    schema::FORMAT_VERSION
+                    schema::FORMAT_VERSION,
+                    if m.format < 2 {
+                        " (W_YTD and D_YTD moved to tables warehouse_ytd and district_ytd)"
+                    } else {
+                        ""
+                    }
                 )));
             }
             Ok(m)
@@ -170,10 +179,18 @@ pub fn load<E: Engine>(engine: &E, opts: &LoadOptions) -> TpccResult<LoadReport>
     if opts.items < 100 {
         return Err(TpccError::Usage("at least 100 items are needed".into()));
     }
-    if read_marker(engine).is_ok() {
-        return Err(TpccError::Usage(
-            "this directory is already loaded; use a new --dir".into(),
-        ));
+    {
+        // Any marker, of this format or another: loading on top would write keys twice.
+        use crate::engine::ReadTx;
+        if engine
+            .read()?
+            .get(table::META, schema::META_LOAD)?
+            .is_some()
+        {
+            return Err(TpccError::Usage(
+                "this directory is already loaded; use a new --dir".into(),
+            ));
+        }
     }
     let start = Instant::now();
     let before = engine.stats();
@@ -220,9 +237,12 @@ pub fn load<E: Engine>(engine: &E, opts: &LoadOptions) -> TpccResult<LoadReport>
             name: r.astring(6, 10),
             address: address(&mut r),
             tax: r.range(0, 2000) as i32,
-            ytd: 30_000_000,
         };
         b.row(&schema::warehouse_key(w), &wh)?;
+        b.row(
+            &schema::warehouse_key(w),
+            &schema::WarehouseYtd { ytd: 30_000_000 },
+        )?;
 
         let mut r = Rng::derive(opts.seed, stream(3, w, 0));
         for i in 1..=opts.items {
@@ -243,10 +263,13 @@ pub fn load<E: Engine>(engine: &E, opts: &LoadOptions) -> TpccResult<LoadReport>
                 name: r.astring(6, 10),
                 address: address(&mut r),
                 tax: r.range(0, 2000) as i32,
-                ytd: 3_000_000,
                 next_o_id: ORDERS + 1,
             };
             b.row(&schema::district_key(w, d), &dist)?;
+            b.row(
+                &schema::district_key(w, d),
+                &schema::DistrictYtd { ytd: 3_000_000 },
+            )?;
 
             let mut r = Rng::derive(opts.seed, stream(5, w, d));
             for c in 1..=CUSTOMERS {

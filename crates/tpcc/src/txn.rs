@@ -4,11 +4,16 @@
 //! inserts ORDER, NEW-ORDER and the order-by-customer index row, then for every line reads ITEM,
 //! updates STOCK (quantity wrap at +91, S_YTD, S_ORDER_CNT, S_REMOTE_CNT) and inserts ORDER-LINE;
 //! 1% of New-Orders carry an unused item id in their last line and are executed fully, then
-//! rolled back. Payment updates W_YTD, D_YTD and the customer (C_DATA prefix for bad credit) and
-//! inserts HISTORY; 15% pay through a remote warehouse; 60% of Payments and Order-Status select
-//! the customer by last name, taking the middle of the matches sorted by C_FIRST (position
-//! ceil(n/2)). Delivery delivers the oldest undelivered order of each of the 10 districts in one
-//! transaction. Order-Status and Stock-Level are read-only.
+//! rolled back. Payment reads W_NAME / D_NAME, updates W_YTD, D_YTD and the customer (C_DATA
+//! prefix for bad credit) and inserts HISTORY; 15% pay through a remote warehouse; 60% of
+//! Payments and Order-Status select the customer by last name, taking the middle of the matches
+//! sorted by C_FIRST (position ceil(n/2)). Delivery delivers the oldest undelivered order of
+//! each of the 10 districts in one transaction. Order-Status and Stock-Level are read-only.
+//!
+//! W_YTD and D_YTD live in their own tables (`warehouse_ytd`, `district_ytd`: the vertical
+//! partitioning of [`crate::schema`], TPC-C clause 1.6): Payment reads the warehouse and
+//! district rows and reads and updates the YTD rows, New-Order reads no YTD row, so under
+//! concurrent writers a Payment no longer invalidates the New-Orders of its warehouse.
 //!
 //! Non-spec addition: Delivery also bumps a per-district delivery counter (one meta row per
 //! warehouse) in the same transaction, so that consistency condition 11 can be checked after a
@@ -392,7 +397,7 @@ where
 
 /// A pause before retry `n` (1-based): none for the first, a yield for the next few, then a
 /// short sleep growing to 1 ms, so that a transaction losing again and again to a hot row (the
-/// warehouse's W_YTD in Payment) lets the winners' commits through.
+/// warehouse's W_YTD row in Payment) lets the winners' commits through.
 fn backoff(n: u32) {
     match n {
         1 => {}
@@ -419,7 +424,8 @@ pub fn new_order_with<E: Engine>(
 }
 
 /// New-Order's logic on `tx`: reads and writes through it only (it may run again after a
-/// conflict). Asks for an abort when an item id is unused.
+/// conflict). Asks for an abort when an item id is unused. It reads no YTD row, so a
+/// concurrent Payment of its warehouse and district does not invalidate it.
 pub fn new_order_in<T: WriteTx + ?Sized>(
     tx: &mut T,
     inp: &NewOrderInput,
@@ -533,7 +539,8 @@ pub fn payment_with<E: Engine>(
     run_write(engine, mode, TxKind::Payment, |tx| payment_in(tx, inp))
 }
 
-/// Payment's logic on `tx` (reads and writes through it only).
+/// Payment's logic on `tx` (reads and writes through it only). It reads the warehouse and
+/// district rows (names for H_DATA) but writes only their YTD rows.
 pub fn payment_in<T: WriteTx + ?Sized>(
     tx: &mut T,
     inp: &PaymentInput,
@@ -541,13 +548,15 @@ pub fn payment_in<T: WriteTx + ?Sized>(
     let now = now_ms();
     let (w, d) = (inp.w, inp.d);
     let wkey = schema::warehouse_key(w);
-    let mut wh: schema::Warehouse = get_row(tx, &wkey, format!("w={w}"))?;
-    wh.ytd = wh.ytd.wrapping_add(inp.amount);
-    tx.insert(table::WAREHOUSE, &wkey, &wh.encode())?;
+    let wh: schema::Warehouse = get_row(tx, &wkey, format!("w={w}"))?;
+    let mut w_ytd: schema::WarehouseYtd = get_row(tx, &wkey, format!("w={w}"))?;
+    w_ytd.ytd = w_ytd.ytd.wrapping_add(inp.amount);
+    tx.insert(table::WAREHOUSE_YTD, &wkey, &w_ytd.encode())?;
     let dkey = schema::district_key(w, d);
-    let mut dist: schema::District = get_row(tx, &dkey, format!("w={w} d={d}"))?;
-    dist.ytd = dist.ytd.wrapping_add(inp.amount);
-    tx.insert(table::DISTRICT, &dkey, &dist.encode())?;
+    let dist: schema::District = get_row(tx, &dkey, format!("w={w} d={d}"))?;
+    let mut d_ytd: schema::DistrictYtd = get_row(tx, &dkey, format!("w={w} d={d}"))?;
+    d_ytd.ytd = d_ytd.ytd.wrapping_add(inp.amount);
+    tx.insert(table::DISTRICT_YTD, &dkey, &d_ytd.encode())?;
     let c_id = find_customer(tx, inp.c_w, inp.c_d, &inp.customer)?;
     let ckey = schema::customer_key(inp.c_w, inp.c_d, c_id);
     let mut cust: schema::Customer =

@@ -129,7 +129,7 @@ fn each_condition_fails_when_the_row_it_guards_is_altered() {
         (
             1,
             "warehouse w=1",
-            row_case::<schema::Warehouse>(schema::warehouse_key(1), |w| w.ytd += 1),
+            row_case::<schema::WarehouseYtd>(schema::warehouse_key(1), |w| w.ytd += 1),
         ),
         (
             2,
@@ -174,7 +174,7 @@ fn each_condition_fails_when_the_row_it_guards_is_altered() {
         (
             9,
             "district w=1 d=2",
-            row_case::<schema::District>(schema::district_key(1, 2), |d| d.ytd += 1),
+            row_case::<schema::DistrictYtd>(schema::district_key(1, 2), |d| d.ytd += 1),
         ),
         (
             10,
@@ -200,6 +200,47 @@ fn each_condition_fails_when_the_row_it_guards_is_altered() {
         "reverts restored consistency:\n{}",
         r.render()
     );
+}
+
+#[test]
+fn a_missing_ytd_row_fails_the_condition_that_reads_it() {
+    let (_d, e) = common::loaded(1);
+    for (t, key, ids, named) in [
+        (
+            table::WAREHOUSE_YTD,
+            schema::warehouse_key(1),
+            &[1u8, 8][..],
+            "warehouse w=1: no warehouse_ytd row",
+        ),
+        (
+            table::DISTRICT_YTD,
+            schema::district_key(1, 6),
+            &[9u8][..],
+            "district w=1 d=6: no district_ytd row",
+        ),
+    ] {
+        let gone = remove(&e, &[(t, key)]);
+        let r = check(&e).unwrap();
+        for &id in ids {
+            assert_fails(&r, id, named);
+        }
+        restore(&e, &gone);
+        assert!(check(&e).unwrap().all_passed());
+    }
+    // A YTD row of a district that does not exist is caught too.
+    let orphan = schema::district_key(1, 11);
+    restore(
+        &e,
+        &[(
+            table::DISTRICT_YTD,
+            orphan.clone(),
+            schema::DistrictYtd { ytd: 0 }.encode(),
+        )],
+    );
+    let r = check(&e).unwrap();
+    assert_fails(&r, 9, "district_ytd w=1 d=11: no DISTRICT row");
+    remove(&e, &[(table::DISTRICT_YTD, orphan)]);
+    assert!(check(&e).unwrap().all_passed());
 }
 
 #[test]

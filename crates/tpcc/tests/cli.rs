@@ -177,11 +177,14 @@ fn check_exits_1_and_names_the_row_when_a_condition_fails() {
         let e = KeelEngine::open(&dir, &StoreConfig::default()).unwrap();
         let mut tx = e.write().unwrap();
         let k = schema::district_key(1, 7);
-        let mut d =
-            schema::District::decode(&k, &tx.get(schema::table::DISTRICT, &k).unwrap().unwrap())
-                .unwrap();
+        let mut d = schema::DistrictYtd::decode(
+            &k,
+            &tx.get(schema::table::DISTRICT_YTD, &k).unwrap().unwrap(),
+        )
+        .unwrap();
         d.ytd += 5;
-        tx.insert(schema::table::DISTRICT, &k, &d.encode()).unwrap();
+        tx.insert(schema::table::DISTRICT_YTD, &k, &d.encode())
+            .unwrap();
         tx.commit().unwrap();
         e.checkpoint().unwrap();
     }
@@ -623,4 +626,35 @@ fn writers_flag_defaults_to_concurrent_and_takes_exclusive() {
         err.contains("concurrent") && err.contains("exclusive"),
         "{err}"
     );
+}
+
+#[test]
+fn run_refuses_a_store_of_the_old_layout_and_says_reload() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("d");
+    load(&dir);
+    {
+        // Make it look like a load of format version 1 (W_YTD and D_YTD inside the rows).
+        let e = KeelEngine::open(&dir, &StoreConfig::default()).unwrap();
+        let mut tx = e.write().unwrap();
+        let mut m = schema::LoadMarker::decode(
+            &tx.get(schema::table::META, schema::META_LOAD)
+                .unwrap()
+                .unwrap(),
+        )
+        .unwrap();
+        m.format = 1;
+        tx.insert(schema::table::META, schema::META_LOAD, &m.encode())
+            .unwrap();
+        tx.commit().unwrap();
+        e.checkpoint().unwrap();
+    }
+    let o = run(
+        &["run", "--terminals", "1", "--max-transactions", "10"],
+        &[("--dir", &dir), ("--out", &t.path().join("o"))],
+    );
+    let s = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{s}");
+    assert!(s.contains("reload") && s.contains("version 1"), "{s}");
+    assert!(!t.path().join("o").join("run.json").exists());
 }

@@ -292,13 +292,13 @@ fn load_and_a_short_run_pass_conditions_1_to_12() {
     let k = keel_tpcc::schema::district_key(1, 3);
     let mut tx = e.write().unwrap();
     let v = tx
-        .get(keel_tpcc::schema::table::DISTRICT, &k)
+        .get(keel_tpcc::schema::table::DISTRICT_YTD, &k)
         .unwrap()
         .unwrap();
     use keel_tpcc::schema::Row as _;
-    let mut dist = keel_tpcc::schema::District::decode(&k, &v).unwrap();
-    dist.ytd += 1;
-    tx.insert(keel_tpcc::schema::table::DISTRICT, &k, &dist.encode())
+    let mut d_ytd = keel_tpcc::schema::DistrictYtd::decode(&k, &v).unwrap();
+    d_ytd.ytd += 1;
+    tx.insert(keel_tpcc::schema::table::DISTRICT_YTD, &k, &d_ytd.encode())
         .unwrap();
     tx.commit().unwrap();
     let c = check(&e).unwrap();

@@ -62,7 +62,9 @@ fn load_has_spec_cardinalities_initial_values_and_field_widths() {
     let items = common::TEST_ITEMS as usize;
     for (t, n) in [
         (table::WAREHOUSE, 1),
+        (table::WAREHOUSE_YTD, 1),
         (table::DISTRICT, 10),
+        (table::DISTRICT_YTD, 10),
         (table::CUSTOMER, 30_000),
         (table::CUSTOMER_BY_NAME, 30_000),
         (table::HISTORY, 30_000),
@@ -84,13 +86,19 @@ fn load_has_spec_cardinalities_initial_values_and_field_widths() {
     let mut get = |t: &str, k: Vec<u8>| r.get(t, &k).unwrap().map(|v| (k, v)).unwrap();
     let (k, v) = get(table::WAREHOUSE, schema::warehouse_key(1));
     let w = schema::Warehouse::decode(&k, &v).unwrap();
-    assert_eq!(w.ytd, 30_000_000);
+    let (k, v) = get(table::WAREHOUSE_YTD, schema::warehouse_key(1));
+    assert_eq!(
+        schema::WarehouseYtd::decode(&k, &v).unwrap().ytd,
+        30_000_000
+    );
     assert!((6..=10).contains(&w.name.len()) && (0..=2000).contains(&w.tax));
     assert_eq!(w.address.zip.len(), 9);
     assert!(w.address.zip.ends_with("11111"));
     let (k, v) = get(table::DISTRICT, schema::district_key(1, 10));
     let d = schema::District::decode(&k, &v).unwrap();
-    assert_eq!((d.ytd, d.next_o_id), (3_000_000, 3001));
+    assert_eq!(d.next_o_id, 3001);
+    let (k, v) = get(table::DISTRICT_YTD, schema::district_key(1, 10));
+    assert_eq!(schema::DistrictYtd::decode(&k, &v).unwrap().ytd, 3_000_000);
     let mut bc = 0;
     for c in 1..=schema::CUSTOMERS {
         let (k, v) = get(table::CUSTOMER, schema::customer_key(1, 4, c));
@@ -146,6 +154,47 @@ fn loading_twice_is_refused() {
     let (_d, e) = load_with(1, 5000);
     let mut o = LoadOptions::new(1);
     o.items = 500;
+    let err = load(&e, &o).unwrap_err().to_string();
+    assert!(err.contains("already loaded"), "{err}");
+}
+
+#[test]
+fn a_store_loaded_with_the_old_layout_is_refused_with_reload() {
+    use keel_tpcc::check::check;
+    use keel_tpcc::driver::{run_workload, RunOptions};
+    use keel_tpcc::engine::WriteTx;
+    // Format version 2 moved W_YTD and D_YTD out of the warehouse and district rows: a marker of
+    // version 1 means rows of the old layout, which `run` and `check` must refuse rather than
+    // misread.
+    assert_eq!(schema::FORMAT_VERSION, 2);
+    let (_d, e) = common::loaded(1);
+    let mut tx = e.write().unwrap();
+    let mut m = schema::LoadMarker::decode(
+        &tx.get(table::META, schema::META_LOAD)
+            .unwrap()
+            .expect("marker"),
+    )
+    .unwrap();
+    m.format = 1;
+    tx.insert(table::META, schema::META_LOAD, &m.encode())
+        .unwrap();
+    tx.commit().unwrap();
+    let ro = RunOptions {
+        terminals: 1,
+        max_transactions: Some(10),
+        print: false,
+        ..RunOptions::default()
+    };
+    let err = run_workload(&e, &ro).unwrap_err().to_string();
+    assert!(
+        err.contains("reload") && err.contains("version 1") && err.contains("warehouse_ytd"),
+        "{err}"
+    );
+    let err = check(&e).unwrap_err().to_string();
+    assert!(err.contains("reload"), "{err}");
+    // Loading on top of it is refused too (it would write every key twice).
+    let mut o = LoadOptions::new(1);
+    o.items = common::TEST_ITEMS;
     let err = load(&e, &o).unwrap_err().to_string();
     assert!(err.contains("already loaded"), "{err}");
 }

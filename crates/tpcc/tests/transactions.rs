@@ -122,7 +122,12 @@ fn payment_by_last_name_takes_the_middle_match_sorted_by_first_name() {
     );
     drop(r);
 
-    let w0: schema::Warehouse = get(&e, &schema::warehouse_key(1)).unwrap();
+    let w0: schema::WarehouseYtd = get(&e, &schema::warehouse_key(1)).unwrap();
+    let d0: schema::DistrictYtd = get(&e, &schema::district_key(1, 5)).unwrap();
+    let static0 = (
+        get::<schema::Warehouse>(&e, &schema::warehouse_key(1)).unwrap(),
+        get::<schema::District>(&e, &schema::district_key(1, 5)).unwrap(),
+    );
     let c0: schema::Customer = get(&e, &schema::customer_key(1, 2, want)).unwrap();
     let inp = PaymentInput {
         w: 1,
@@ -135,8 +140,19 @@ fn payment_by_last_name_takes_the_middle_match_sorted_by_first_name() {
     };
     let out = payment(&e, &inp).unwrap();
     assert!(out.committed && out.by_name && !out.remote_payment);
-    let w1: schema::Warehouse = get(&e, &schema::warehouse_key(1)).unwrap();
+    let w1: schema::WarehouseYtd = get(&e, &schema::warehouse_key(1)).unwrap();
     assert_eq!(w1.ytd, w0.ytd + 12_345);
+    let d1: schema::DistrictYtd = get(&e, &schema::district_key(1, 5)).unwrap();
+    assert_eq!(d1.ytd, d0.ytd + 12_345);
+    // The warehouse and district rows themselves are not written (W_YTD and D_YTD are in their
+    // own tables).
+    assert_eq!(
+        (
+            get::<schema::Warehouse>(&e, &schema::warehouse_key(1)).unwrap(),
+            get::<schema::District>(&e, &schema::district_key(1, 5)).unwrap(),
+        ),
+        static0
+    );
     let c1: schema::Customer = get(&e, &schema::customer_key(1, 2, want)).unwrap();
     assert_eq!(c1.balance, c0.balance - 12_345);
     assert_eq!(c1.ytd_payment, c0.ytd_payment + 12_345);
@@ -152,7 +168,7 @@ fn payment_by_last_name_takes_the_middle_match_sorted_by_first_name() {
     // The same HISTORY id twice is refused (and rolled back), never silently overwritten.
     assert!(payment(&e, &inp).is_err());
     assert_eq!(
-        get::<schema::Warehouse>(&e, &schema::warehouse_key(1))
+        get::<schema::WarehouseYtd>(&e, &schema::warehouse_key(1))
             .unwrap()
             .ytd,
         w1.ytd

@@ -30,11 +30,11 @@ fn padded_name(s: &str) -> [u8; NAME_WIDTH] {
     out
 }
 
-/// WAREHOUSE key.
+/// WAREHOUSE key (also the WAREHOUSE_YTD key).
 pub fn warehouse_key(w: u16) -> Vec<u8> {
     w.to_be_bytes().to_vec()
 }
-/// DISTRICT key.
+/// DISTRICT key (also the DISTRICT_YTD key).
 pub fn district_key(w: u16, d: u8) -> Vec<u8> {
     let mut k = w.to_be_bytes().to_vec();
     k.push(d);
@@ -144,18 +144,29 @@ fn exact_len(table: &'static str, key: &[u8], len: usize) -> TpccResult<()> {
     }
 }
 
+fn district_key_of(table: &'static str, key: &[u8]) -> TpccResult<(u16, u8)> {
+    exact_len(table, key, 3)?;
+    Ok((be_u16(table, key, 0)?, be_u8(table, key, 2)?))
+}
+fn warehouse_key_of(table: &'static str, key: &[u8]) -> TpccResult<u16> {
+    exact_len(table, key, 2)?;
+    be_u16(table, key, 0)
+}
 /// Decodes a DISTRICT key into (W_ID, D_ID).
 pub fn decode_district_key(key: &[u8]) -> TpccResult<(u16, u8)> {
-    exact_len(table::DISTRICT, key, 3)?;
-    Ok((
-        be_u16(table::DISTRICT, key, 0)?,
-        be_u8(table::DISTRICT, key, 2)?,
-    ))
+    district_key_of(table::DISTRICT, key)
+}
+/// Decodes a DISTRICT_YTD key into (W_ID, D_ID).
+pub fn decode_district_ytd_key(key: &[u8]) -> TpccResult<(u16, u8)> {
+    district_key_of(table::DISTRICT_YTD, key)
 }
 /// Decodes a WAREHOUSE key.
 pub fn decode_warehouse_key(key: &[u8]) -> TpccResult<u16> {
-    exact_len(table::WAREHOUSE, key, 2)?;
-    be_u16(table::WAREHOUSE, key, 0)
+    warehouse_key_of(table::WAREHOUSE, key)
+}
+/// Decodes a WAREHOUSE_YTD key.
+pub fn decode_warehouse_ytd_key(key: &[u8]) -> TpccResult<u16> {
+    warehouse_key_of(table::WAREHOUSE_YTD, key)
 }
 /// Decodes a CUSTOMER key into (W_ID, D_ID, C_ID).
 pub fn decode_customer_key(key: &[u8]) -> TpccResult<(u16, u8, u16)> {

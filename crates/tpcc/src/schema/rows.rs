@@ -53,7 +53,8 @@ pub trait Row: Sized {
     fn decode(key: &[u8], value: &[u8]) -> TpccResult<Self>;
 }
 
-/// WAREHOUSE row (W_ID is the key). Money in cents, tax in 1/10000.
+/// WAREHOUSE row, static columns (W_ID is the key; W_YTD is in [`WarehouseYtd`]). Tax in
+/// 1/10000.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Warehouse {
     /// W_NAME VARCHAR(10).
@@ -62,8 +63,6 @@ pub struct Warehouse {
     pub address: Address,
     /// W_TAX, 0..=2000 (0.0000..0.2000).
     pub tax: i32,
-    /// W_YTD in cents.
-    pub ytd: i64,
 }
 
 impl Row for Warehouse {
@@ -72,7 +71,7 @@ impl Row for Warehouse {
         let mut e = Enc::default();
         e.str8(&self.name);
         self.address.enc(&mut e);
-        e.i32(self.tax).i64(self.ytd);
+        e.i32(self.tax);
         e.0
     }
     fn decode(key: &[u8], value: &[u8]) -> TpccResult<Self> {
@@ -81,14 +80,36 @@ impl Row for Warehouse {
             name: d.str8()?,
             address: Address::dec(&mut d)?,
             tax: d.i32()?,
-            ytd: d.i64()?,
         };
         d.end()?;
         Ok(r)
     }
 }
 
-/// DISTRICT row.
+/// WAREHOUSE_YTD row: W_YTD, vertically partitioned out of the warehouse row (key: the
+/// warehouse key), so that Payment's update of it does not change the row New-Order reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WarehouseYtd {
+    /// W_YTD in cents.
+    pub ytd: i64,
+}
+
+impl Row for WarehouseYtd {
+    const TABLE: &'static str = table::WAREHOUSE_YTD;
+    fn encode(&self) -> Vec<u8> {
+        let mut e = Enc::default();
+        e.i64(self.ytd);
+        e.0
+    }
+    fn decode(key: &[u8], value: &[u8]) -> TpccResult<Self> {
+        let mut d = Dec::new(Self::TABLE, key, value);
+        let r = WarehouseYtd { ytd: d.i64()? };
+        d.end()?;
+        Ok(r)
+    }
+}
+
+/// DISTRICT row: static columns and D_NEXT_O_ID (D_YTD is in [`DistrictYtd`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct District {
     /// D_NAME VARCHAR(10).
@@ -97,8 +118,6 @@ pub struct District {
     pub address: Address,
     /// D_TAX in 1/10000.
     pub tax: i32,
-    /// D_YTD in cents.
-    pub ytd: i64,
     /// D_NEXT_O_ID.
     pub next_o_id: u32,
 }
@@ -109,7 +128,7 @@ impl Row for District {
         let mut e = Enc::default();
         e.str8(&self.name);
         self.address.enc(&mut e);
-        e.i32(self.tax).i64(self.ytd).u32(self.next_o_id);
+        e.i32(self.tax).u32(self.next_o_id);
         e.0
     }
     fn decode(key: &[u8], value: &[u8]) -> TpccResult<Self> {
@@ -118,9 +137,31 @@ impl Row for District {
             name: d.str8()?,
             address: Address::dec(&mut d)?,
             tax: d.i32()?,
-            ytd: d.i64()?,
             next_o_id: d.u32()?,
         };
+        d.end()?;
+        Ok(r)
+    }
+}
+
+/// DISTRICT_YTD row: D_YTD, vertically partitioned out of the district row (key: the district
+/// key), so that Payment's update of it does not change the row New-Order reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DistrictYtd {
+    /// D_YTD in cents.
+    pub ytd: i64,
+}
+
+impl Row for DistrictYtd {
+    const TABLE: &'static str = table::DISTRICT_YTD;
+    fn encode(&self) -> Vec<u8> {
+        let mut e = Enc::default();
+        e.i64(self.ytd);
+        e.0
+    }
+    fn decode(key: &[u8], value: &[u8]) -> TpccResult<Self> {
+        let mut d = Dec::new(Self::TABLE, key, value);
+        let r = DistrictYtd { ytd: d.i64()? };
         d.end()?;
         Ok(r)
     }

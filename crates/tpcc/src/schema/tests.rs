@@ -132,3 +132,64 @@ fn keys_decode_and_reject_wrong_lengths() {
         77
     );
 }
+
+#[test]
+fn partitioned_warehouse_and_district_rows_round_trip_and_refuse_the_old_layout() {
+    let address = Address {
+        street_1: "s1xxxxxxxx".into(),
+        street_2: "s2xxxxxxxx".into(),
+        city: "cityxxxxxx".into(),
+        state: "CA".into(),
+        zip: "123411111".into(),
+    };
+    let wk = warehouse_key(7);
+    let w = Warehouse {
+        name: "wname".into(),
+        address: address.clone(),
+        tax: 1234,
+    };
+    assert_eq!(Warehouse::decode(&wk, &w.encode()).unwrap(), w);
+    let wy = WarehouseYtd { ytd: -5 };
+    assert_eq!(WarehouseYtd::decode(&wk, &wy.encode()).unwrap(), wy);
+    assert_eq!(wy.encode().len(), 8);
+    let dk = district_key(7, 3);
+    let d = District {
+        name: "dname".into(),
+        address,
+        tax: 99,
+        next_o_id: 3001,
+    };
+    assert_eq!(District::decode(&dk, &d.encode()).unwrap(), d);
+    let dy = DistrictYtd { ytd: 3_000_000 };
+    assert_eq!(DistrictYtd::decode(&dk, &dy.encode()).unwrap(), dy);
+    assert_eq!(
+        (WarehouseYtd::TABLE, DistrictYtd::TABLE),
+        (table::WAREHOUSE_YTD, table::DISTRICT_YTD)
+    );
+    assert!(
+        table::ALL.contains(&table::WAREHOUSE_YTD) && table::ALL.contains(&table::DISTRICT_YTD)
+    );
+
+    // Format 1 rows (W_YTD after W_TAX; D_YTD between D_TAX and D_NEXT_O_ID) do not decode as
+    // format 2 rows: the warehouse row has 8 trailing bytes, and the district row too.
+    let mut old_w = w.encode();
+    old_w.extend_from_slice(&30_000_000i64.to_le_bytes());
+    let e = Warehouse::decode(&wk, &old_w).unwrap_err().to_string();
+    assert!(e.contains("trailing"), "{e}");
+    let mut old_d = w.encode(); // name, address, tax, as the district row starts
+    old_d.truncate(old_d.len() - 4);
+    old_d.extend_from_slice(&99i32.to_le_bytes());
+    old_d.extend_from_slice(&3_000_000i64.to_le_bytes());
+    old_d.extend_from_slice(&3001u32.to_le_bytes());
+    let e = District::decode(&dk, &old_d).unwrap_err().to_string();
+    assert!(e.contains("trailing"), "{e}");
+    // A YTD row is exactly one i64.
+    assert!(WarehouseYtd::decode(&wk, &[0; 7]).is_err());
+    assert!(DistrictYtd::decode(&dk, &[0; 9]).is_err());
+    assert_eq!(
+        decode_district_ytd_key(&dk).unwrap(),
+        decode_district_key(&dk).unwrap()
+    );
+    let e = decode_warehouse_ytd_key(&dk).unwrap_err().to_string();
+    assert!(e.contains("warehouse_ytd"), "{e}");
+}
