@@ -245,13 +245,16 @@ impl Optimistic {
 
     /// The commit's first half, under the writer lock: validate the read set at the newest
     /// commit, then apply the writes through an exclusive page transaction, which the caller
-    /// commits.
+    /// commits; with the time the lock was taken.
     ///
     /// # Errors
     ///
     /// [`Error::Conflict`] if a read no longer holds; any error of applying the writes (a
     /// page that cannot be read or allocated, a transaction larger than the pool allows).
-    pub(crate) fn validate_and_apply(self, inner: &Inner) -> Result<Exclusive<'_>> {
+    pub(crate) fn validate_and_apply(
+        self,
+        inner: &Inner,
+    ) -> Result<(Exclusive<'_>, std::time::Instant)> {
         let Optimistic {
             snap,
             tables,
@@ -263,6 +266,7 @@ impl Optimistic {
         // keeping page versions for it.
         drop(snap);
         let ex = inner.begin_exclusive("WriteTxn::commit")?;
+        let since = std::time::Instant::now();
         let ps = inner.config.page_size;
         // Nothing committed since the snapshot: every read still holds.
         #[cfg(feature = "test-knobs")]
@@ -295,7 +299,7 @@ impl Optimistic {
                 }
             }
         }
-        Ok(ex)
+        Ok((ex, since))
     }
 
     /// A reader of the snapshot's pages.

@@ -112,6 +112,15 @@ pub struct StoreStats {
     /// Time writers spent there, microseconds (the part of write latency checkpoints cause).
     #[serde(default)]
     pub sync_checkpoint_wait_us: u64,
+    /// Time spent waiting for the writer lock, microseconds: exclusive writers starting and
+    /// concurrent transactions committing.
+    #[serde(default)]
+    pub writer_lock_wait_us: u64,
+    /// Time the commits of concurrent transactions that committed held the writer lock
+    /// (validation, apply and log append), microseconds: the serial part of concurrent
+    /// writers; divided by the wall time it is the lock's busy fraction from their commits.
+    #[serde(default)]
+    pub concurrent_commit_hold_us: u64,
     /// The redo log.
     pub log: keel_redo_log::LogStats,
     /// The page writer (data writes, doublewrite writes, pages skipped, atomic writes, ...).
@@ -148,6 +157,10 @@ pub(crate) struct Inner {
     pub(crate) knobs: crate::knobs::TestKnobs,
     sync_checkpoint_waits: AtomicU64,
     sync_checkpoint_wait_ns: AtomicU64,
+    /// Time spent waiting for the writer lock (exclusive writers and concurrent commits).
+    pub(crate) lock_wait_ns: AtomicU64,
+    /// Time concurrent commits held the writer lock (validate, apply, append).
+    pub(crate) commit_hold_ns: AtomicU64,
     pub(crate) aborts: AtomicU64,
     ckpt: Arc<CheckpointShared>,
     stop: Arc<(Mutex<bool>, Condvar)>,
@@ -245,6 +258,8 @@ impl Store {
             knobs: crate::knobs::TestKnobs::default(),
             sync_checkpoint_waits: AtomicU64::new(0),
             sync_checkpoint_wait_ns: AtomicU64::new(0),
+            lock_wait_ns: AtomicU64::new(0),
+            commit_hold_ns: AtomicU64::new(0),
             aborts: AtomicU64::new(0),
             ckpt,
             stop: Arc::new((Mutex::new(false), Condvar::new())),
@@ -457,6 +472,8 @@ impl Store {
             commits: i.commits.load(Ordering::Relaxed),
             sync_checkpoint_waits: i.sync_checkpoint_waits.load(Ordering::Relaxed),
             sync_checkpoint_wait_us: i.sync_checkpoint_wait_ns.load(Ordering::Relaxed) / 1000,
+            writer_lock_wait_us: i.lock_wait_ns.load(Ordering::Relaxed) / 1000,
+            concurrent_commit_hold_us: i.commit_hold_ns.load(Ordering::Relaxed) / 1000,
             aborts: i.aborts.load(Ordering::Relaxed),
             conflicts: i.conflicts.load(Ordering::Relaxed),
             checkpoints: i.ckpt.count(),
@@ -548,7 +565,10 @@ impl Inner {
     pub(crate) fn begin_exclusive(&self, call: &'static str) -> Result<Exclusive<'_>> {
         self.check_poison()?;
         held::check(self.serial, call)?;
+        let t0 = Instant::now();
         let lock = self.lock.write();
+        self.lock_wait_ns
+            .fetch_add(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
         let held = held::mark(self.serial);
         self.check_poison()?;
         // Synchronous checkpoint point (InnoDB's "sync flush" of the checkpoint age): with the

@@ -246,10 +246,15 @@ impl<'s> WriteTxn<'s> {
             mode,
             mut ends_in_abort,
         } = self;
+        // For a concurrent transaction: when it took the writer lock (its serial part).
+        let mut held_since = None;
         let ex = match mode {
             Mode::Exclusive(ex) => ex,
             Mode::Optimistic(o) => match o.validate_and_apply(inner) {
-                Ok(ex) => ex,
+                Ok((ex, since)) => {
+                    held_since = Some(since);
+                    ex
+                }
                 Err(e) => {
                     if e.is_conflict() {
                         inner.conflicts.fetch_add(1, Ordering::Relaxed);
@@ -314,6 +319,11 @@ impl<'s> WriteTxn<'s> {
         inner.commits.fetch_add(1, Ordering::Relaxed);
         drop(lock);
         drop(held);
+        if let Some(t0) = held_since {
+            inner
+                .commit_hold_ns
+                .fetch_add(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        }
         Ok((inner, lsn))
     }
 

@@ -340,6 +340,8 @@ impl Engine for KeelEngine {
             ("pages_read", s.flush.pages_read),
             ("doublewrite_bytes", s.io.doublewrite.write_bytes),
             ("data_read_bytes", s.io.data.read_bytes),
+            ("writer_lock_wait_us", s.writer_lock_wait_us),
+            ("concurrent_commit_hold_us", s.concurrent_commit_hold_us),
         ] {
             other.insert(k.to_string(), v);
         }

@@ -483,6 +483,23 @@ pub fn summary(r: &RunResult) -> String {
         st.syncs_per_commit(),
         st.data_syncs
     ));
+    if let (Some(&hold), Some(&wait)) = (
+        st.other.get("concurrent_commit_hold_us"),
+        st.other.get("writer_lock_wait_us"),
+    ) {
+        // The serial part of concurrent writers: how busy their commits kept the writer lock.
+        let commits = st.commits.max(1) as f64;
+        let busy = if r.seconds > 0.0 {
+            hold as f64 / 1e6 / r.seconds * 100.0
+        } else {
+            0.0
+        };
+        s.push_str(&format!(
+            "  writer lock: concurrent commits held it {:.0} µs per commit ({busy:.0}% of the time); waits for it {:.0} µs per commit\n",
+            hold as f64 / commits,
+            wait as f64 / commits
+        ));
+    }
     s.push_str(&costs_lines(&r.costs, &r.stats));
     if r.interrupted {
         s.push_str("  INTERRUPTED (Ctrl-C): the figures cover the measured time until then\n");
