@@ -10,4 +10,8 @@ pub struct TestKnobs {
     /// A concurrent transaction's commit applies its writes without validating its read set
     /// (breaks serializability: `tests/concurrent.rs` must fail).
     pub skip_validation: AtomicBool,
+    /// A concurrent transaction's scans record nothing in its read set (`merged.rs`
+    /// invariant 2): a row another transaction adds to or removes from a scanned range is
+    /// missed (`tests/concurrent.rs` must fail).
+    pub skip_range_reads: AtomicBool,
 }

@@ -16,8 +16,8 @@
 //!    committed table, each range a scan pulled committed rows from (up to the last row pulled,
 //!    or the end of the range once the scan is exhausted), and each catalog lookup. Reads the
 //!    transaction answers from its own writes are not (they do not depend on others).
-//!    (`tests/concurrent.rs`: the seeded model predicts every conflict from the reads it made;
-//!    a scan that stops recording fails it.)
+//!    (`tests/concurrent.rs`: the seeded model checks every commit for serializability; the
+//!    knobs `skip_validation` and `skip_range_reads` each make it fail.)
 //! 2. **Checked in order**: a table's catalog entry is recorded before any read of its rows, so
 //!    validation finds a dropped or re-created table at its catalog entry before it would read
 //!    a root page that may have been freed and re-used.
