@@ -28,7 +28,7 @@
 use crate::merged::Merged;
 use crate::read_set::{ReadSet, TreeRef};
 use crate::store::Inner;
-use crate::table::{self, SnapReader, TxnPages, TxnReader};
+use crate::table::{self, LatestReader, SnapReader, TxnPages};
 use crate::txn::Exclusive;
 use crate::{Error, Result};
 use keel_btree::BTree;
@@ -277,9 +277,10 @@ impl Optimistic {
         #[cfg(not(feature = "test-knobs"))]
         let skip = false;
         if !skip && inner.pool.latest_commit() != snapshot {
+            // Nothing is applied yet: the pool's pages are the newest commit's.
             reads
                 .borrow()
-                .validate(TxnReader::new(&ex.txn, ps), ps, snapshot)?;
+                .validate(&LatestReader::new(&inner.pool), ps, snapshot)?;
         }
         let mut tables = tables.into_inner();
         tables.sort_by(|a, b| a.name.cmp(&b.name));

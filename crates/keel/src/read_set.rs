@@ -188,16 +188,16 @@ impl ReadSet {
     /// # Errors
     ///
     /// [`Error::Conflict`]; a page cannot be read or is corrupt.
-    pub(crate) fn validate<P: PageRead + Copy>(
+    pub(crate) fn validate<P: PageRead>(
         &self,
-        pages: P,
+        pages: &P,
         page_size: usize,
         snapshot: Lsn,
     ) -> Result<()> {
         for read in &self.reads {
             match read {
                 Read::Key { tree, key, seen } => {
-                    let now = BTree::open(tree.root, page_size).get(&pages, key)?;
+                    let now = BTree::open(tree.root, page_size).get(pages, key)?;
                     let now = now.as_deref().map(|v| self.digest_value(v));
                     if now != *seen {
                         return Err(Error::Conflict {

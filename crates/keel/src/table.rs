@@ -705,6 +705,58 @@ impl PageRead for GetReader<'_> {
     }
 }
 
+/// The pages of the newest commit, read without a snapshot and with optimistic (latch-free)
+/// reads where the page is resident: a concurrent transaction's validation under the writer
+/// lock, before its apply changes anything (no page can change meanwhile but by the holder, so
+/// an optimistic read validates at once).
+pub(crate) struct LatestReader<'a> {
+    pool: &'a BufferPool,
+    hits: Cell<u64>,
+}
+
+impl<'a> LatestReader<'a> {
+    /// Reads `pool`'s pages as they are.
+    pub(crate) fn new(pool: &'a BufferPool) -> LatestReader<'a> {
+        LatestReader {
+            pool,
+            hits: Cell::new(0),
+        }
+    }
+}
+
+impl Drop for LatestReader<'_> {
+    fn drop(&mut self) {
+        self.pool.add_optimistic_hits(self.hits.get());
+    }
+}
+
+impl PageRead for LatestReader<'_> {
+    fn page_size(&self) -> usize {
+        self.pool.page_size()
+    }
+
+    fn read<R>(&self, id: PageId, f: impl FnOnce(&[u8]) -> R) -> keel_btree::Result<R> {
+        let g = self.pool.read(id).map_err(storage)?;
+        Ok(f(&g))
+    }
+
+    #[inline]
+    fn read_optimistic<R>(
+        &self,
+        id: PageId,
+        f: impl FnOnce(&[AtomicU64]) -> R,
+    ) -> Option<(R, ReadToken)> {
+        let (r, t) = self.pool.read_optimistic(id, f)?;
+        self.hits.set(self.hits.get() + 1);
+        Some((r, ReadToken(t.to_bits())))
+    }
+
+    #[inline]
+    fn is_unchanged(&self, token: ReadToken) -> bool {
+        self.pool.is_unchanged(OptimisticToken::from_bits(token.0))
+    }
+}
+
 /// What a write table and a read table both do: point reads and ordered range scans. Code that
 /// only reads takes `&impl ReadableTable` and works inside either kind of transaction (as
 /// redb's `ReadableTable` does).
