@@ -28,7 +28,7 @@
 use crate::merged::Merged;
 use crate::read_set::{ReadSet, TreeRef};
 use crate::store::Inner;
-use crate::table::{self, LatestReader, SnapReader, TxnPages};
+use crate::table::{self, GetReader, SnapReader, TxnPages};
 use crate::txn::Exclusive;
 use crate::{Error, Result};
 use keel_btree::BTree;
@@ -280,7 +280,7 @@ impl Optimistic {
             // Nothing is applied yet: the pool's pages are the newest commit's.
             reads
                 .borrow()
-                .validate(&LatestReader::new(&inner.pool), ps, snapshot)?;
+                .validate(&GetReader::new(&inner.pool, None), ps, snapshot)?;
         }
         let mut tables = tables.into_inner();
         tables.sort_by(|a, b| a.name.cmp(&b.name));

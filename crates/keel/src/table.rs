@@ -215,14 +215,7 @@ pub(crate) fn snapshot_get(
     tree: &BTree,
     key: &[u8],
 ) -> Result<Option<Vec<u8>>> {
-    let reader = GetReader {
-        pool,
-        snap,
-        hits: Cell::new(0),
-    };
-    let r = tree.get(&reader, key);
-    pool.add_optimistic_hits(reader.hits.get());
-    Ok(r?)
+    Ok(tree.get(&GetReader::new(pool, Some(snap)), key)?)
 }
 
 /// [`WriteTxn::list_tables`] of the exclusive writer: the catalog as it sees it.
@@ -308,15 +301,15 @@ pub(crate) fn open_exclusive(
 
 /// A table inside a write transaction.
 pub struct Table<'t, 's> {
-    tx: &'t WriteTxn<'s>,
-    of: TableOf,
+    inner: &'t Inner,
+    of: TableOf<'t, 's>,
 }
 
-/// How a [`Table`] reaches its rows: the exclusive writer's tree, or a concurrent
-/// transaction's entry (its writes over the snapshot's tree).
-enum TableOf {
-    Exclusive(BTree),
-    Optimistic(usize),
+/// How a [`Table`] reaches its rows: the exclusive writer's page transaction and tree, or a
+/// concurrent transaction's state and its entry there (its writes over the snapshot's tree).
+enum TableOf<'t, 's> {
+    Exclusive(&'t PageTxn<'s>, BTree),
+    Optimistic(&'t Optimistic, usize),
 }
 
 impl<'t, 's> Table<'t, 's> {
@@ -324,29 +317,19 @@ impl<'t, 's> Table<'t, 's> {
     /// `create` is set and it does not exist, else [`Error::TableNotFound`].
     pub(crate) fn open(tx: &'t WriteTxn<'s>, name: &str, create: bool) -> Result<Table<'t, 's>> {
         let of = match &tx.mode {
-            Mode::Exclusive(ex) => TableOf::Exclusive(open_exclusive(tx.inner, ex, name, create)?),
-            Mode::Optimistic(o) => TableOf::Optimistic(o.open_table(tx.inner, name, create)?),
+            Mode::Exclusive(ex) => {
+                TableOf::Exclusive(&ex.txn, open_exclusive(tx.inner, ex, name, create)?)
+            }
+            Mode::Optimistic(o) => TableOf::Optimistic(o, o.open_table(tx.inner, name, create)?),
         };
-        Ok(Table { tx, of })
-    }
-
-    /// The exclusive writer's page transaction and tree, or the concurrent transaction's state
-    /// and table entry.
-    fn parts(&self) -> Parts<'t, 's> {
-        match (&self.tx.mode, &self.of) {
-            (Mode::Exclusive(ex), TableOf::Exclusive(tree)) => Parts::Exclusive(&ex.txn, *tree),
-            (Mode::Optimistic(o), TableOf::Optimistic(i)) => Parts::Optimistic(o, *i),
-            // A table is made by its own transaction, in that transaction's mode.
-            _ => Parts::Mismatch,
-        }
+        Ok(Table {
+            inner: tx.inner,
+            of,
+        })
     }
 
     fn pages(txn: &'t PageTxn<'s>, inner: &'t Inner) -> TxnPages<'t, 's> {
         TxnPages::new(txn, inner.writer.data_path(), inner.config.page_size)
-    }
-
-    fn mismatch() -> Error {
-        Error::Config("a table used outside the mode of its own transaction".to_string())
     }
 
     /// The value under `key` (this transaction's changes included).
@@ -367,12 +350,11 @@ impl<'t, 's> Table<'t, 's> {
     ///
     /// A page cannot be read or is corrupt (the error names the file and page).
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        match self.parts() {
-            Parts::Exclusive(txn, tree) => {
-                Ok(tree.get(&TxnReader::new(txn, self.tx.inner.config.page_size), key)?)
+        match self.of {
+            TableOf::Exclusive(txn, tree) => {
+                Ok(tree.get(&TxnReader::new(txn, self.inner.config.page_size), key)?)
             }
-            Parts::Optimistic(o, i) => o.get(self.tx.inner, i, key),
-            Parts::Mismatch => Err(Self::mismatch()),
+            TableOf::Optimistic(o, i) => o.get(self.inner, i, key),
         }
     }
 
@@ -395,12 +377,11 @@ impl<'t, 's> Table<'t, 's> {
     /// [`crate::MAX_VALUE_LEN`]; a page cannot be read, is corrupt, or cannot be allocated;
     /// the transaction holds more pages than the pool lets one transaction hold.
     pub fn insert(&mut self, key: &[u8], value: &[u8]) -> Result<Option<Vec<u8>>> {
-        match self.parts() {
-            Parts::Exclusive(txn, tree) => {
-                Ok(tree.insert(&mut Self::pages(txn, self.tx.inner), key, value)?)
+        match self.of {
+            TableOf::Exclusive(txn, tree) => {
+                Ok(tree.insert(&mut Self::pages(txn, self.inner), key, value)?)
             }
-            Parts::Optimistic(o, i) => o.put(self.tx.inner, i, key, Some(value)),
-            Parts::Mismatch => Err(Self::mismatch()),
+            TableOf::Optimistic(o, i) => o.put(self.inner, i, key, Some(value)),
         }
     }
 
@@ -422,12 +403,11 @@ impl<'t, 's> Table<'t, 's> {
     ///
     /// A page cannot be read or is corrupt.
     pub fn remove(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        match self.parts() {
-            Parts::Exclusive(txn, tree) => {
-                Ok(tree.remove(&mut Self::pages(txn, self.tx.inner), key)?)
+        match self.of {
+            TableOf::Exclusive(txn, tree) => {
+                Ok(tree.remove(&mut Self::pages(txn, self.inner), key)?)
             }
-            Parts::Optimistic(o, i) => o.put(self.tx.inner, i, key, None),
-            Parts::Mismatch => Err(Self::mismatch()),
+            TableOf::Optimistic(o, i) => o.put(self.inner, i, key, None),
         }
     }
 
@@ -438,11 +418,11 @@ impl<'t, 's> Table<'t, 's> {
     ///
     /// A page cannot be read or is corrupt (the error names the file and page).
     pub fn len(&self) -> Result<u64> {
-        match self.parts() {
-            Parts::Exclusive(txn, tree) => {
-                Ok(tree.len(&TxnReader::new(txn, self.tx.inner.config.page_size))?)
+        match self.of {
+            TableOf::Exclusive(txn, tree) => {
+                Ok(tree.len(&TxnReader::new(txn, self.inner.config.page_size))?)
             }
-            Parts::Optimistic(..) => {
+            TableOf::Optimistic(..) => {
                 let mut n = 0u64;
                 for row in self.range(..)? {
                     row?;
@@ -450,7 +430,6 @@ impl<'t, 's> Table<'t, 's> {
                 }
                 Ok(n)
             }
-            Parts::Mismatch => Err(Self::mismatch()),
         }
     }
 
@@ -484,12 +463,13 @@ impl<'t, 's> Table<'t, 's> {
     /// None when the cursor is made; each row is a `Result` (a page that cannot be read or is
     /// corrupt).
     pub fn range<'k, R: RangeBounds<&'k [u8]>>(&self, range: R) -> Result<Rows<'t>> {
-        match self.parts() {
-            Parts::Exclusive(txn, tree) => Ok(Rows(RowsOf::Txn(
-                tree.range(TxnReader::new(txn, self.tx.inner.config.page_size), range),
+        match self.of {
+            TableOf::Exclusive(txn, tree) => Ok(Rows(RowsOf::Txn(
+                tree.range(TxnReader::new(txn, self.inner.config.page_size), range),
             ))),
-            Parts::Optimistic(o, i) => Ok(Rows(RowsOf::Merged(Box::new(self.merged(o, i, range))))),
-            Parts::Mismatch => Err(Self::mismatch()),
+            TableOf::Optimistic(o, i) => {
+                Ok(Rows(RowsOf::Merged(Box::new(self.merged(o, i, range)))))
+            }
         }
     }
 
@@ -501,7 +481,7 @@ impl<'t, 's> Table<'t, 's> {
         range: R,
     ) -> Merged<'t> {
         let base = o.tables.borrow().get(i).and_then(Pending::visible_base);
-        Merged::over(o, self.tx.inner, Some(i), base, range)
+        Merged::over(o, self.inner, Some(i), base, range)
     }
 
     /// A forward cursor over a key range with borrowed rows (this transaction's view): the fast
@@ -528,24 +508,16 @@ impl<'t, 's> Table<'t, 's> {
     ///
     /// A page on the way to the first row cannot be read or is corrupt.
     pub fn cursor<'k, R: RangeBounds<&'k [u8]>>(&self, range: R) -> Result<Cursor<'t>> {
-        match self.parts() {
-            Parts::Exclusive(txn, tree) => Ok(Cursor(CursorOf::Txn(
-                tree.cursor(TxnReader::new(txn, self.tx.inner.config.page_size), range)?,
+        match self.of {
+            TableOf::Exclusive(txn, tree) => Ok(Cursor(CursorOf::Txn(
+                tree.cursor(TxnReader::new(txn, self.inner.config.page_size), range)?,
             ))),
-            Parts::Optimistic(o, i) => Ok(Cursor(CursorOf::Merged(
+            TableOf::Optimistic(o, i) => Ok(Cursor(CursorOf::Merged(
                 Box::new(self.merged(o, i, range)),
                 None,
             ))),
-            Parts::Mismatch => Err(Self::mismatch()),
         }
     }
-}
-
-/// What a [`Table`] works through.
-enum Parts<'t, 's> {
-    Exclusive(&'t PageTxn<'s>, BTree),
-    Optimistic(&'t Optimistic, usize),
-    Mismatch,
 }
 
 /// A table in a read transaction (at its snapshot).
@@ -669,13 +641,33 @@ impl PageRead for SnapReader<'_> {
     }
 }
 
-/// The page access of one [`ReadTable::get`]: optimistic reads through the pool, counted
-/// here and added to the pool's hits once per get (one counter update instead of one per
-/// level).
-struct GetReader<'a> {
+/// Optimistic (latch-free) page reads through the pool where the page is resident, latched
+/// ones otherwise: at a snapshot (a read transaction's or a concurrent transaction's gets), or
+/// of the newest commit (`snap: None`: a concurrent transaction's validation under the writer
+/// lock, before its apply changes anything, so no page changes meanwhile but by the holder).
+/// Hits are counted here and added to the pool's once, when the reader is dropped (one counter
+/// update per operation instead of one per level).
+pub(crate) struct GetReader<'a> {
     pool: &'a BufferPool,
-    snap: &'a Snapshot,
+    snap: Option<&'a Snapshot>,
     hits: Cell<u64>,
+}
+
+impl<'a> GetReader<'a> {
+    /// Reads `pool`'s pages at `snap`, or as they are with `None`.
+    pub(crate) fn new(pool: &'a BufferPool, snap: Option<&'a Snapshot>) -> GetReader<'a> {
+        GetReader {
+            pool,
+            snap,
+            hits: Cell::new(0),
+        }
+    }
+}
+
+impl Drop for GetReader<'_> {
+    fn drop(&mut self) {
+        self.pool.add_optimistic_hits(self.hits.get());
+    }
 }
 
 impl PageRead for GetReader<'_> {
@@ -684,61 +676,17 @@ impl PageRead for GetReader<'_> {
     }
 
     fn read<R>(&self, id: PageId, f: impl FnOnce(&[u8]) -> R) -> keel_btree::Result<R> {
-        let g = self.pool.read_at(id, self.snap).map_err(storage)?;
-        Ok(f(&g))
-    }
-
-    #[inline]
-    fn read_optimistic<R>(
-        &self,
-        id: PageId,
-        f: impl FnOnce(&[AtomicU64]) -> R,
-    ) -> Option<(R, ReadToken)> {
-        let (r, t) = self.pool.read_optimistic_at(id, self.snap, f)?;
-        self.hits.set(self.hits.get() + 1);
-        Some((r, ReadToken(t.to_bits())))
-    }
-
-    #[inline]
-    fn is_unchanged(&self, token: ReadToken) -> bool {
-        self.pool.is_unchanged(OptimisticToken::from_bits(token.0))
-    }
-}
-
-/// The pages of the newest commit, read without a snapshot and with optimistic (latch-free)
-/// reads where the page is resident: a concurrent transaction's validation under the writer
-/// lock, before its apply changes anything (no page can change meanwhile but by the holder, so
-/// an optimistic read validates at once).
-pub(crate) struct LatestReader<'a> {
-    pool: &'a BufferPool,
-    hits: Cell<u64>,
-}
-
-impl<'a> LatestReader<'a> {
-    /// Reads `pool`'s pages as they are.
-    pub(crate) fn new(pool: &'a BufferPool) -> LatestReader<'a> {
-        LatestReader {
-            pool,
-            hits: Cell::new(0),
+        match self.snap {
+            Some(snap) => {
+                let g = self.pool.read_at(id, snap).map_err(storage)?;
+                Ok(f(&g))
+            }
+            None => {
+                let g = self.pool.read(id).map_err(storage)?;
+                Ok(f(&g))
+            }
         }
     }
-}
-
-impl Drop for LatestReader<'_> {
-    fn drop(&mut self) {
-        self.pool.add_optimistic_hits(self.hits.get());
-    }
-}
-
-impl PageRead for LatestReader<'_> {
-    fn page_size(&self) -> usize {
-        self.pool.page_size()
-    }
-
-    fn read<R>(&self, id: PageId, f: impl FnOnce(&[u8]) -> R) -> keel_btree::Result<R> {
-        let g = self.pool.read(id).map_err(storage)?;
-        Ok(f(&g))
-    }
 
     #[inline]
     fn read_optimistic<R>(
@@ -746,7 +694,10 @@ impl PageRead for LatestReader<'_> {
         id: PageId,
         f: impl FnOnce(&[AtomicU64]) -> R,
     ) -> Option<(R, ReadToken)> {
-        let (r, t) = self.pool.read_optimistic(id, f)?;
+        let (r, t) = match self.snap {
+            Some(snap) => self.pool.read_optimistic_at(id, snap, f)?,
+            None => self.pool.read_optimistic(id, f)?,
+        };
         self.hits.set(self.hits.get() + 1);
         Some((r, ReadToken(t.to_bits())))
     }
