@@ -11,7 +11,8 @@
 //! - `KEEL_PEERS_REPEATS` (default 3);
 //! - `KEEL_PEERS_CASES` (default all): a comma list of `commit1,commit16,bulk,get,scan,order,cold`;
 //! - `KEEL_PEERS_ENGINES` (default all): a comma list of `keel,redb,sqlite,fjall`, where
-//!   `keel@4096` or `keel@8192` is Keel with that page size (16 KiB by default);
+//!   `keel@4096` or `keel@8192` is Keel with that page size (16 KiB by default) and
+//!   `keel@buffered` Keel without O_DIRECT on its data file;
 //! - `KEEL_PEERS_DIR` (default the system temp dir): where the stores are made (each removed
 //!   after its case).
 //!
@@ -19,8 +20,13 @@
 //! device holding the stores: run on a quiet machine; `/proc/self/io` is not used, as it
 //! charged Keel 1 MiB per 4 KiB io_uring log write on this machine's kernel),
 //! process CPU µs and voluntary context switches (`getrusage`, through keel-tpcc's `ProcessUsage`). The `cold` case drops the OS page cache before it starts
-//! (as root) and runs with data five times the engine cache; the page cache is not limited
-//! during the run, so buffered engines warm it as they go.
+//! (as root) and runs with data five times the engine cache, each engine's gets in a child
+//! process inside a memory cgroup of its cache plus `KEEL_PEERS_COLD_SLACK_MIB` (default 32;
+//! `peers_cold.rs`), so buffered engines cannot keep the data in the OS page cache beyond that
+//! (without a memory cgroup it runs unlimited and prints a `NOTE:`).
+
+#[path = "peers_cold.rs"]
+mod cold;
 
 use keel_tpcc::costs::{device_of, parse_diskstats, ProcessUsage};
 use std::path::{Path, PathBuf};
@@ -291,6 +297,12 @@ impl Kv for FjallKv {
         }
         Ok(bytes)
     }
+    fn quiesce(&self) -> Res<()> {
+        // The memtable written to a table file, so the next open does not rebuild it in
+        // memory from the journal (as Keel's checkpoint spares its replay).
+        self.ks.inner().rotate_memtable_and_wait()?;
+        Ok(())
+    }
 }
 
 // ---- harness ----
@@ -299,17 +311,24 @@ const ENGINES: [&str; 4] = ["keel", "redb", "sqlite", "fjall"];
 
 fn open(engine: &str, dir: &Path, cache: usize) -> Res<Arc<dyn Kv>> {
     std::fs::create_dir_all(dir)?;
-    // `keel@4096` and `keel@8192`: Keel with that page size (the default is 16 KiB).
-    let (engine, page_size) = match engine.split_once('@') {
-        Some((e, ps)) => (e, Some(ps.parse::<usize>()?)),
+    // `keel@4096` and `keel@8192`: Keel with that page size (the default is 16 KiB);
+    // `keel@buffered`: Keel's data file through the OS page cache (`direct_io: false`).
+    let (engine, variant) = match engine.split_once('@') {
+        Some((e, v)) => (e, Some(v)),
         None => (engine, None),
+    };
+    let (page_size, direct_io) = match variant {
+        None => (keel::Config::default().page_size, true),
+        Some("buffered") => (keel::Config::default().page_size, false),
+        Some(ps) => (ps.parse::<usize>()?, true),
     };
     Ok(match engine {
         "keel" => Arc::new(KeelKv(keel::Store::open(
             dir,
             keel::Config {
                 pool_size: cache,
-                page_size: page_size.unwrap_or(keel::Config::default().page_size),
+                page_size,
+                direct_io,
                 ..keel::Config::default()
             },
         )?)),
@@ -537,13 +556,90 @@ fn run_case(case: &str, engine: &str, dir: &Path, s: &Settings, rep: u64) -> Res
             kv.quiesce()?;
             drop(kv);
             drop_os_cache();
-            let kv = open(engine, dir, cache.max(1 << 20))?;
-            random_gets(kv.as_ref(), s.rows, 20_000, seed)?
+            cold_gets(engine, dir, s.rows, cache.max(1 << 20), seed)?
         }
         other => return Err(format!("unknown case {other}").into()),
     };
     let _ = std::fs::remove_dir_all(dir);
     Ok(sample)
+}
+
+/// The cold gets: in a child process inside a memory cgroup of the engine's cache plus
+/// `KEEL_PEERS_COLD_SLACK_MIB` (default 32) when one can be made, so buffered engines cannot
+/// keep more of the data in the OS page cache than that; else here, unlimited (with a `NOTE:`).
+fn cold_gets(engine: &str, dir: &Path, rows: u64, cache: usize, seed: u64) -> Res<Sample> {
+    let slack: u64 = std::env::var("KEEL_PEERS_COLD_SLACK_MIB")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(32);
+    let limit = cache as u64 + (slack << 20);
+    let name = format!("keel-peers-cold-{}", std::process::id());
+    let cg = match cold::MemCgroup::create(&name, limit) {
+        Ok(cg) => cg,
+        Err(why) => {
+            println!("NOTE: cold {engine}: not memory-limited ({why})");
+            let kv = open(engine, dir, cache)?;
+            return random_gets(kv.as_ref(), rows, 20_000, seed);
+        }
+    };
+    let spec = format!(
+        "{engine}|{}|{rows}|{cache}|{seed}|{}",
+        dir.display(),
+        cg.procs().display()
+    );
+    let out = std::process::Command::new(std::env::current_exe()?)
+        .arg("--bench")
+        .env(cold::CHILD_ENV, spec)
+        .stderr(std::process::Stdio::inherit())
+        .output()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let peak = cg.peak().map_or("?".to_string(), |p| (p >> 20).to_string());
+    let line = text.lines().find_map(|l| l.strip_prefix("COLD-SAMPLE "));
+    let (Some(line), true) = (line, out.status.success()) else {
+        return Err(format!(
+            "cold {engine}: child failed ({}) in a {} MiB cgroup (peak {peak} MiB): {text}",
+            out.status,
+            limit >> 20
+        )
+        .into());
+    };
+    let f: Vec<f64> = line
+        .split_whitespace()
+        .map(|x| x.parse::<f64>())
+        .collect::<Result<_, _>>()?;
+    let [per_sec, bytes_per_op, cpu_us_per_op, cs_per_op] = f[..] else {
+        return Err(format!("cold {engine}: bad child line {line:?}").into());
+    };
+    println!(
+        "cold      {engine:<7} memory limit {} MiB (cache {} MiB + slack {slack}), peak {peak} MiB",
+        limit >> 20,
+        cache >> 20
+    );
+    Ok(Sample {
+        per_sec,
+        bytes_per_op,
+        cpu_us_per_op,
+        cs_per_op,
+    })
+}
+
+/// The child side of [`cold_gets`]: joins the cgroup, opens the store with the small cache,
+/// runs the gets and prints the sample on a `COLD-SAMPLE` line.
+fn cold_child(spec: &str) -> Res<()> {
+    let p: Vec<&str> = spec.split('|').collect();
+    let [engine, dir, rows, cache, seed, procs] = p[..] else {
+        return Err(format!("bad {} {spec:?}", cold::CHILD_ENV).into());
+    };
+    cold::join(Path::new(procs))?;
+    let dir = Path::new(dir);
+    let _ = DEVICE.set(device_of(dir).ok());
+    let kv = open(engine, dir, cache.parse()?)?;
+    let s = random_gets(kv.as_ref(), rows.parse()?, 20_000, seed.parse()?)?;
+    println!(
+        "COLD-SAMPLE {} {} {} {}",
+        s.per_sec, s.bytes_per_op, s.cpu_us_per_op, s.cs_per_op
+    );
+    Ok(())
 }
 
 /// Drops the OS page cache (clean pages: the store was closed, its writes are durable).
@@ -570,6 +666,9 @@ fn main() -> Res<()> {
     // `cargo bench` passes --bench; `cargo test --benches` runs this with no flag: do nothing.
     if !std::env::args().any(|a| a == "--bench") {
         return Ok(());
+    }
+    if let Ok(spec) = std::env::var(cold::CHILD_ENV) {
+        return cold_child(&spec);
     }
     let rows: u64 = std::env::var("KEEL_PEERS_ROWS")
         .ok()
