@@ -114,6 +114,8 @@ pub struct PageTxn<'p> {
     id: u64,
     st: RefCell<TxnState>,
     finished: Cell<bool>,
+    /// Pages taken for writing, made or freed so far (see [`PageTxn::changes`]).
+    changes: Cell<u64>,
 }
 
 impl std::fmt::Debug for PageTxn<'_> {
@@ -143,6 +145,7 @@ impl BufferPool {
             id: self.next_txn.fetch_add(1, Ordering::Relaxed),
             st: RefCell::new(TxnState::default()),
             finished: Cell::new(false),
+            changes: Cell::new(0),
         }
     }
 }
@@ -163,6 +166,14 @@ impl<'p> PageTxn<'p> {
         self.st.borrow().records.len()
     }
 
+    /// A count that grows whenever this transaction's pages may have changed: each page taken
+    /// for writing ([`write`](Self::write), [`new_page`](Self::new_page)) or freed. A reader of
+    /// the transaction's pages that keeps positions across calls (a B-tree cursor) compares it
+    /// to re-position itself after the transaction wrote.
+    pub fn changes(&self) -> u64 {
+        self.changes.get()
+    }
+
     /// Approximate redo payload bytes collected so far.
     pub fn redo_bytes(&self) -> usize {
         self.st.borrow().redo_bytes
@@ -175,7 +186,8 @@ impl<'p> PageTxn<'p> {
     /// doublewrite, atomic or no-protection mode no image is ever logged, and none is charged.
     pub fn log_bytes_bound(&self) -> u64 {
         let st = self.st.borrow();
-        let mut n = keel_redo_log::inspect::group_len(&st.records);
+        // Plain encoding: the most the group takes whatever the log's format version.
+        let mut n = keel_redo_log::inspect::group_len_bound(&st.records);
         if self.pool.store.wants_full_page_images()
             && !TestKnobs::on(&self.pool.knobs.skip_full_page_images)
         {
@@ -219,6 +231,7 @@ impl<'p> PageTxn<'p> {
 
     /// Frees page `id`: a PageFree record; at commit the page leaves the pool unwritten.
     pub fn free_page(&self, id: PageId) -> Result<()> {
+        self.changes.set(self.changes.get().wrapping_add(1));
         {
             let mut st = self.st.borrow_mut();
             if let Some(&i) = st.index.get(&id) {
@@ -383,6 +396,7 @@ impl<'p> PageTxn<'p> {
     }
 
     fn take(&self, id: PageId, blank: bool) -> Result<PageWriteGuard<'_>> {
+        self.changes.set(self.changes.get().wrapping_add(1));
         let pool = self.pool;
         let held = {
             let mut st = self.st.borrow_mut();

@@ -123,7 +123,10 @@ pub mod inspect {
     };
     pub use crate::files::parse_name as parse_file_name;
     pub use crate::header::{decode_header, Slot, StaticHeader, HEADER_BYTES, HEADER_FILE};
-    pub use crate::record::{decode_group, encode_group, group_len};
+    pub use crate::record::{
+        decode_group, encode_group, encode_group_as, group_len, group_len_as, group_len_bound,
+        Encoding,
+    };
 
     use crate::error::Result;
     use crate::scan::{scan, Event, ImageSource, ScanParams};

@@ -54,7 +54,7 @@ use crate::error::{LogError, Result};
 use crate::files::{parse_name, FileSource, LogFileSet};
 use crate::header::{read_header, Slot, StaticHeader, HEADER_BYTES, HEADER_FILE, SLOT_BYTES};
 use crate::log_writer::{Failure, Writer};
-use crate::record::{encode_group, Record, GROUP_HEADER};
+use crate::record::{encode_group_as, Encoding, Record, GROUP_HEADER};
 use crate::ring::Ring;
 use crate::scan::{scan, BlockSource, Event, ScanParams};
 use crate::stats::{Counters, LogStats};
@@ -196,6 +196,8 @@ struct Ckpt {
 #[derive(Debug)]
 pub(crate) struct Shared {
     dir: PathBuf,
+    /// How groups are encoded: compact from log format version 3 on (`record.rs`).
+    encoding: Encoding,
     cfg: LogConfig,
     geo: Geometry,
     seal: bool,
@@ -285,10 +287,12 @@ impl RedoLog {
         let sh = self.sh();
         sh.check_usable()?;
         let mut buf = Vec::new();
-        let len = encode_group(records, &mut buf).map_err(|bytes| LogError::GroupTooLarge {
-            bytes,
-            limit: u32::MAX as u64,
-            why: "32-bit group length",
+        let len = encode_group_as(records, &mut buf, sh.encoding).map_err(|bytes| {
+            LogError::GroupTooLarge {
+                bytes,
+                limit: u32::MAX as u64,
+                why: "32-bit group length",
+            }
         })? as u64;
         if let Some(cap) = sh.max_group() {
             if len > cap {

@@ -12,9 +12,17 @@
 //! | L-8..L-4 | `L` again |
 //! | L-4..L | `n` again |
 //!
-//! Invariant: [`decode_group`] accepts exactly what [`encode_group`] produces and returns the
-//! records that were encoded; anything else (wrong tags, lengths that disagree, trailing bytes,
-//! unknown record types) is an error, never a panic (fuzz target `log_block`).
+//! Records are encoded one by one (a tag, then fixed-width fields), except that a run of
+//! consecutive `PageWrite`/`PageMove` records of one page — an insert into a B-tree node is
+//! four — may be one *page-ops* item (tag 7): the page id once, then each op with LEB128
+//! offsets and lengths (log format version 3; [`Encoding`]). The encoder picks, per run, the
+//! shorter of the two forms, so the compact encoding is never longer than the plain one
+//! ([`group_len_bound`]). `n` counts records, not items.
+//!
+//! Invariant: [`decode_group`] accepts what [`encode_group`] produces in either encoding and
+//! returns the records that were encoded; anything else (wrong tags, lengths that disagree,
+//! trailing bytes, unknown record types, empty or overlong page-ops runs, non-canonical or
+//! oversized LEB128 numbers) is an error, never a panic (fuzz target `log_block`).
 
 use keel_page::{PageId, PageOp, PageType};
 
@@ -33,6 +41,80 @@ const T_PAGE_IMAGE: u8 = 3;
 const T_PAGE_FREE: u8 = 4;
 const T_LOGICAL: u8 = 5;
 const T_PAGE_MOVE: u8 = 6;
+/// A run of writes and moves of one page (format version 3).
+const T_PAGE_OPS: u8 = 7;
+/// Op kinds inside a page-ops item.
+const OP_WRITE: u8 = 0;
+const OP_MOVE: u8 = 1;
+
+/// How a group's records are encoded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Encoding {
+    /// One item per record, fixed-width fields (log format versions 1 and 2).
+    Plain,
+    /// Runs of writes and moves of one page as page-ops items where that is shorter (version 3).
+    Compact,
+}
+
+/// Bytes of `v` as LEB128.
+fn leb_len(v: u32) -> usize {
+    match v {
+        0..=0x7f => 1,
+        0x80..=0x3fff => 2,
+        0x4000..=0x1f_ffff => 3,
+        0x20_0000..=0xfff_ffff => 4,
+        _ => 5,
+    }
+}
+
+fn put_leb(out: &mut Vec<u8>, mut v: u32) {
+    while v >= 0x80 {
+        out.push((v as u8 & 0x7f) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+/// The page of a record a page-ops item can hold (a write or a move).
+fn op_page(r: &Record) -> Option<PageId> {
+    match r {
+        Record::PageWrite { page_id, .. } | Record::PageMove { page_id, .. } => Some(*page_id),
+        _ => None,
+    }
+}
+
+/// An op's bytes inside a page-ops item.
+fn op_len(r: &Record) -> usize {
+    match r {
+        Record::PageWrite { offset, bytes, .. } => {
+            1 + leb_len(*offset) + leb_len(bytes.len() as u32) + bytes.len()
+        }
+        Record::PageMove { src, dst, len, .. } => 1 + leb_len(*src) + leb_len(*dst) + leb_len(*len),
+        _ => 0,
+    }
+}
+
+/// The most ops one page-ops item holds.
+const MAX_RUN: usize = u16::MAX as usize;
+
+/// How the records from `i` on are encoded next: `(count, compact bytes)` when the run of
+/// writes and moves of one page starting there is shorter as one page-ops item, else `None`
+/// (the record at `i` goes alone, plainly).
+fn compact_run(records: &[Record], i: usize) -> Option<(usize, usize)> {
+    let page = op_page(&records[i])?;
+    let mut k = 0;
+    let (mut compact, mut plain) = (0usize, 0usize);
+    while let Some(r) = records.get(i + k) {
+        if k == MAX_RUN || op_page(r) != Some(page) {
+            break;
+        }
+        compact += op_len(r);
+        plain += r.encoded_len();
+        k += 1;
+    }
+    let compact = compact + 1 + 8 + leb_len(k as u32);
+    (compact < plain).then_some((k, compact))
+}
 
 /// A redo record. Page records are physical (byte-level), so replay is simple and exact.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -153,7 +235,7 @@ impl Record {
         }
     }
 
-    /// Bytes this record takes in the log.
+    /// Bytes this record takes in the log on its own (the plain encoding, [`Encoding::Plain`]).
     pub fn encoded_len(&self) -> usize {
         1 + match self {
             Record::PageInit { .. } => 8 + 2,
@@ -166,24 +248,69 @@ impl Record {
     }
 }
 
-/// Bytes a group of `records` takes in the log (header and commit marker included).
+/// Bytes a group of `records` takes in the log (header and commit marker included) as
+/// [`encode_group`] writes it (the current format's compact encoding).
 pub fn group_len(records: &[Record]) -> u64 {
-    GROUP_OVERHEAD as u64 + records.iter().map(|r| r.encoded_len() as u64).sum::<u64>()
+    group_len_as(records, Encoding::Compact)
 }
 
-/// Appends the encoding of one group to `out`. Fails if the group does not fit the 32-bit
-/// length field (the caller checks the log's own limits); returns the group's length.
+/// The most bytes a group of `records` takes in any encoding (the plain one: the compact one
+/// is never longer) — a bound that holds whatever the log's format version.
+pub fn group_len_bound(records: &[Record]) -> u64 {
+    group_len_as(records, Encoding::Plain)
+}
+
+/// Bytes a group of `records` takes in `encoding`.
+pub fn group_len_as(records: &[Record], encoding: Encoding) -> u64 {
+    let mut n = GROUP_OVERHEAD as u64;
+    let mut i = 0;
+    while let Some(r) = records.get(i) {
+        match (encoding, compact_run(records, i)) {
+            (Encoding::Compact, Some((k, bytes))) => {
+                n += bytes as u64;
+                i += k;
+            }
+            _ => {
+                n += r.encoded_len() as u64;
+                i += 1;
+            }
+        }
+    }
+    n
+}
+
+/// [`encode_group`] in the current format (compact runs).
 pub fn encode_group(records: &[Record], out: &mut Vec<u8>) -> Result<usize, u64> {
-    let len = group_len(records);
+    encode_group_as(records, out, Encoding::Compact)
+}
+
+/// Appends the encoding of one group to `out` in `encoding`. Fails if the group does not fit
+/// the 32-bit length field (the caller checks the log's own limits); returns the group's length.
+pub fn encode_group_as(
+    records: &[Record],
+    out: &mut Vec<u8>,
+    encoding: Encoding,
+) -> Result<usize, u64> {
+    let len = group_len_as(records, encoding);
     if len > u32::MAX as u64 || records.len() > u32::MAX as usize {
         return Err(len);
     }
     let n = records.len() as u32;
+    let start = out.len();
     out.reserve(len as usize);
     out.push(GROUP_TAG);
     out.extend_from_slice(&(len as u32).to_le_bytes());
     out.extend_from_slice(&n.to_le_bytes());
-    for r in records {
+    let mut i = 0;
+    while let Some(r) = records.get(i) {
+        if encoding == Encoding::Compact {
+            if let Some((k, _)) = compact_run(records, i) {
+                encode_run(&records[i..i + k], out);
+                i += k;
+                continue;
+            }
+        }
+        i += 1;
         match r {
             Record::PageInit { page_id, page_type } => {
                 out.push(T_PAGE_INIT);
@@ -234,7 +361,33 @@ pub fn encode_group(records: &[Record], out: &mut Vec<u8>) -> Result<usize, u64>
     out.push(COMMIT_TAG);
     out.extend_from_slice(&(len as u32).to_le_bytes());
     out.extend_from_slice(&n.to_le_bytes());
+    debug_assert_eq!(out.len() - start, len as usize, "group length as computed");
     Ok(len as usize)
+}
+
+/// One page-ops item: `run` is a run of writes and moves of one page ([`compact_run`]).
+fn encode_run(run: &[Record], out: &mut Vec<u8>) {
+    out.push(T_PAGE_OPS);
+    let page = run.first().and_then(op_page).unwrap_or(PageId(0));
+    out.extend_from_slice(&page.0.to_le_bytes());
+    put_leb(out, run.len() as u32);
+    for r in run {
+        match r {
+            Record::PageWrite { offset, bytes, .. } => {
+                out.push(OP_WRITE);
+                put_leb(out, *offset);
+                put_leb(out, bytes.len() as u32);
+                out.extend_from_slice(bytes);
+            }
+            Record::PageMove { src, dst, len, .. } => {
+                out.push(OP_MOVE);
+                put_leb(out, *src);
+                put_leb(out, *dst);
+                put_leb(out, *len);
+            }
+            _ => debug_assert!(false, "only writes and moves form a run"),
+        }
+    }
 }
 
 /// Reads the length field of a group header (`bytes` must start with the header).
@@ -288,6 +441,25 @@ impl<'a> Reader<'a> {
         let n = self.u32()? as usize;
         Ok(self.take(n)?.to_vec())
     }
+    /// A canonical LEB128 number of at most 32 bits (no overlong forms: exactly one byte
+    /// string encodes each number).
+    fn leb(&mut self) -> Result<u32, String> {
+        let mut v: u64 = 0;
+        for i in 0..5 {
+            let b = self.u8()?;
+            v |= u64::from(b & 0x7f) << (7 * i);
+            if b & 0x80 == 0 {
+                if i > 0 && b == 0 {
+                    return Err(format!("overlong LEB128 number at offset {}", self.pos - 1));
+                }
+                return u32::try_from(v).map_err(|_| format!("LEB128 number {v} exceeds 32 bits"));
+            }
+        }
+        Err(format!(
+            "LEB128 number longer than 5 bytes at offset {}",
+            self.pos
+        ))
+    }
 }
 
 /// Decodes one whole group (exactly its bytes: header, records, commit marker). Never panics.
@@ -317,13 +489,49 @@ pub fn decode_group(bytes: &[u8]) -> Result<Vec<Record>, String> {
     // Each record takes at least 9 bytes: refuse absurd counts before allocating.
     let cap = (n as usize).min(body_end / 9 + 1);
     let mut records = Vec::with_capacity(cap);
-    for i in 0..n {
+    while records.len() < n as usize {
+        let i = records.len();
         if r.pos >= body_end {
             return Err(format!(
                 "group claims {n} records but its body ends after {i}"
             ));
         }
         let t = r.u8()?;
+        if t == T_PAGE_OPS {
+            let page_id = PageId(r.u64()?);
+            let k = r.leb()? as usize;
+            if k == 0 || k > MAX_RUN || k > n as usize - i {
+                return Err(format!(
+                    "record {i}: a page-ops run of {k} ops (1 to {MAX_RUN}, and {} records left)",
+                    n as usize - i
+                ));
+            }
+            for j in 0..k {
+                let rec = match r.u8()? {
+                    OP_WRITE => {
+                        let offset = r.leb()?;
+                        let len = r.leb()? as usize;
+                        Record::PageWrite {
+                            page_id,
+                            offset,
+                            bytes: r.take(len)?.to_vec(),
+                        }
+                    }
+                    OP_MOVE => Record::PageMove {
+                        page_id,
+                        src: r.leb()?,
+                        dst: r.leb()?,
+                        len: r.leb()?,
+                    },
+                    other => return Err(format!("record {}: unknown page op {other:#04x}", i + j)),
+                };
+                if r.pos > body_end {
+                    return Err(format!("record {} runs into the commit marker", i + j));
+                }
+                records.push(rec);
+            }
+            continue;
+        }
         let rec = match t {
             T_PAGE_INIT => Record::PageInit {
                 page_id: PageId(r.u64()?),
@@ -418,15 +626,148 @@ mod tests {
         ]
     }
 
+    /// An insert into a B-tree node: a cell, a slot-array move, a slot and the counts (a run
+    /// of four ops on one page), then a plain record and a run of one.
+    fn insert_like() -> Vec<Record> {
+        let w = |offset: u32, bytes: Vec<u8>| Record::PageWrite {
+            page_id: PageId(9),
+            offset,
+            bytes,
+        };
+        vec![
+            w(16_000, vec![5; 124]),
+            Record::PageMove {
+                page_id: PageId(9),
+                src: 96,
+                dst: 104,
+                len: 512,
+            },
+            w(96, vec![1; 8]),
+            w(36, vec![2; 8]),
+            Record::PageFree { page_id: PageId(9) },
+            w(40, vec![3]),
+        ]
+    }
+
     #[test]
     fn groups_round_trip() {
-        for records in [sample(), vec![]] {
-            let mut out = vec![0xAA]; // encoding appends
-            let n = encode_group(&records, &mut out).unwrap();
-            assert_eq!(n as u64, group_len(&records));
-            assert_eq!(out.len(), n + 1);
-            assert_eq!(decode_group(&out[1..]).unwrap(), records);
-            assert_eq!(header_len(&out[1..]), Some(n as u32));
+        for records in [sample(), vec![], insert_like()] {
+            for enc in [Encoding::Plain, Encoding::Compact] {
+                let mut out = vec![0xAA]; // encoding appends
+                let n = encode_group_as(&records, &mut out, enc).unwrap();
+                assert_eq!(n as u64, group_len_as(&records, enc));
+                assert_eq!(out.len(), n + 1);
+                assert_eq!(decode_group(&out[1..]).unwrap(), records);
+                assert_eq!(header_len(&out[1..]), Some(n as u32));
+            }
+            assert_eq!(
+                group_len_bound(&records),
+                group_len_as(&records, Encoding::Plain)
+            );
+            assert!(group_len(&records) <= group_len_bound(&records));
+        }
+    }
+
+    /// The compact encoding of an insert: 212 plain bytes of records become 166.
+    #[test]
+    fn an_insert_is_one_compact_item() {
+        let records = insert_like();
+        let plain: usize = records[..4].iter().map(Record::encoded_len).sum();
+        assert_eq!(plain, 141 + 21 + 25 + 25);
+        let mut g = Vec::new();
+        encode_group(&records[..4], &mut g).unwrap();
+        let body = &g[GROUP_HEADER..g.len() - (GROUP_OVERHEAD - GROUP_HEADER)];
+        // tag, page, count 4; write: kind, offset 16000 (2 bytes), len 124 (1 byte), cell;
+        // move: kind, 96, 104 (1 byte each), 512 (2 bytes); two 8-byte writes at 96 and 36.
+        assert_eq!(
+            body.len(),
+            (1 + 8 + 1) + (1 + 2 + 1 + 124) + (1 + 1 + 1 + 2) + 2 * (1 + 1 + 1 + 8)
+        );
+        assert_eq!(body[0], T_PAGE_OPS);
+        assert_eq!(&body[1..9], &9u64.to_le_bytes());
+        assert_eq!(body[9], 4);
+        assert_eq!(
+            &body[10..14],
+            &[
+                OP_WRITE,
+                0x80 | (16_000 & 0x7f) as u8,
+                (16_000 >> 7) as u8,
+                124
+            ]
+        );
+    }
+
+    /// A run is cut at another page's record, at a record of another kind, and never compact
+    /// when that is longer (a lone write at a huge offset stays plain).
+    #[test]
+    fn runs_are_cut_and_chosen_by_length() {
+        let mut r = insert_like();
+        r.insert(
+            2,
+            Record::PageMove {
+                page_id: PageId(8),
+                src: 1,
+                dst: 2,
+                len: 3,
+            },
+        );
+        assert_eq!(compact_run(&r, 0).map(|(k, _)| k), Some(2));
+        assert_eq!(compact_run(&r, 3).map(|(k, _)| k), Some(2));
+        assert_eq!(compact_run(&r, 5), None, "a free is not a page op");
+        let far = [Record::PageWrite {
+            page_id: PageId(1),
+            offset: u32::MAX,
+            bytes: vec![0; 300],
+        }];
+        assert_eq!(compact_run(&far, 0), None);
+        assert_eq!(group_len(&far), group_len_bound(&far));
+    }
+
+    /// Breaks the compact item's rules on purpose: an empty run, a run longer than the records
+    /// left, an unknown op kind and overlong or oversized LEB128 numbers are all refused.
+    #[test]
+    fn bad_page_ops_items_are_rejected() {
+        let records = insert_like();
+        let mut g = Vec::new();
+        encode_group(&records[..4], &mut g).unwrap();
+        let count = GROUP_HEADER + 9;
+        let mut bad = g.clone();
+        bad[count] = 0;
+        assert!(decode_group(&bad).unwrap_err().contains("run of 0"));
+        let mut bad = g.clone();
+        bad[count] = 5;
+        assert!(decode_group(&bad).unwrap_err().contains("run of 5"));
+        let mut bad = g.clone();
+        bad[count + 1] = 9;
+        assert!(decode_group(&bad).unwrap_err().contains("unknown page op"));
+        // Overlong: 124 as two bytes (0xfc 0x00) instead of one; oversized: 2^35.
+        let mut r = Reader {
+            bytes: &[0xfc, 0x00],
+            pos: 0,
+        };
+        assert!(r.leb().unwrap_err().contains("overlong"));
+        let mut r = Reader {
+            bytes: &[0x80, 0x80, 0x80, 0x80, 0x10],
+            pos: 0,
+        };
+        assert!(r.leb().unwrap_err().contains("exceeds 32 bits"));
+        let mut r = Reader {
+            bytes: &[0x80; 6],
+            pos: 0,
+        };
+        assert!(r.leb().is_err());
+        for v in [0, 1, 127, 128, 16_383, 16_384, u32::MAX] {
+            let mut out = Vec::new();
+            put_leb(&mut out, v);
+            assert_eq!(out.len(), leb_len(v));
+            assert_eq!(
+                Reader {
+                    bytes: &out,
+                    pos: 0
+                }
+                .leb(),
+                Ok(v)
+            );
         }
     }
 
@@ -453,9 +794,18 @@ mod tests {
     /// changed byte is record *content*; framing damage is always caught.
     #[test]
     fn framing_damage_is_rejected() {
-        let records = sample();
+        for (records, enc) in [
+            (sample(), Encoding::Plain),
+            (sample(), Encoding::Compact),
+            (insert_like(), Encoding::Compact),
+        ] {
+            framing_damage_is_rejected_in(&records, enc);
+        }
+    }
+
+    fn framing_damage_is_rejected_in(records: &[Record], enc: Encoding) {
         let mut g = Vec::new();
-        encode_group(&records, &mut g).unwrap();
+        encode_group_as(records, &mut g, enc).unwrap();
         for cut in 0..g.len() {
             assert!(decode_group(&g[..cut]).is_err(), "truncated at {cut}");
         }

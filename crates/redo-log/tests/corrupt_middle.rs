@@ -145,7 +145,7 @@ fn damage_to_the_last_block_opens_as_a_torn_tail() {
 }
 
 /// A log created by a build before the durable lag (header version 1) keeps a lag of 0 in every
-/// block it is given, so such a build can still read it; new logs are version 2 and claim.
+/// block it is given, so such a build can still read it; new logs are version 3 and claim.
 #[test]
 fn a_version_1_log_keeps_blocks_without_claims() {
     use keel_redo_log::inspect::{decode_header, HEADER_FILE};
@@ -156,7 +156,7 @@ fn a_version_1_log_keeps_blocks_without_claims() {
     let hpath = dir.join(HEADER_FILE);
     let h = fs.contents(&hpath).unwrap();
     let (mut st, _) = decode_header(&hpath, &h).unwrap();
-    assert_eq!(st.version, 2, "new logs are version 2");
+    assert_eq!(st.version, 3, "new logs are version 3");
     st.version = 1;
     let f = fs
         .open(&hpath, &OpenOptions::new(FileClass::Other))
@@ -176,4 +176,45 @@ fn a_version_1_log_keeps_blocks_without_claims() {
     }
     let (st, _) = decode_header(&hpath, &fs.contents(&hpath).unwrap()).unwrap();
     assert_eq!(st.version, 1);
+}
+
+/// A log created before page-ops items (header version 2) keeps plain groups, so a build that
+/// reads only version 2 can still read it; a version 3 log writes runs of page ops compactly.
+/// Told by the LSNs each group takes, which are its encoded bytes.
+#[test]
+fn a_version_2_log_keeps_plain_groups() {
+    use keel_redo_log::inspect::{decode_header, group_len_as, Encoding, HEADER_FILE};
+    for (version, enc) in [(2, Encoding::Plain), (3, Encoding::Compact)] {
+        let fs = SimFs::new(SimConfig::seeded(10));
+        let dir = Path::new("/log");
+        let c = cfg(LogBlockSize::B512, layouts()[0]);
+        write(&fs, dir, &c, 0);
+        let hpath = dir.join(HEADER_FILE);
+        let (mut st, _) = decode_header(&hpath, &fs.contents(&hpath).unwrap()).unwrap();
+        st.version = version;
+        let f = fs
+            .open(&hpath, &OpenOptions::new(FileClass::Other))
+            .unwrap();
+        f.write_all_at(&st.encode(), 0).unwrap();
+        f.sync_all().unwrap();
+        write(&fs, dir, &c, 40);
+        let r = open(&fs, dir, &c, false).unwrap();
+        assert_eq!(r.groups.len(), 40);
+        let mut shorter = 0;
+        for g in &r.groups {
+            let len = g.end_lsn.0 - g.start_lsn.0;
+            assert_eq!(len, group_len_as(&g.records, enc), "version {version}");
+            if len < group_len_as(&g.records, Encoding::Plain) {
+                shorter += 1;
+            }
+        }
+        // Every fourth group of `common::group` is a write and a move of one page.
+        assert_eq!(
+            shorter > 0,
+            version == 3,
+            "version {version}: {shorter} compact groups"
+        );
+        let (st, _) = decode_header(&hpath, &fs.contents(&hpath).unwrap()).unwrap();
+        assert_eq!(st.version, version);
+    }
 }

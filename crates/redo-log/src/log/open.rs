@@ -444,8 +444,16 @@ impl RedoLog {
 
         let start = m * p;
         let limit = limit_for(&geo, slot.scan_start, reserve_blocks);
+        // Version 1 and 2 logs keep plain groups, so that builds that read only those versions
+        // never meet a page-ops item.
+        let encoding = if st.version >= 3 {
+            Encoding::Compact
+        } else {
+            Encoding::Plain
+        };
         let sh = Arc::new(Shared {
             dir: dir.to_path_buf(),
+            encoding,
             seal,
             geo,
             reserve_blocks,
