@@ -33,7 +33,7 @@ pub use dump::{dump_node, CellDump, CellValue, NodeDump};
 pub use keel_page::PageOp;
 pub use mem::MemPages;
 pub use node::Limits;
-pub use tree::{BTree, Cursor, Range, TreeStats};
+pub use tree::{BTree, Cursor, Range, TreeStats, GET_WITH_INLINE};
 
 use keel_page::{PageId, PageType};
 use std::sync::atomic::AtomicU64;
@@ -132,6 +132,14 @@ pub trait PageRead {
         let _ = token;
         false
     }
+
+    /// A number that changes whenever the pages read through this store may have changed
+    /// since it was last asked (a write transaction wrote). A cursor compares it before each
+    /// row and, when it changed, finds its place again by key instead of trusting the path it
+    /// kept. Default: 0, for stores whose pages do not change while read (a snapshot).
+    fn generation(&self) -> u64 {
+        0
+    }
 }
 
 impl<T: PageRead + ?Sized> PageRead for &T {
@@ -157,6 +165,10 @@ impl<T: PageRead + ?Sized> PageRead for &T {
 
     fn prefetch(&self, ids: &[PageId]) {
         (**self).prefetch(ids)
+    }
+
+    fn generation(&self) -> u64 {
+        (**self).generation()
     }
 }
 

@@ -191,6 +191,11 @@ impl<'a> Node<'a> {
         self.nslots
     }
 
+    /// The cell area `cell_start..end` (validated by [`Node::new`]): every cell lies in it.
+    pub(crate) fn cell_area(&self) -> (usize, usize) {
+        (self.cell_start, self.end)
+    }
+
     pub(crate) fn leftmost(&self) -> PageId {
         PageId(rd_u64(self.page, NH_LEFTMOST))
     }

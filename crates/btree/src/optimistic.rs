@@ -38,6 +38,8 @@ pub(crate) enum Step {
     Absent,
     /// The leaf's value, copied.
     Inline(Vec<u8>),
+    /// The leaf's value, copied into the first this many bytes of the caller's buffer.
+    Copied(usize),
     /// The value lives in overflow pages.
     Overflow { first: PageId, len: u64 },
 }
@@ -107,6 +109,19 @@ impl Words<'_> {
             }
         }
         Some(len.cmp(&key.len()))
+    }
+
+    /// Copies the page bytes `off..off + len` into `out[..len]` (`None` if either is too
+    /// short).
+    fn copy_to(&self, off: usize, len: usize, out: &mut [u8]) -> Option<()> {
+        if off.checked_add(len)? > self.len() {
+            return None;
+        }
+        for (i, chunk) in out.get_mut(..len)?.chunks_mut(8).enumerate() {
+            let n = chunk.len();
+            chunk.copy_from_slice(self.le(off + i * 8, n)?.to_le_bytes().get(..n)?);
+        }
+        Some(())
     }
 
     /// A copy of the page bytes `off..off + len`.
@@ -259,8 +274,9 @@ impl<'a> OptNode<'a> {
         self.w.u64(off + 4).map(PageId)
     }
 
-    /// `Node::value` on words (inline values copied).
-    fn value(&self, i: usize) -> Option<Step> {
+    /// `Node::value` on words (inline values copied: into `buf` if they fit, else into a
+    /// vector of their own).
+    fn value(&self, i: usize, buf: &mut [u8]) -> Option<Step> {
         let (off, klen) = self.cell(i)?;
         let vlen = self.w.u32(off + 4)? as usize;
         let v = off + LEAF_CELL_HEADER + klen;
@@ -272,6 +288,10 @@ impl<'a> OptNode<'a> {
                 first: PageId(self.w.u64(v)?),
                 len: self.w.u64(v + 8)?,
             });
+        }
+        // An empty buffer asks for a vector (`step`), even for an empty value.
+        if !buf.is_empty() && vlen <= buf.len() {
+            return self.w.copy_to(v, vlen, buf).map(|()| Step::Copied(vlen));
         }
         self.w.copy(v, vlen).map(Step::Inline)
     }
@@ -298,9 +318,21 @@ fn prefetch_word(words: &[AtomicU64], i: usize) {
 }
 
 /// One level of a point lookup of `key` on a page given as racy words: the child to follow or
-/// the leaf's answer. `expect`: the level the parent said this node is at. `None`: not a
-/// well-formed node (or not at the expected level).
+/// the leaf's answer (an inline value in a vector of its own). `expect`: the level the parent
+/// said this node is at. `None`: not a well-formed node (or not at the expected level).
+#[cfg(test)]
 pub(crate) fn step(words: &[AtomicU64], key: &[u8], expect: Option<u8>) -> Option<Step> {
+    step_into(words, key, expect, &mut [])
+}
+
+/// [`step`], with an inline value that fits in `buf` copied there ([`Step::Copied`]) instead
+/// of into a vector (a borrowed get allocates nothing).
+pub(crate) fn step_into(
+    words: &[AtomicU64],
+    key: &[u8],
+    expect: Option<u8>,
+    buf: &mut [u8],
+) -> Option<Step> {
     let w = Words(words);
     let n = OptNode::new(w)?;
     let level = w.u8(NH_LEVEL)?;
@@ -309,7 +341,7 @@ pub(crate) fn step(words: &[AtomicU64], key: &[u8], expect: Option<u8>) -> Optio
     }
     if n.leaf {
         return match n.search(key)? {
-            Ok(i) => n.value(i),
+            Ok(i) => n.value(i, buf),
             Err(_) => Some(Step::Absent),
         };
     }
@@ -351,6 +383,18 @@ mod tests {
         }
         let c = n.child_index_for(key).ok()?;
         Some(Step::Child(n.child(c).ok()?, n.level().wrapping_sub(1)))
+    }
+
+    /// [`step_into`] with a 64-byte buffer, a value copied there given back as `Inline`.
+    fn step_buffered(w: &[AtomicU64], key: &[u8]) -> Option<Step> {
+        let mut buf = [0u8; 64];
+        match step_into(w, key, None, &mut buf) {
+            Some(Step::Copied(n)) => {
+                assert!(n <= 64, "{n} bytes copied into 64");
+                Some(Step::Inline(buf[..n].to_vec()))
+            }
+            other => other,
+        }
     }
 
     /// A tree with keys of varied length and shared prefixes (so hint prefixes are non-zero),
@@ -406,6 +450,7 @@ mod tests {
                 let w = words(&page);
                 for k in &probes {
                     assert_eq!(step(&w, k, None), node_step(&page, id, k), "{id} {k:?}");
+                    assert_eq!(step_buffered(&w, k), node_step(&page, id, k), "{id} {k:?}");
                     checked += 1;
                 }
             }
@@ -446,6 +491,11 @@ mod tests {
             let k = &keys[(rng.next_u64() as usize) % keys.len()];
             assert_eq!(
                 step(&words(&page), k, None),
+                node_step(&page, PageId(1), k),
+                "round {round}"
+            );
+            assert_eq!(
+                step_buffered(&words(&page), k),
                 node_step(&page, PageId(1), k),
                 "round {round}"
             );

@@ -51,6 +51,17 @@ pub struct TreeStats {
     pub entries: usize,
 }
 
+/// Bytes of stack a [`BTree::get_with`] copies an inline value into (a longer value goes to
+/// the heap).
+pub const GET_WITH_INLINE: usize = 512;
+
+/// What an optimistic descent found in its leaf.
+enum Hit {
+    Value(FoundValue),
+    /// An inline value copied into the first this many bytes of the caller's buffer.
+    Copied(usize),
+}
+
 /// A value as found in a leaf, detached from the page.
 enum FoundValue {
     Inline(Vec<u8>),
@@ -158,21 +169,64 @@ impl BTree {
     /// the store has no optimistic reads, a page is not at hand, or pages kept changing — the
     /// latched descent.
     pub fn get<S: PageRead>(&self, store: &S, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        if let Some(found) = self.get_optimistic(store, key) {
-            return found.map(|v| self.materialize(store, v)).transpose();
+        match self.get_optimistic(store, key, &mut []) {
+            Some(None) => return Ok(None),
+            Some(Some(Hit::Value(v))) => return self.materialize(store, v).map(Some),
+            // Nothing is copied into an empty buffer: not reached, but a value all the same.
+            Some(Some(Hit::Copied(_))) | None => {}
         }
         self.get_latched(store, key)
     }
 
-    /// The optimistic descent of `get`: `None` if it did not succeed (fall back).
-    fn get_optimistic<S: PageRead>(&self, store: &S, key: &[u8]) -> Option<Option<FoundValue>> {
+    /// The value stored under `key`, borrowed: `f` runs on it and its result is returned.
+    /// An inline value of up to [`GET_WITH_INLINE`] bytes found by the optimistic descent (see
+    /// [`get`](Self::get)) is copied to the stack, not to the heap: nothing is allocated. A
+    /// longer one, one in overflow pages, or one found by the latched descent is read into a
+    /// vector first. `f` runs after the pages were let go (it may use the store).
+    ///
+    /// # Errors
+    ///
+    /// As [`get`](Self::get): a page cannot be read or is corrupt (`f` is then not called).
+    pub fn get_with<S: PageRead, T>(
+        &self,
+        store: &S,
+        key: &[u8],
+        f: impl FnOnce(&[u8]) -> T,
+    ) -> Result<Option<T>> {
+        let mut buf = [0u8; GET_WITH_INLINE];
+        let found = match self.get_optimistic(store, key, &mut buf) {
+            Some(found) => found,
+            None => return Ok(self.get_latched(store, key)?.map(|v| f(&v))),
+        };
+        Ok(match found {
+            None => None,
+            Some(Hit::Copied(n)) => {
+                // `Copied` is only made for a value that fits (`optimistic::step_into`).
+                let v = buf.get(..n).ok_or_else(|| BTreeError::Corrupt {
+                    page_id: self.root,
+                    detail: format!("a value of {n} bytes was copied into {GET_WITH_INLINE}"),
+                })?;
+                Some(f(v))
+            }
+            Some(Hit::Value(v)) => Some(f(&self.materialize(store, v)?)),
+        })
+    }
+
+    /// The optimistic descent of `get`: `None` if it did not succeed (fall back). An inline
+    /// value that fits in `buf` is copied there ([`Hit::Copied`]).
+    fn get_optimistic<S: PageRead>(
+        &self,
+        store: &S,
+        key: &[u8],
+        buf: &mut [u8],
+    ) -> Option<Option<Hit>> {
         'attempt: for _ in 0..OPTIMISTIC_TRIES {
             let mut id = self.root;
             let mut expect: Option<u8> = None;
             let mut parent: Option<ReadToken> = None;
             for _ in 0..MAX_DEPTH {
                 let (step, token) =
-                    store.read_optimistic(id, |w| optimistic::step(w, key, expect))?;
+                    store.read_optimistic(id, |w| optimistic::step_into(w, key, expect, buf))?;
                 if parent.is_some_and(|p| !store.is_unchanged(p)) {
                     continue 'attempt;
                 }
@@ -184,9 +238,10 @@ impl BTree {
                         parent = Some(token);
                     }
                     OptStep::Absent => return Some(None),
-                    OptStep::Inline(v) => return Some(Some(FoundValue::Inline(v))),
+                    OptStep::Inline(v) => return Some(Some(Hit::Value(FoundValue::Inline(v)))),
+                    OptStep::Copied(n) => return Some(Some(Hit::Copied(n))),
                     OptStep::Overflow { first, len } => {
-                        return Some(Some(FoundValue::Overflow { first, len }))
+                        return Some(Some(Hit::Value(FoundValue::Overflow { first, len })))
                     }
                 }
             }
@@ -326,6 +381,7 @@ impl BTree {
         };
         Range {
             tree: *self,
+            generation: store.generation(),
             store,
             front: own(range.start_bound()),
             back: own(range.end_bound()),

@@ -444,6 +444,55 @@ fn a_cursor_refuses_keys_out_of_order() {
     assert!(err.to_string().contains("out of order"), "{err}");
 }
 
+/// Cursor invariant 3 broken on purpose: the cursor copies only a leaf's bytes in use, so its
+/// buffer's free space still holds the previous leaf's cells. A slot of the last leaf pointed
+/// into its free space, right at one of those stale cells, is corruption naming the leaf,
+/// never the stale row (nor a key-order error found by chance).
+#[test]
+fn a_cursor_never_reads_a_stale_cell() {
+    let h = PAGE_HEADER_SIZE;
+    let u32_at = |p: &[u8], o: usize| u32::from_le_bytes(p[o..o + 4].try_into().unwrap()) as usize;
+    let mut pages = MemPages::new(4096);
+    let tree = BTree::create(&mut pages).unwrap();
+    // Appends: full leaves, and a last leaf with room (a large free space).
+    for i in 0u32..200 {
+        tree.insert(&mut pages, &i.to_be_bytes(), &[7u8; 30])
+            .unwrap();
+    }
+    assert_eq!(tree.check(&pages).unwrap().depth, 2);
+    let root = pages.raw_mut(tree.root()).unwrap().clone();
+    let nslots = u32_at(&root, h + 4);
+    let child = |i: usize| {
+        let o = if i == 0 {
+            h + 16
+        } else {
+            u32_at(&root, h + 24 + (i - 1) * 8) + 4
+        };
+        PageId(u64::from_le_bytes(root[o..o + 8].try_into().unwrap()))
+    };
+    let (before, last) = (child(nslots - 1), child(nslots));
+    let prev = pages.raw_mut(before).unwrap().clone();
+    let l = pages.raw_mut(last).unwrap();
+    let (slots_end, cell_start) = (h + 24 + u32_at(l, h + 4) * 8, u32_at(l, h + 8));
+    // A cell of the leaf before that lies in the last leaf's free space.
+    let stale = (0..u32_at(&prev, h + 4))
+        .map(|i| u32_at(&prev, h + 24 + i * 8))
+        .find(|&o| o >= slots_end && o + 8 + 4 + 30 <= cell_start)
+        .expect("the leaf before has a cell where the last leaf has free space");
+    l[h + 24..h + 28].copy_from_slice(&(stale as u32).to_le_bytes());
+    let mut c = tree.cursor(&pages, ..).unwrap();
+    let err = loop {
+        match c.next() {
+            Ok(Some(_)) => {}
+            Ok(None) => panic!("the damaged slot was not noticed"),
+            Err(e) => break e,
+        }
+    };
+    let msg = err.to_string();
+    assert!(msg.contains("cell area"), "{msg}");
+    assert!(msg.contains(&last.to_string()), "{msg}");
+}
+
 /// Invariant 2 broken on purpose: a child at the wrong level is reported, not followed.
 #[test]
 fn check_and_get_catch_a_child_at_the_wrong_level() {

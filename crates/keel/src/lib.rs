@@ -61,7 +61,7 @@ mod txn;
 pub use check::{CheckReport, TableCheck};
 pub use config::{Config, LogFileMode, TornPage};
 pub use error::{Error, Result};
-pub use keel_btree::BTreeError;
+pub use keel_btree::{BTreeError, GET_WITH_INLINE};
 pub use keel_buffer_pool::PoolError;
 pub use keel_flush::{DoublewriteInspection, FlushError};
 pub use keel_io::{Capabilities, IoError};

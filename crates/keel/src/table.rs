@@ -128,6 +128,12 @@ impl PageRead for TxnReader<'_, '_> {
         let g = self.txn.read(id).map_err(storage)?;
         Ok(f(&g))
     }
+
+    /// The transaction's change count: a cursor of the transaction re-positions itself after
+    /// the transaction wrote (through any table handle).
+    fn generation(&self) -> u64 {
+        self.txn.changes()
+    }
 }
 
 fn lookup_catalog<S: PageRead>(inner: &Inner, pages: S, name: &str) -> Result<Option<PageId>> {
@@ -358,6 +364,31 @@ impl<'t, 's> Table<'t, 's> {
         }
     }
 
+    /// The value under `key` (this transaction's changes included), borrowed: `f` runs on it
+    /// and its result is returned; `None` if the key is absent (`f` is not called). Inside a
+    /// write transaction this is [`get`](Self::get) handing its value to `f`; the borrowed
+    /// fast path is [`ReadTable::get_with`].
+    ///
+    /// ```
+    /// # fn main() -> keel::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = keel::Store::open(dir.path(), keel::Config::default())?;
+    /// let tx = store.write()?;
+    /// let mut t = tx.table("t")?;
+    /// t.insert(b"k", b"value")?;
+    /// assert_eq!(t.get_with(b"k", |v| v.len())?, Some(5));
+    /// assert_eq!(t.get_with(b"other", |v| v.len())?, None);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`get`](Self::get): a page cannot be read or is corrupt (the error names the file
+    /// and page); `f` is then not called.
+    pub fn get_with<T>(&self, key: &[u8], f: impl FnOnce(&[u8]) -> T) -> Result<Option<T>> {
+        Ok(self.get(key)?.map(|v| f(&v)))
+    }
+
     /// Inserts or replaces; returns the previous value.
     ///
     /// ```
@@ -549,6 +580,41 @@ impl<'r> ReadTable<'r> {
         snapshot_get(self.pool, self.snap, &self.tree, key)
     }
 
+    /// The committed value under `key`, borrowed: `f` runs on the value and its result is
+    /// returned; `None` if the key is absent at this transaction's snapshot (`f` is not
+    /// called). Nothing is allocated for an inline value of up to
+    /// [`GET_WITH_INLINE`](crate::GET_WITH_INLINE) bytes on resident pages: it is copied to the stack
+    /// from an optimistic, latch-free descent (as [`get`](Self::get) does, which copies it
+    /// into a new vector); a longer value, one in overflow pages, or one read through the
+    /// latched path is read into a vector first. `f` runs after every page was let go, so it
+    /// may use the store.
+    ///
+    /// ```
+    /// # fn main() -> keel::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = keel::Store::open(dir.path(), keel::Config::default())?;
+    /// let tx = store.write()?;
+    /// tx.table("t")?.insert(b"k", b"12345")?;
+    /// tx.commit()?;
+    /// let r = store.read()?;
+    /// let t = r.table("t")?;
+    /// assert_eq!(t.get_with(b"k", |v| v.len())?, Some(5));
+    /// assert_eq!(t.get_with(b"k", |v| v == b"12345")?, Some(true));
+    /// assert_eq!(t.get_with(b"absent", |v| v.len())?, None);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`get`](Self::get): a page cannot be read or is corrupt (the error names the file
+    /// and page), or the snapshot was revoked ([`Error::SnapshotTooOld`]); `f` is then not
+    /// called.
+    pub fn get_with<T>(&self, key: &[u8], f: impl FnOnce(&[u8]) -> T) -> Result<Option<T>> {
+        Ok(self
+            .tree
+            .get_with(&GetReader::new(self.pool, Some(self.snap)), key, f)?)
+    }
+
     /// The number of committed rows. It walks every node of the table once (no values are
     /// copied): O(pages), not O(1).
     ///
@@ -720,6 +786,15 @@ pub trait ReadableTable {
     /// A page cannot be read or is corrupt (the error names the file and page).
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>>;
 
+    /// The value under `key`, borrowed by `f` (whose result is returned); `None` if absent.
+    /// See [`ReadTable::get_with`] and [`Table::get_with`].
+    ///
+    /// # Errors
+    ///
+    /// A page cannot be read or is corrupt (the error names the file and page); `f` is then
+    /// not called.
+    fn get_with<T>(&self, key: &[u8], f: impl FnOnce(&[u8]) -> T) -> Result<Option<T>>;
+
     /// A forward cursor over a key range with borrowed rows (see [`Cursor`]).
     ///
     /// # Errors
@@ -756,6 +831,10 @@ impl ReadableTable for Table<'_, '_> {
         Table::get(self, key)
     }
 
+    fn get_with<T>(&self, key: &[u8], f: impl FnOnce(&[u8]) -> T) -> Result<Option<T>> {
+        Table::get_with(self, key, f)
+    }
+
     fn cursor<'k, R: RangeBounds<&'k [u8]>>(&self, range: R) -> Result<Cursor<'_>> {
         Table::cursor(self, range)
     }
@@ -772,6 +851,10 @@ impl ReadableTable for Table<'_, '_> {
 impl ReadableTable for ReadTable<'_> {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         ReadTable::get(self, key)
+    }
+
+    fn get_with<T>(&self, key: &[u8], f: impl FnOnce(&[u8]) -> T) -> Result<Option<T>> {
+        ReadTable::get_with(self, key, f)
     }
 
     fn cursor<'k, R: RangeBounds<&'k [u8]>>(&self, range: R) -> Result<Cursor<'_>> {

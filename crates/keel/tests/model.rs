@@ -21,6 +21,10 @@ enum Op {
     Drop(u8, bool),
     /// `len`, `is_empty`, `existing_table` and `list_tables` inside the transaction.
     Count(u8),
+    /// A cursor, forward rows and backward rows of the table, each one row in, then an insert
+    /// and a remove through another handle, then the scans finished: each sees the rows past
+    /// the one it returned as they are after the writes (a scan that had ended stays ended).
+    ScanAround(u8, Vec<u8>, Vec<u8>, Vec<u8>),
 }
 
 #[derive(Debug, Clone)]
@@ -69,6 +73,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (0u8..3, bound(), bound(), any::<bool>()).prop_map(|(t, a, b, r)| Op::Range(t, a, b, r)),
         1 => (0u8..3, any::<bool>()).prop_map(|(t, again)| Op::Drop(t, again)),
         1 => (0u8..3).prop_map(Op::Count),
+        1 => (0u8..3, key(), value(), key()).prop_map(|(t, k, v, r)| Op::ScanAround(t, k, v, r)),
     ]
 }
 
@@ -229,6 +234,45 @@ proptest! {
                                     prop_assert_eq!(tab.len().unwrap(), 0);
                                     work.insert(t, BTreeMap::new());
                                 }
+                            }
+                            Op::ScanAround(t, k, v, rm) => {
+                                let name = format!("t{t}");
+                                let tab = tx.table(&name).unwrap();
+                                let mut other = tx.table(&name).unwrap();
+                                let m = work.entry(t).or_default();
+                                let mut c = tab.cursor(..).unwrap();
+                                let mut fwd = tab.range(..).unwrap();
+                                let mut back = tab.range(..).unwrap();
+                                let first_c = c.next().unwrap().map(|(k, _)| k.to_vec());
+                                let first_f = fwd.next().map(|r| r.unwrap().0);
+                                let first_b = back.next_back().map(|r| r.unwrap().0);
+                                prop_assert_eq!(&first_c, &m.keys().next().cloned());
+                                prop_assert_eq!(&first_f, &first_c);
+                                prop_assert_eq!(&first_b, &m.keys().next_back().cloned());
+                                prop_assert_eq!(other.insert(&k, &v).unwrap(), m.insert(k, v));
+                                prop_assert_eq!(other.remove(&rm).unwrap(), m.remove(&rm));
+                                // A scan that ended stays ended (fused).
+                                let after = |first: &Option<Vec<u8>>| -> Vec<(Vec<u8>, Vec<u8>)> {
+                                    m.iter()
+                                        .filter(|(k, _)| first.as_ref().is_some_and(|f| *k > f))
+                                        .map(|(k, v)| (k.clone(), v.clone()))
+                                        .collect()
+                                };
+                                let mut rest_c = Vec::new();
+                                while let Some((k, v)) = c.next().unwrap() {
+                                    rest_c.push((k.to_vec(), v.to_vec()));
+                                }
+                                prop_assert_eq!(rest_c, after(&first_c), "cursor after writes");
+                                let rest_f: Vec<_> = fwd.map(|r| r.unwrap()).collect();
+                                prop_assert_eq!(rest_f, after(&first_f), "rows after writes");
+                                let rest_b: Vec<_> = back.rev().map(|r| r.unwrap()).collect();
+                                let want_b: Vec<(Vec<u8>, Vec<u8>)> = m
+                                    .iter()
+                                    .rev()
+                                    .filter(|(k, _)| first_b.as_ref().is_some_and(|f| *k < f))
+                                    .map(|(k, v)| (k.clone(), v.clone()))
+                                    .collect();
+                                prop_assert_eq!(rest_b, want_b, "rows backward after writes");
                             }
                             Op::Count(t) => {
                                 prop_assert_eq!(tx.list_tables().unwrap(), names(&work));

@@ -64,8 +64,13 @@ fn same(r: &ReadTxn, want: &Model, what: &str, budget_bites: bool) -> Result<(),
                 if t.get(k)?.as_ref() != Some(v) {
                     return Ok(Err(format!("{what}: table {name}: get({k:?}) differs")));
                 }
+                if t.get_with(k, |b| b == v.as_slice())? != Some(true) {
+                    return Ok(Err(format!(
+                        "{what}: table {name}: get_with({k:?}) differs"
+                    )));
+                }
             }
-            if t.get(b"absent")?.is_some() {
+            if t.get(b"absent")?.is_some() || t.get_with(b"absent", |_| ())?.is_some() {
                 return Ok(Err(format!("{what}: table {name}: an absent key is there")));
             }
         }

@@ -1,8 +1,13 @@
 //! Range cursors: finding the leaf after or before a bound (a descent per leaf, no sibling
 //! pointers) and [`Range`], the double-ended iterator over a key range.
 //!
-//! Invariant: both ends may be used at once and never cross; every key returned lies in the
-//! range, in order.
+//! Invariants: both ends may be used at once and never cross; every key returned lies in the
+//! range, in order. A leaf's rows are buffered (owned copies, overflow values as references
+//! read when returned) only while the store's [`generation`](PageRead::generation) is the one
+//! they were read at: after the transaction wrote, both buffers are dropped and refilled from
+//! the last keys returned, so a row removed, rewritten or moved since, or an overflow chain
+//! freed and reused, is never returned from a stale copy
+//! (`a_cursor_sees_its_own_transaction_write_around_it` in keel's tests).
 
 use super::*;
 
@@ -135,9 +140,23 @@ pub struct Range<S: PageRead> {
     pub(super) front_buf: VecDeque<(Vec<u8>, FoundValue)>,
     pub(super) back_buf: VecDeque<(Vec<u8>, FoundValue)>,
     pub(super) done: bool,
+    /// The store's generation when the buffers were filled.
+    pub(super) generation: u64,
 }
 
 impl<S: PageRead> Range<S> {
+    /// Drops the buffered rows if the store's pages changed since they were read (the bounds
+    /// already stand after the last rows returned, so the next fill reads them afresh).
+    #[inline]
+    fn revalidate(&mut self) {
+        let g = self.store.generation();
+        if g != self.generation {
+            self.generation = g;
+            self.front_buf.clear();
+            self.back_buf.clear();
+        }
+    }
+
     fn fill_front(&mut self) -> Result<()> {
         loop {
             let (entries, fence) = self.tree.leaf_after(&self.store, &self.front)?;
@@ -219,6 +238,7 @@ impl<S: PageRead> Iterator for Range<S> {
         if self.done {
             return None;
         }
+        self.revalidate();
         if self.front_buf.is_empty() {
             if let Err(e) = self.fill_front() {
                 self.done = true;
@@ -241,6 +261,7 @@ impl<S: PageRead> DoubleEndedIterator for Range<S> {
         if self.done {
             return None;
         }
+        self.revalidate();
         if self.back_buf.is_empty() {
             if let Err(e) = self.fill_back() {
                 self.done = true;
