@@ -582,7 +582,7 @@ pub(crate) fn slot_offset(page: &[u8], idx: usize) -> usize {
 }
 
 mod edits;
-pub(crate) use edits::{insert_edits, remove_edits, replace_edits};
+pub(crate) use edits::{compact_edits, insert_edits, remove_edits, replace_edits, truncate_edits};
 
 #[cfg(test)]
 mod tests;

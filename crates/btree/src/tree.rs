@@ -440,13 +440,7 @@ impl BTree {
         mut cell: Vec<u8>,
     ) -> Result<()> {
         loop {
-            // The common case: the cell fits in the free space, and the exact edits are known.
-            let plan = store.read(id, |p| node::insert_edits(p, id, idx, &cell))??;
-            if let Some(plan) = plan {
-                store.edit(id, &plan.edits(&cell))?;
-                return Ok(());
-            }
-            if store.write(id, |p| node::insert(p, id, idx, &cell))?? {
+            if self.insert_into(store, id, idx, &cell)? {
                 return Ok(());
             }
             // Split: gather the node's cells with the new one in place.
@@ -505,7 +499,19 @@ impl BTree {
             }
             let right = store.allocate(page_type)?;
             self.rebuild(store, right, kind, level, right_leftmost, &right_cells)?;
-            self.rebuild(store, id, kind, level, leftmost, &left_cells)?;
+            // The left half keeps its first cells where they are (the rest become
+            // fragmentation: a header write, not the page diff of a rebuilt node); the new cell
+            // then goes in like any insert (compacting if it needs the room).
+            let keep = if idx < m { m - 1 } else { m };
+            let t = store.read(id, |p| node::truncate_edits(p, id, keep))??;
+            store.edit(id, &t.edits())?;
+            if idx < m && !self.insert_into(store, id, idx, &cells[idx])? {
+                self.rebuild(store, id, kind, level, leftmost, &left_cells)?;
+            }
+            debug_assert!(
+                with_node(store, id, |n| n.cells()).is_ok_and(|c| c == left_cells),
+                "invariant: the left half of a split holds exactly its cells"
+            );
             let (parent, c) = path.pop().ok_or(BTreeError::Corrupt {
                 page_id: id,
                 detail: "split without a parent".into(),
@@ -514,6 +520,35 @@ impl BTree {
             idx = c;
             cell = inner_cell(&sep, right);
         }
+    }
+
+    /// Inserts `cell` as slot `idx` of node `id` without a split: the exact edits when it fits
+    /// the free space (the common case); else, when compacting makes room, the compaction as
+    /// moves ([`node::compact_edits`]) and then the edits; else [`node::insert`] (a key that
+    /// breaks the node's hint prefix, whose hints it rewrites, or counts it cannot trust).
+    /// False (node unchanged) if the cell does not fit.
+    fn insert_into<S: PageWrite>(
+        &self,
+        store: &mut S,
+        id: PageId,
+        idx: usize,
+        cell: &[u8],
+    ) -> Result<bool> {
+        let plan = store.read(id, |p| node::insert_edits(p, id, idx, cell))??;
+        if let Some(plan) = plan {
+            store.edit(id, &plan.edits(cell))?;
+            return Ok(true);
+        }
+        let compact = store.read(id, |p| node::compact_edits(p, id, cell.len()))??;
+        if let Some(c) = compact {
+            store.edit(id, &c.edits())?;
+            let plan = store.read(id, |p| node::insert_edits(p, id, idx, cell))??;
+            if let Some(plan) = plan {
+                store.edit(id, &plan.edits(cell))?;
+                return Ok(true);
+            }
+        }
+        store.write(id, |p| node::insert(p, id, idx, cell))?
     }
 
     fn rebuild<S: PageWrite>(

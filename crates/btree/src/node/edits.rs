@@ -267,3 +267,168 @@ impl ReplaceEdits {
         ops
     }
 }
+
+/// The edits that compact node `page` in place so that a cell of `need` bytes (plus its slot)
+/// fits its free space: live cells slid toward the page end, keeping their physical order,
+/// contiguous runs moving together (one move each, applied from the highest down, so no move
+/// overwrites a cell not yet moved); the slots whose offsets changed rewritten as one span;
+/// cell start and fragmentation count (now 0). Logged this way a compaction costs a move per
+/// run and the changed slots, not the bytes of every cell (as a rebuild's page diff did).
+/// `None` when the cell would not fit even then, or nothing would move. Cells that overlap or
+/// leave the cell area are corruption, never moved.
+pub(crate) fn compact_edits(page: &[u8], id: PageId, need: usize) -> Result<Option<CompactEdits>> {
+    let node = Node::new(page, id)?;
+    let n = node.len();
+    if node.free_space() >= need + SLOT_SIZE {
+        return Ok(None);
+    }
+    let (cell_start, end) = node.cell_area();
+    // (offset, length, slot) of every live cell, highest offset first.
+    let mut cells = Vec::with_capacity(n);
+    for i in 0..n {
+        let c = node.cell(i)?;
+        let off = rd_u32(page, SLOTS + i * SLOT_SIZE) as usize;
+        cells.push((off, c.len(), i));
+    }
+    cells.sort_unstable_by_key(|c| std::cmp::Reverse(c.0));
+    let mut top = end;
+    for &(off, len, i) in &cells {
+        if off + len > top {
+            return Err(node.corrupt(format!(
+                "the cell of slot {i} ({off}..{}) overlaps another cell",
+                off + len
+            )));
+        }
+        top = off;
+    }
+    let live: usize = cells.iter().map(|c| c.1).sum();
+    let new_start = end - live;
+    let slots_end = SLOTS + (n + 1) * SLOT_SIZE;
+    if new_start < slots_end || new_start - slots_end < need || new_start == cell_start {
+        return Ok(None);
+    }
+    let mut moves: Vec<(usize, usize, usize)> = Vec::new(); // (src, dst, len)
+    let mut offsets = vec![0u32; n];
+    let mut target = end;
+    for &(off, len, i) in &cells {
+        let dst = target - len;
+        offsets[i] = dst as u32;
+        if dst != off {
+            // Extends the previous move if this cell sits right below its source run and
+            // moves by the same distance.
+            match moves.last_mut() {
+                Some((src, d, l)) if off + len == *src && *d - *src == dst - off => {
+                    *src = off;
+                    *d = dst;
+                    *l += len;
+                }
+                _ => moves.push((off, dst, len)),
+            }
+        }
+        target = dst;
+    }
+    let changed: Vec<usize> = (0..n)
+        .filter(|&i| rd_u32(page, SLOTS + i * SLOT_SIZE) != offsets[i])
+        .collect();
+    let (first, last) = match (changed.first(), changed.last()) {
+        (Some(&f), Some(&l)) => (f, l),
+        _ => return Ok(None),
+    };
+    let mut slots = page[SLOTS + first * SLOT_SIZE..SLOTS + (last + 1) * SLOT_SIZE].to_vec();
+    for (slot, off) in slots
+        .chunks_exact_mut(SLOT_SIZE)
+        .zip(&offsets[first..=last])
+    {
+        slot[..4].copy_from_slice(&off.to_le_bytes());
+    }
+    let mut header = [0u8; 8];
+    header[..4].copy_from_slice(&(new_start as u32).to_le_bytes());
+    Ok(Some(CompactEdits {
+        moves,
+        slots_at: SLOTS + first * SLOT_SIZE,
+        slots,
+        header,
+    }))
+}
+
+/// What [`compact_edits`] computed.
+pub(crate) struct CompactEdits {
+    /// (source, destination, length), highest first.
+    moves: Vec<(usize, usize, usize)>,
+    slots_at: usize,
+    slots: Vec<u8>,
+    /// Cell start and fragmentation count (0).
+    header: [u8; 8],
+}
+
+impl CompactEdits {
+    /// The edits.
+    pub(crate) fn edits(&self) -> Vec<PageOp<'_>> {
+        let mut ops: Vec<PageOp<'_>> = self
+            .moves
+            .iter()
+            .map(|&(src, dst, len)| Move { src, dst, len })
+            .collect();
+        ops.push(Write {
+            offset: self.slots_at,
+            bytes: &self.slots,
+        });
+        ops.push(Write {
+            offset: NH_CELL_START,
+            bytes: &self.header,
+        });
+        ops
+    }
+}
+
+/// The edits that keep only the first `keep` slots of node `page` (the left half of a split):
+/// the slot count and the fragmentation count grown by the dropped cells' bytes, which stay
+/// where they are until a compaction needs the room; an emptied node also gets hint prefix 0
+/// (invariant 3). A few header bytes instead of the page diff of a rebuilt node.
+pub(crate) fn truncate_edits(page: &[u8], id: PageId, keep: usize) -> Result<TruncateEdits> {
+    let node = Node::new(page, id)?;
+    let n = node.len();
+    if keep > n {
+        return Err(node.corrupt(format!("truncation to {keep} of {n} slots")));
+    }
+    let mut dropped = 0usize;
+    for i in keep..n {
+        dropped += node.cell(i)?.len();
+    }
+    let frag = node
+        .frag()
+        .checked_add(dropped)
+        .ok_or_else(|| node.corrupt(format!("fragmentation count {} overflows", node.frag())))?;
+    let mut header = [0u8; 12];
+    header[..4].copy_from_slice(&(keep as u32).to_le_bytes());
+    header[4..8].copy_from_slice(&page[NH_CELL_START..NH_CELL_START + 4]);
+    header[8..].copy_from_slice(&(frag as u32).to_le_bytes());
+    Ok(TruncateEdits {
+        header,
+        emptied: keep == 0,
+    })
+}
+
+/// What [`truncate_edits`] computed.
+pub(crate) struct TruncateEdits {
+    /// Slot count, cell start (unchanged) and fragmentation count.
+    header: [u8; 12],
+    emptied: bool,
+}
+
+impl TruncateEdits {
+    /// The edits.
+    pub(crate) fn edits(&self) -> Vec<PageOp<'_>> {
+        let mut ops = vec![Write {
+            offset: NH_NSLOTS,
+            bytes: &self.header,
+        }];
+        if self.emptied {
+            ops.push(Write {
+                offset: NH_HINT_PREFIX,
+                bytes: &ZERO_U16,
+            });
+        }
+        ops
+    }
+}

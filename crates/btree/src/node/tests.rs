@@ -356,3 +356,101 @@ fn replace_edits_refuse_another_key_and_bad_slots() {
         .edits(&same)
         .is_empty());
 }
+
+/// A node with cells of random sizes, some removed (fragmentation scattered among live cells).
+fn fragmented(id: PageId, seed: u64) -> (Vec<u8>, Vec<Vec<u8>>) {
+    let mut p = leaf(4096);
+    let mut s = seed | 1;
+    let mut rnd = move || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        s
+    };
+    let mut n = 0u64;
+    loop {
+        let key = (rnd() % 100_000).to_be_bytes();
+        let node = Node::new(&p, id).unwrap();
+        let Err(idx) = node.search(&key).unwrap() else {
+            continue;
+        };
+        let v = vec![n as u8; (rnd() % 200) as usize];
+        if !insert(&mut p, id, idx, &leaf_cell_inline(&key, &v)).unwrap() {
+            break;
+        }
+        n += 1;
+    }
+    for _ in 0..n / 3 {
+        let len = Node::new(&p, id).unwrap().len();
+        remove(&mut p, id, (rnd() % len as u64) as usize).unwrap();
+    }
+    let cells = Node::new(&p, id).unwrap().cells().unwrap();
+    (p, cells)
+}
+
+/// Compaction as moves: the node holds the same cells in the same slots, no fragmentation, the
+/// cell area exactly the live cells, and the cell asked for now fits the free space; the edits
+/// are far fewer bytes than the cells. Overlapping cells are corruption, never moved (broken on
+/// purpose).
+#[test]
+fn compact_edits_keep_every_cell_and_make_room() {
+    let id = PageId(3);
+    for seed in 1..40u64 {
+        let (mut p, cells) = fragmented(id, seed);
+        let node = Node::new(&p, id).unwrap();
+        let (free, frag) = (node.free_space(), node.frag());
+        assert!(frag > 0, "seed {seed}: removes left fragmentation");
+        let need = free - SLOT_SIZE + 1; // one byte more than fits now
+        let plan = compact_edits(&p, id, need).unwrap();
+        if free + frag < need + SLOT_SIZE {
+            assert!(plan.is_none());
+            continue;
+        }
+        let plan = plan.expect("room after compaction");
+        let ops = plan.edits();
+        let logged: usize = ops
+            .iter()
+            .map(|o| match o {
+                keel_page::PageOp::Write { bytes, .. } => bytes.len() + 4,
+                keel_page::PageOp::Move { .. } => 6,
+            })
+            .sum();
+        let live: usize = cells.iter().map(Vec::len).sum();
+        apply(&mut p, &ops);
+        let after = Node::new(&p, id).unwrap();
+        assert_eq!(after.cells().unwrap(), cells, "seed {seed}");
+        assert_eq!(after.frag(), 0);
+        assert!(accounting_holds(&p, id), "seed {seed}");
+        assert!(after.free_space() >= need + SLOT_SIZE);
+        assert!(
+            logged < live,
+            "seed {seed}: {logged} bytes logged for {live} of cells"
+        );
+        after.check_hints().unwrap();
+    }
+    // Two slots pointing at overlapping bytes.
+    let (mut p, _) = fragmented(id, 7);
+    let o = slot_offset(&p, 1);
+    wr_u32(&mut p, SLOTS, (o + 1) as u32);
+    let need = Node::new(&p, id).unwrap().free_space();
+    assert!(compact_edits(&p, id, need).is_err());
+}
+
+/// Truncation keeps the first slots and counts the rest as fragmentation (the accounting
+/// holds); to nothing, it also resets the hint prefix (invariant 3).
+#[test]
+fn truncate_edits_keep_the_first_cells_and_the_accounting() {
+    let id = PageId(4);
+    let (p0, cells) = fragmented(id, 5);
+    for keep in [cells.len(), cells.len() / 2, 1, 0] {
+        let mut p = p0.clone();
+        apply(&mut p, &truncate_edits(&p0, id, keep).unwrap().edits());
+        let n = Node::new(&p, id).unwrap();
+        assert_eq!(n.cells().unwrap(), cells[..keep]);
+        assert!(accounting_holds(&p, id), "keep {keep}");
+        if keep == 0 {
+            assert_eq!(n.hint_prefix(), 0);
+        }
+    }
+    assert!(truncate_edits(&p0, id, cells.len() + 1).is_err());
+}
