@@ -122,18 +122,6 @@ fn check_gets(store: &Store, model: &Model) -> Result<Option<String>, Error> {
     Ok(None)
 }
 
-fn crash_now(fs: &SimFs) -> SimFs {
-    loop {
-        if let Some(p) = fs.crashed_into() {
-            return p;
-        }
-        if !fs.is_crashed() {
-            return fs.crash();
-        }
-        std::thread::yield_now();
-    }
-}
-
 fn damage(fs: &SimFs, path: &Path, d: &Damage) -> Result<(), String> {
     let e = |e: keel_io::IoError| e.to_string();
     if let Damage::Delete = d {
@@ -310,7 +298,7 @@ fn run_case(seed: u64) -> Result<(Verdict, String), String> {
             fs.clone()
         }
         Ending::PowerLoss => {
-            let p = crash_now(&fs);
+            let p = fs.crash_or_crashed_into();
             drop(store);
             p
         }

@@ -58,6 +58,24 @@ impl SimFs {
         self.m.crash_countdown.store(n, Ordering::SeqCst);
     }
 
+    /// The post-crash file system, never a panic: this one crashed now, or — if it crashed
+    /// already, also by a crash point firing on another thread at this very moment — the one
+    /// it crashed into (waiting for that crash to finish building it). For harnesses whose
+    /// background threads may fire an armed crash point while they crash the machine: checking
+    /// [`SimFs::is_crashed`] and then calling [`SimFs::crash`] races with such a thread.
+    pub fn crash_or_crashed_into(&self) -> SimFs {
+        loop {
+            if let Some(p) = self.crashed_into() {
+                return p;
+            }
+            if let Some(p) = self.crash_inner(None) {
+                return p;
+            }
+            // Crashed by another thread, which is still building the post-crash machine.
+            std::thread::yield_now();
+        }
+    }
+
     /// The file system this one crashed into (by [`SimFs::crash`], [`SimFs::crash_with`] or a
     /// crash point), if it crashed.
     pub fn crashed_into(&self) -> Option<SimFs> {
