@@ -107,20 +107,11 @@ pub(crate) fn remove_edits(page: &[u8], id: PageId, idx: usize) -> Result<Remove
         return Err(node.corrupt(format!("remove of slot {idx} of {n}")));
     }
     let len = node.cell(idx)?.len();
-    let frag = node
-        .frag()
-        .checked_add(len)
-        .ok_or_else(|| node.corrupt(format!("fragmentation count {} overflows", node.frag())))?;
-    let mut header = [0u8; 12];
-    header[..4].copy_from_slice(&((n - 1) as u32).to_le_bytes());
-    header[4..8].copy_from_slice(&page[NH_CELL_START..NH_CELL_START + 4]);
-    header[8..].copy_from_slice(&(frag as u32).to_le_bytes());
     Ok(RemoveEdits {
         slot: SLOTS + idx * SLOT_SIZE,
         shift: (n - 1 - idx) * SLOT_SIZE,
         last: SLOTS + (n - 1) * SLOT_SIZE,
-        header,
-        emptied: n == 1,
+        counts: Counts::after_drop(&node, page, n - 1, len)?,
     })
 }
 
@@ -129,9 +120,46 @@ pub(crate) struct RemoveEdits {
     slot: usize,
     shift: usize,
     last: usize,
-    /// Slot count, cell start (unchanged) and fragmentation count.
+    counts: Counts,
+}
+
+/// The header after cells left a node in place (a remove, a split's truncation): slot count,
+/// cell start (unchanged) and fragmentation count grown by the cells' bytes; an emptied node
+/// also gets hint prefix 0 (invariant 3).
+struct Counts {
     header: [u8; 12],
     emptied: bool,
+}
+
+impl Counts {
+    /// The counts once node `page` keeps `nslots` slots and `dropped` more bytes of dead cells.
+    fn after_drop(node: &Node<'_>, page: &[u8], nslots: usize, dropped: usize) -> Result<Counts> {
+        let frag = node.frag().checked_add(dropped).ok_or_else(|| {
+            node.corrupt(format!("fragmentation count {} overflows", node.frag()))
+        })?;
+        let mut header = [0u8; 12];
+        header[..4].copy_from_slice(&(nslots as u32).to_le_bytes());
+        header[4..8].copy_from_slice(&page[NH_CELL_START..NH_CELL_START + 4]);
+        header[8..].copy_from_slice(&(frag as u32).to_le_bytes());
+        Ok(Counts {
+            header,
+            emptied: nslots == 0,
+        })
+    }
+
+    /// Appends the header writes to `ops`.
+    fn push_edits<'a>(&'a self, ops: &mut Vec<PageOp<'a>>) {
+        ops.push(Write {
+            offset: NH_NSLOTS,
+            bytes: &self.header,
+        });
+        if self.emptied {
+            ops.push(Write {
+                offset: NH_HINT_PREFIX,
+                bytes: &ZERO_U16,
+            });
+        }
+    }
 }
 
 const ZERO_SLOT: [u8; SLOT_SIZE] = [0; SLOT_SIZE];
@@ -152,16 +180,7 @@ impl RemoveEdits {
             offset: self.last,
             bytes: &ZERO_SLOT,
         });
-        ops.push(Write {
-            offset: NH_NSLOTS,
-            bytes: &self.header,
-        });
-        if self.emptied {
-            ops.push(Write {
-                offset: NH_HINT_PREFIX,
-                bytes: &ZERO_U16,
-            });
-        }
+        self.counts.push_edits(&mut ops);
         ops
     }
 }
@@ -327,12 +346,9 @@ pub(crate) fn compact_edits(page: &[u8], id: PageId, need: usize) -> Result<Opti
         }
         target = dst;
     }
-    let changed: Vec<usize> = (0..n)
-        .filter(|&i| rd_u32(page, SLOTS + i * SLOT_SIZE) != offsets[i])
-        .collect();
-    let (first, last) = match (changed.first(), changed.last()) {
-        (Some(&f), Some(&l)) => (f, l),
-        _ => return Ok(None),
+    let moved = |i: &usize| rd_u32(page, SLOTS + i * SLOT_SIZE) != offsets[*i];
+    let (Some(first), Some(last)) = ((0..n).find(moved), (0..n).rfind(moved)) else {
+        return Ok(None);
     };
     let mut slots = page[SLOTS + first * SLOT_SIZE..SLOTS + (last + 1) * SLOT_SIZE].to_vec();
     for (slot, off) in slots
@@ -395,40 +411,19 @@ pub(crate) fn truncate_edits(page: &[u8], id: PageId, keep: usize) -> Result<Tru
     for i in keep..n {
         dropped += node.cell(i)?.len();
     }
-    let frag = node
-        .frag()
-        .checked_add(dropped)
-        .ok_or_else(|| node.corrupt(format!("fragmentation count {} overflows", node.frag())))?;
-    let mut header = [0u8; 12];
-    header[..4].copy_from_slice(&(keep as u32).to_le_bytes());
-    header[4..8].copy_from_slice(&page[NH_CELL_START..NH_CELL_START + 4]);
-    header[8..].copy_from_slice(&(frag as u32).to_le_bytes());
-    Ok(TruncateEdits {
-        header,
-        emptied: keep == 0,
-    })
+    Ok(TruncateEdits(Counts::after_drop(
+        &node, page, keep, dropped,
+    )?))
 }
 
 /// What [`truncate_edits`] computed.
-pub(crate) struct TruncateEdits {
-    /// Slot count, cell start (unchanged) and fragmentation count.
-    header: [u8; 12],
-    emptied: bool,
-}
+pub(crate) struct TruncateEdits(Counts);
 
 impl TruncateEdits {
     /// The edits.
     pub(crate) fn edits(&self) -> Vec<PageOp<'_>> {
-        let mut ops = vec![Write {
-            offset: NH_NSLOTS,
-            bytes: &self.header,
-        }];
-        if self.emptied {
-            ops.push(Write {
-                offset: NH_HINT_PREFIX,
-                bytes: &ZERO_U16,
-            });
-        }
+        let mut ops = Vec::with_capacity(2);
+        self.0.push_edits(&mut ops);
         ops
     }
 }
