@@ -291,15 +291,21 @@ pub fn encode_group_as(
     out: &mut Vec<u8>,
     encoding: Encoding,
 ) -> Result<usize, u64> {
-    let len = group_len_as(records, encoding);
-    if len > u32::MAX as u64 || records.len() > u32::MAX as usize {
-        return Err(len);
+    // The plain length bounds every encoding and costs no run choices: only a group whose
+    // bound passes the 32-bit limit pays for its exact length before it is written.
+    let bound = group_len_as(records, Encoding::Plain);
+    if bound > u32::MAX as u64 || records.len() > u32::MAX as usize {
+        let len = group_len_as(records, encoding);
+        if len > u32::MAX as u64 || records.len() > u32::MAX as usize {
+            return Err(len);
+        }
     }
     let n = records.len() as u32;
     let start = out.len();
-    out.reserve(len as usize);
+    out.reserve(bound.min(u32::MAX as u64) as usize);
     out.push(GROUP_TAG);
-    out.extend_from_slice(&(len as u32).to_le_bytes());
+    // The length, known once the records are written (one pass over the run choices).
+    out.extend_from_slice(&[0; 4]);
     out.extend_from_slice(&n.to_le_bytes());
     let mut i = 0;
     while let Some(r) = records.get(i) {
@@ -358,11 +364,18 @@ pub fn encode_group_as(
             }
         }
     }
+    let len = out.len() - start + (GROUP_OVERHEAD - GROUP_HEADER);
+    let len32 = (len as u32).to_le_bytes();
+    out[start + 1..start + 5].copy_from_slice(&len32);
     out.push(COMMIT_TAG);
-    out.extend_from_slice(&(len as u32).to_le_bytes());
+    out.extend_from_slice(&len32);
     out.extend_from_slice(&n.to_le_bytes());
-    debug_assert_eq!(out.len() - start, len as usize, "group length as computed");
-    Ok(len as usize)
+    debug_assert_eq!(
+        len as u64,
+        group_len_as(records, encoding),
+        "group length as computed"
+    );
+    Ok(len)
 }
 
 /// One page-ops item: `run` is a run of writes and moves of one page ([`compact_run`]).
