@@ -97,16 +97,28 @@ pub struct WarehouseYtd {
 impl Row for WarehouseYtd {
     const TABLE: &'static str = table::WAREHOUSE_YTD;
     fn encode(&self) -> Vec<u8> {
-        let mut e = Enc::default();
-        e.i64(self.ytd);
-        e.0
+        encode_ytd(self.ytd)
     }
     fn decode(key: &[u8], value: &[u8]) -> TpccResult<Self> {
-        let mut d = Dec::new(Self::TABLE, key, value);
-        let r = WarehouseYtd { ytd: d.i64()? };
-        d.end()?;
-        Ok(r)
+        Ok(WarehouseYtd {
+            ytd: decode_ytd(Self::TABLE, key, value)?,
+        })
     }
+}
+
+/// The value of a YTD row ([`WarehouseYtd`], [`DistrictYtd`]): the amount in cents.
+fn encode_ytd(ytd: i64) -> Vec<u8> {
+    let mut e = Enc::default();
+    e.i64(ytd);
+    e.0
+}
+
+/// The amount of a YTD row of `table` (exactly 8 bytes, else corrupt).
+fn decode_ytd(table: &'static str, key: &[u8], value: &[u8]) -> TpccResult<i64> {
+    let mut d = Dec::new(table, key, value);
+    let ytd = d.i64()?;
+    d.end()?;
+    Ok(ytd)
 }
 
 /// DISTRICT row: static columns and D_NEXT_O_ID (D_YTD is in [`DistrictYtd`]).
@@ -155,15 +167,12 @@ pub struct DistrictYtd {
 impl Row for DistrictYtd {
     const TABLE: &'static str = table::DISTRICT_YTD;
     fn encode(&self) -> Vec<u8> {
-        let mut e = Enc::default();
-        e.i64(self.ytd);
-        e.0
+        encode_ytd(self.ytd)
     }
     fn decode(key: &[u8], value: &[u8]) -> TpccResult<Self> {
-        let mut d = Dec::new(Self::TABLE, key, value);
-        let r = DistrictYtd { ytd: d.i64()? };
-        d.end()?;
-        Ok(r)
+        Ok(DistrictYtd {
+            ytd: decode_ytd(Self::TABLE, key, value)?,
+        })
     }
 }
 
