@@ -38,6 +38,25 @@
 //! [`WriteTxn::commit`] appends its redo (fixing the commit LSN), lets the next writer in, and
 //! only then waits for the log sync, so many committers share one sync (group commit).
 
+/// Whether test knob `$name` of store internals `$inner` is on; always false without the
+/// `test-knobs` feature (whose absence compiles the knobs out of every release and library
+/// build).
+macro_rules! knob_on {
+    ($inner:expr, $name:ident) => {{
+        #[cfg(feature = "test-knobs")]
+        let on = $inner
+            .knobs
+            .$name
+            .load(std::sync::atomic::Ordering::Relaxed);
+        #[cfg(not(feature = "test-knobs"))]
+        let on = {
+            let _ = &$inner;
+            false
+        };
+        on
+    }};
+}
+
 mod check;
 mod checkpointer;
 mod config;

@@ -79,13 +79,7 @@ impl<'t> Merged<'t> {
             BTree::open(t.root, inner.config.page_size)
                 .range(opt.snap_reader(inner), (bound_ref(&start), bound_ref(&end)))
         });
-        #[cfg(feature = "test-knobs")]
-        let skip_records = inner
-            .knobs
-            .skip_range_reads
-            .load(std::sync::atomic::Ordering::Relaxed);
-        #[cfg(not(feature = "test-knobs"))]
-        let skip_records = false;
+        let skip_records = knob_on!(inner, skip_range_reads);
         Merged {
             skip_records,
             opt,

@@ -269,13 +269,7 @@ impl Optimistic {
         let since = std::time::Instant::now();
         let ps = inner.config.page_size;
         // Nothing committed since the snapshot: every read still holds.
-        #[cfg(feature = "test-knobs")]
-        let skip = inner
-            .knobs
-            .skip_validation
-            .load(std::sync::atomic::Ordering::Relaxed);
-        #[cfg(not(feature = "test-knobs"))]
-        let skip = false;
+        let skip = knob_on!(inner, skip_validation);
         if !skip && inner.pool.latest_commit() != snapshot {
             // Nothing is applied yet: the pool's pages are the newest commit's.
             reads
