@@ -433,14 +433,7 @@ fn a_cursor_refuses_keys_out_of_order() {
     let header = p[..PAGE_HEADER_SIZE].to_vec();
     p.copy_from_slice(&first_leaf);
     p[..PAGE_HEADER_SIZE].copy_from_slice(&header);
-    let mut c = tree.cursor(&pages, ..).unwrap();
-    let err = loop {
-        match c.next() {
-            Ok(Some(_)) => {}
-            Ok(None) => panic!("repeated keys were returned"),
-            Err(e) => break e,
-        }
-    };
+    let err = cursor_error(&tree, &pages, "repeated keys were returned");
     assert!(err.to_string().contains("out of order"), "{err}");
 }
 
@@ -480,14 +473,7 @@ fn a_cursor_never_reads_a_stale_cell() {
         .find(|&o| o >= slots_end && o + 8 + 4 + 30 <= cell_start)
         .expect("the leaf before has a cell where the last leaf has free space");
     l[h + 24..h + 28].copy_from_slice(&(stale as u32).to_le_bytes());
-    let mut c = tree.cursor(&pages, ..).unwrap();
-    let err = loop {
-        match c.next() {
-            Ok(Some(_)) => {}
-            Ok(None) => panic!("the damaged slot was not noticed"),
-            Err(e) => break e,
-        }
-    };
+    let err = cursor_error(&tree, &pages, "the damaged slot was not noticed");
     let msg = err.to_string();
     assert!(msg.contains("cell area"), "{msg}");
     assert!(msg.contains(&last.to_string()), "{msg}");
@@ -607,5 +593,17 @@ fn len_counts_rows_and_refuses_a_cycle() {
             assert_eq!((page_id, slot), (root, 0));
         }
         other => panic!("expected a bad pointer, got {other:?}"),
+    }
+}
+
+/// The error a whole-tree cursor scan stops with; panics with `unnoticed` if it ends cleanly.
+fn cursor_error(tree: &BTree, pages: &MemPages, unnoticed: &str) -> BTreeError {
+    let mut c = tree.cursor(pages, ..).unwrap();
+    loop {
+        match c.next() {
+            Ok(Some(_)) => {}
+            Ok(None) => panic!("{unnoticed}"),
+            Err(e) => return e,
+        }
     }
 }
