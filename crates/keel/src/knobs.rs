@@ -14,4 +14,8 @@ pub struct TestKnobs {
     /// invariant 2): a row another transaction adds to or removes from a scanned range is
     /// missed (`tests/concurrent.rs` must fail).
     pub skip_range_reads: AtomicBool,
+    /// A concurrent transaction's commit records that it wrote nothing (`recent_writes.rs`
+    /// invariant 2), so later validations skip reads it changed (`tests/concurrent.rs` must
+    /// fail).
+    pub forget_recent_writes: AtomicBool,
 }

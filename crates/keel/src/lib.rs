@@ -73,6 +73,7 @@ mod open;
 mod optimistic;
 mod poison;
 mod read_set;
+mod recent_writes;
 mod store;
 mod table;
 mod txn;

@@ -26,7 +26,8 @@
 //!    two in key order (`merged.rs`).
 
 use crate::merged::Merged;
-use crate::read_set::{ReadSet, TreeRef};
+use crate::read_set::{Checked, ReadSet, TreeRef};
+use crate::recent_writes::{row_hash, Written};
 use crate::store::Inner;
 use crate::table::{self, GetReader, SnapReader, TxnPages};
 use crate::txn::Exclusive;
@@ -245,16 +246,14 @@ impl Optimistic {
 
     /// The commit's first half, under the writer lock: validate the read set at the newest
     /// commit, then apply the writes through an exclusive page transaction, which the caller
-    /// commits; with the time the lock was taken.
+    /// commits; with the time the lock was taken and what the commit writes, for the recent
+    /// commits' record (`None` when it creates or drops a table: opaque, `recent_writes.rs`).
     ///
     /// # Errors
     ///
     /// [`Error::Conflict`] if a read no longer holds; any error of applying the writes (a
     /// page that cannot be read or allocated, a transaction larger than the pool allows).
-    pub(crate) fn validate_and_apply(
-        self,
-        inner: &Inner,
-    ) -> Result<(Exclusive<'_>, std::time::Instant)> {
+    pub(crate) fn validate_and_apply(self, inner: &Inner) -> Result<Applied<'_>> {
         let Optimistic {
             snap,
             tables,
@@ -265,19 +264,45 @@ impl Optimistic {
         // The snapshot is not needed past this point; dropping it first lets the apply skip
         // keeping page versions for it.
         drop(snap);
+        let mut tables = tables.into_inner();
+        tables.sort_by(|a, b| a.name.cmp(&b.name));
+        // What the commit will write, hashed before the lock is taken (recent_writes.rs
+        // invariant 2: every row of the write set; a creation or drop makes it opaque).
+        let opaque = tables.iter().any(|p| p.drop_base || p.created);
+        let mut written = (!opaque).then(|| {
+            Written::with_hashes(
+                tables
+                    .iter()
+                    .filter(|p| p.exists())
+                    .flat_map(|p| {
+                        p.writes
+                            .keys()
+                            .map(|k| row_hash(&inner.digest_keys, Some(&p.name), k))
+                    })
+                    .collect(),
+            )
+        });
         let ex = inner.begin_exclusive("WriteTxn::commit")?;
         let since = std::time::Instant::now();
         let ps = inner.config.page_size;
         // Nothing committed since the snapshot: every read still holds.
         let skip = knob_on!(inner, skip_validation);
-        if !skip && inner.pool.latest_commit() != snapshot {
+        let latest = inner.pool.latest_commit();
+        if !skip && latest != snapshot {
+            let recent = inner.recent.lock();
+            let window = recent.window(snapshot, latest);
             // Nothing is applied yet: the pool's pages are the newest commit's.
-            reads
-                .borrow()
-                .validate(&GetReader::new(&inner.pool, None), ps, snapshot)?;
+            let mut checked = Checked::default();
+            let valid = reads.borrow().validate(
+                &GetReader::new(&inner.pool, None),
+                ps,
+                snapshot,
+                window.as_ref(),
+                &mut checked,
+            );
+            inner.count_validation(window.is_some(), checked);
+            valid?;
         }
-        let mut tables = tables.into_inner();
-        tables.sort_by(|a, b| a.name.cmp(&b.name));
         let file = inner.writer.data_path();
         for p in &tables {
             if p.drop_base {
@@ -294,11 +319,32 @@ impl Optimistic {
                 }
             }
         }
-        Ok((ex, since))
+        if let Some(w) = written.as_mut() {
+            let forget = knob_on!(inner, forget_recent_writes);
+            for p in tables {
+                if p.exists() && !p.writes.is_empty() && !forget {
+                    w.add_table(p.name, p.writes.into_keys().collect());
+                }
+            }
+            if forget {
+                *w = Written::default();
+            }
+        }
+        Ok(Applied { ex, since, written })
     }
 
     /// A reader of the snapshot's pages.
     pub(crate) fn snap_reader<'a>(&'a self, inner: &'a Inner) -> SnapReader<'a> {
         SnapReader::new(&inner.pool, &self.snap)
     }
+}
+
+/// A validated and applied concurrent transaction, ready to commit.
+pub(crate) struct Applied<'a> {
+    /// The page transaction holding its writes, under the writer lock.
+    pub(crate) ex: Exclusive<'a>,
+    /// When the writer lock was taken.
+    pub(crate) since: std::time::Instant,
+    /// What it wrote (`None`: opaque), for [`RecentWrites`](crate::recent_writes::RecentWrites).
+    pub(crate) written: Option<Written>,
 }

@@ -121,6 +121,20 @@ pub struct StoreStats {
     /// writers; divided by the wall time it is the lock's busy fraction from their commits.
     #[serde(default)]
     pub concurrent_commit_hold_us: u64,
+    /// Validations of concurrent commits (conflicted ones included) that knew every row
+    /// written since their snapshot and re-read only the reads those writes touched.
+    #[serde(default)]
+    pub validations_narrowed: u64,
+    /// Validations that re-read every read (an exclusive writer's commit, a table created or
+    /// dropped, or history no longer kept since the snapshot).
+    #[serde(default)]
+    pub validations_full: u64,
+    /// Reads validations read again at the newest commit (a conflict's last one included).
+    #[serde(default)]
+    pub validation_reads_reread: u64,
+    /// Reads validations skipped: no commit since the snapshot wrote into them.
+    #[serde(default)]
+    pub validation_reads_skipped: u64,
     /// The redo log.
     pub log: keel_redo_log::LogStats,
     /// The page writer (data writes, doublewrite writes, pages skipped, atomic writes, ...).
@@ -161,6 +175,10 @@ pub(crate) struct Inner {
     pub(crate) lock_wait_ns: AtomicU64,
     /// Time concurrent commits held the writer lock (validate, apply, append).
     pub(crate) commit_hold_ns: AtomicU64,
+    /// What the recent commits wrote (taken only under the writer lock).
+    pub(crate) recent: Mutex<crate::recent_writes::RecentWrites>,
+    /// Validations narrowed / full, reads re-read / skipped (`StoreStats`).
+    validation_counts: [AtomicU64; 4],
     pub(crate) aborts: AtomicU64,
     ckpt: Arc<CheckpointShared>,
     stop: Arc<(Mutex<bool>, Condvar)>,
@@ -260,6 +278,8 @@ impl Store {
             sync_checkpoint_wait_ns: AtomicU64::new(0),
             lock_wait_ns: AtomicU64::new(0),
             commit_hold_ns: AtomicU64::new(0),
+            recent: Mutex::new(Default::default()),
+            validation_counts: Default::default(),
             aborts: AtomicU64::new(0),
             ckpt,
             stop: Arc::new((Mutex::new(false), Condvar::new())),
@@ -474,6 +494,10 @@ impl Store {
             sync_checkpoint_wait_us: i.sync_checkpoint_wait_ns.load(Ordering::Relaxed) / 1000,
             writer_lock_wait_us: i.lock_wait_ns.load(Ordering::Relaxed) / 1000,
             concurrent_commit_hold_us: i.commit_hold_ns.load(Ordering::Relaxed) / 1000,
+            validations_narrowed: i.validation_counts[0].load(Ordering::Relaxed),
+            validations_full: i.validation_counts[1].load(Ordering::Relaxed),
+            validation_reads_reread: i.validation_counts[2].load(Ordering::Relaxed),
+            validation_reads_skipped: i.validation_counts[3].load(Ordering::Relaxed),
             aborts: i.aborts.load(Ordering::Relaxed),
             conflicts: i.conflicts.load(Ordering::Relaxed),
             checkpoints: i.ckpt.count(),
@@ -597,6 +621,15 @@ impl Inner {
             lock,
             held,
         })
+    }
+
+    /// Counts one validation of a concurrent commit (`narrowed`: by the recent commits'
+    /// writes).
+    pub(crate) fn count_validation(&self, narrowed: bool, checked: crate::read_set::Checked) {
+        let c = &self.validation_counts;
+        c[usize::from(!narrowed)].fetch_add(1, Ordering::Relaxed);
+        c[2].fetch_add(checked.reread, Ordering::Relaxed);
+        c[3].fetch_add(checked.skipped, Ordering::Relaxed);
     }
 
     fn check_poison(&self) -> Result<()> {

@@ -248,12 +248,15 @@ impl<'s> WriteTxn<'s> {
         } = self;
         // For a concurrent transaction: when it took the writer lock (its serial part).
         let mut held_since = None;
+        // What the commit writes, for the recent commits' record (`None`: not known).
+        let mut written = None;
         let ex = match mode {
             Mode::Exclusive(ex) => ex,
             Mode::Optimistic(o) => match o.validate_and_apply(inner) {
-                Ok((ex, since)) => {
-                    held_since = Some(since);
-                    ex
+                Ok(applied) => {
+                    held_since = Some(applied.since);
+                    written = applied.written;
+                    applied.ex
                 }
                 Err(e) => {
                     if e.is_conflict() {
@@ -296,9 +299,15 @@ impl<'s> WriteTxn<'s> {
                 catalog.remove(name);
             }
         }
+        let prev = inner.pool.latest_commit();
         let lsn = match txn.commit(&inner.log) {
             Ok(lsn) => {
                 ends_in_abort.armed = false;
+                // Still under the writer lock: the next validation finds this commit.
+                let now = inner.pool.latest_commit();
+                if now != prev {
+                    inner.recent.lock().record(prev, now, written);
+                }
                 lsn
             }
             Err(e) => {

@@ -342,6 +342,10 @@ impl Engine for KeelEngine {
             ("data_read_bytes", s.io.data.read_bytes),
             ("writer_lock_wait_us", s.writer_lock_wait_us),
             ("concurrent_commit_hold_us", s.concurrent_commit_hold_us),
+            ("validations_narrowed", s.validations_narrowed),
+            ("validations_full", s.validations_full),
+            ("validation_reads_reread", s.validation_reads_reread),
+            ("validation_reads_skipped", s.validation_reads_skipped),
         ] {
             other.insert(k.to_string(), v);
         }

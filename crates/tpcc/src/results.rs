@@ -500,6 +500,17 @@ pub fn summary(r: &RunResult) -> String {
             wait as f64 / commits
         ));
     }
+    if let (Some(&narrowed), Some(&full), Some(&reread), Some(&skipped)) = (
+        st.other.get("validations_narrowed"),
+        st.other.get("validations_full"),
+        st.other.get("validation_reads_reread"),
+        st.other.get("validation_reads_skipped"),
+    ) {
+        // How much of validation the recent commits' writes spared (keel recent_writes.rs).
+        s.push_str(&format!(
+            "  validation: {narrowed} narrowed by recent writes, {full} full; reads re-read {reread}, skipped {skipped}\n"
+        ));
+    }
     s.push_str(&costs_lines(&r.costs, &r.stats));
     if r.interrupted {
         s.push_str("  INTERRUPTED (Ctrl-C): the figures cover the measured time until then\n");
