@@ -27,7 +27,7 @@
 
 use crate::merged::Merged;
 use crate::read_set::{Checked, ReadSet, TreeRef};
-use crate::recent_writes::{row_hash, Written};
+use crate::recent_writes::Written;
 use crate::store::Inner;
 use crate::table::{self, GetReader, SnapReader, TxnPages};
 use crate::txn::Exclusive;
@@ -269,18 +269,18 @@ impl Optimistic {
         // What the commit will write, hashed before the lock is taken (recent_writes.rs
         // invariant 2: every row of the write set; a creation or drop makes it opaque).
         let opaque = tables.iter().any(|p| p.drop_base || p.created);
-        let mut written = (!opaque).then(|| {
-            Written::with_hashes(
-                tables
-                    .iter()
-                    .filter(|p| p.exists())
-                    .flat_map(|p| {
-                        p.writes
-                            .keys()
-                            .map(|k| row_hash(&inner.digest_keys, Some(&p.name), k))
-                    })
-                    .collect(),
-            )
+        let written = (!opaque).then(|| {
+            let mut w = Written::default();
+            if !knob_on!(inner, forget_recent_writes) {
+                for p in tables.iter().filter(|p| p.exists()) {
+                    w.add_table(
+                        &inner.digest_keys,
+                        &p.name,
+                        p.writes.keys().map(Vec::as_slice),
+                    );
+                }
+            }
+            w.finish()
         });
         let ex = inner.begin_exclusive("WriteTxn::commit")?;
         let since = std::time::Instant::now();
@@ -317,17 +317,6 @@ impl Optimistic {
                         None => tree.remove(&mut pages, k)?,
                     };
                 }
-            }
-        }
-        if let Some(w) = written.as_mut() {
-            let forget = knob_on!(inner, forget_recent_writes);
-            for p in tables {
-                if p.exists() && !p.writes.is_empty() && !forget {
-                    w.add_table(p.name, p.writes.into_keys().collect());
-                }
-            }
-            if forget {
-                *w = Written::default();
             }
         }
         Ok(Applied { ex, since, written })

@@ -42,8 +42,8 @@ const MAX_ENTRIES: usize = 1024;
 const MAX_BYTES: usize = 8 << 20;
 /// What one entry costs beside its keys (bookkeeping, hashes, vectors), for the byte bound.
 const ENTRY_OVERHEAD: usize = 64;
-/// What one written key costs beside its bytes.
-const KEY_OVERHEAD: usize = 8 + 24;
+/// What one written key costs beside its bytes (its end offset and its hash).
+const KEY_OVERHEAD: usize = 16;
 
 /// The hash of row `key` of table `table` (`None`: the catalog) under the store's keys.
 pub(crate) fn row_hash(keys: &RandomState, table: Option<&str>, key: &[u8]) -> u64 {
@@ -61,38 +61,70 @@ pub(crate) fn row_hash(keys: &RandomState, table: Option<&str>, key: &[u8]) -> u
     h.finish()
 }
 
+/// The keys one commit wrote in one table, in key order, packed in one buffer.
+#[derive(Debug, Default)]
+struct Keys {
+    bytes: Vec<u8>,
+    /// Where each key ends in `bytes`.
+    ends: Vec<usize>,
+}
+
+impl Keys {
+    fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    fn get(&self, i: usize) -> Option<&[u8]> {
+        let end = *self.ends.get(i)?;
+        let start = match i.checked_sub(1) {
+            Some(j) => *self.ends.get(j)?,
+            None => 0,
+        };
+        self.bytes.get(start..end)
+    }
+}
+
 /// The rows one concurrent commit wrote.
 #[derive(Debug, Default)]
 pub(crate) struct Written {
     /// [`row_hash`] of every row written, sorted and deduplicated.
     hashes: Vec<u64>,
-    /// Per table, the keys written, in key order.
-    tables: Vec<(Arc<str>, Vec<Vec<u8>>)>,
+    /// Per table, the keys written.
+    tables: Vec<(Arc<str>, Keys)>,
     bytes: usize,
 }
 
 impl Written {
-    /// The hashes of the rows a write set will write (computed before the writer lock is
-    /// taken); the keys follow with [`add_table`](Self::add_table).
-    pub(crate) fn with_hashes(mut hashes: Vec<u64>) -> Written {
-        hashes.sort_unstable();
-        hashes.dedup();
-        let bytes = ENTRY_OVERHEAD.saturating_add(hashes.len().saturating_mul(8));
-        Written {
-            hashes,
-            tables: Vec::new(),
-            bytes,
+    /// Adds the keys written in table `name` (in key order), hashed under `keys`. Called before
+    /// the writer lock is taken.
+    pub(crate) fn add_table<'a>(
+        &mut self,
+        keys: &RandomState,
+        name: &Arc<str>,
+        written: impl Iterator<Item = &'a [u8]>,
+    ) {
+        let mut packed = Keys::default();
+        for k in written {
+            self.hashes.push(row_hash(keys, Some(name), k));
+            packed.bytes.extend_from_slice(k);
+            packed.ends.push(packed.bytes.len());
         }
+        if packed.len() == 0 {
+            return;
+        }
+        self.bytes = self
+            .bytes
+            .saturating_add(packed.bytes.len())
+            .saturating_add(packed.len().saturating_mul(KEY_OVERHEAD));
+        self.tables.push((name.clone(), packed));
     }
 
-    /// Adds the keys written in table `name`, in key order.
-    pub(crate) fn add_table(&mut self, name: Arc<str>, keys: Vec<Vec<u8>>) {
-        let b: usize = keys
-            .iter()
-            .map(|k| k.len().saturating_add(KEY_OVERHEAD))
-            .fold(0usize, usize::saturating_add);
-        self.bytes = self.bytes.saturating_add(b);
-        self.tables.push((name, keys));
+    /// Done adding: sorts the hashes for lookups.
+    pub(crate) fn finish(mut self) -> Written {
+        self.hashes.sort_unstable();
+        self.hashes.dedup();
+        self.bytes = self.bytes.saturating_add(ENTRY_OVERHEAD);
+        self
     }
 
     fn has_hash(&self, h: u64) -> bool {
@@ -105,20 +137,28 @@ impl Written {
             .filter(|(t, _)| &**t == table)
             .any(|(_, keys)| {
                 // The keys are sorted: the first at or past `lo`, then whether it is below `hi`.
-                let start = keys.partition_point(|k| match lo {
-                    Bound::Included(l) => k.as_slice() < l,
-                    Bound::Excluded(l) => k.as_slice() <= l,
-                    Bound::Unbounded => false,
-                });
-                keys.get(start).is_some_and(|k| match hi {
-                    Bound::Included(h) => k.as_slice() <= h,
-                    Bound::Excluded(h) => k.as_slice() < h,
+                let (mut a, mut b) = (0, keys.len());
+                while a < b {
+                    let mid = a + (b - a) / 2;
+                    let below = keys.get(mid).is_some_and(|k| match lo {
+                        Bound::Included(l) => k < l,
+                        Bound::Excluded(l) => k <= l,
+                        Bound::Unbounded => false,
+                    });
+                    if below {
+                        a = mid + 1;
+                    } else {
+                        b = mid;
+                    }
+                }
+                keys.get(a).is_some_and(|k| match hi {
+                    Bound::Included(h) => k <= h,
+                    Bound::Excluded(h) => k < h,
                     Bound::Unbounded => true,
                 })
             })
     }
 }
-
 /// One published commit.
 #[derive(Debug)]
 struct Entry {
@@ -215,15 +255,11 @@ mod tests {
     use super::*;
 
     fn written(keys: &RandomState, table: &str, rows: &[&[u8]]) -> Written {
-        let mut w = Written::with_hashes(
-            rows.iter()
-                .map(|k| row_hash(keys, Some(table), k))
-                .collect(),
-        );
-        let mut ks: Vec<Vec<u8>> = rows.iter().map(|k| k.to_vec()).collect();
+        let mut ks: Vec<&[u8]> = rows.to_vec();
         ks.sort();
-        w.add_table(Arc::from(table), ks);
-        w
+        let mut w = Written::default();
+        w.add_table(keys, &Arc::from(table), ks.into_iter());
+        w.finish()
     }
 
     #[test]
