@@ -80,6 +80,18 @@ pub enum Error {
         /// The limit.
         max: usize,
     },
+    /// [`Table::add_i64`](crate::Table::add_i64) found a value under the key that is not a
+    /// 64-bit integer (8 bytes, little-endian). Nothing was changed (at commit: nothing of the
+    /// transaction was committed).
+    #[error("table {table:?}: the value under key 0x{key} is {len} bytes, not an 8-byte integer to add to")]
+    NotAnInteger {
+        /// The table.
+        table: String,
+        /// The key, in hex.
+        key: String,
+        /// The value's length.
+        len: usize,
+    },
     /// A setting is invalid or does not match the existing store.
     #[error("configuration: {0}")]
     Config(String),

@@ -4,7 +4,8 @@
 //! # Invariants
 //!
 //! 1. **Merge order**: rows come out in key order (descending from the back); where the
-//!    transaction wrote a key, its write replaces the snapshot's row (a removal hides it).
+//!    transaction wrote a key, its write replaces the snapshot's row (a removal hides it); a
+//!    pending addition shows as the snapshot's row (or 0) plus the addition.
 //!    Front and back never pass each other.
 //! 2. **What was pulled is recorded** (read-set invariant 1): the front records the range from
 //!    the scan's start to the last snapshot row it pulled, the back from the last it pulled to
@@ -17,10 +18,11 @@
 use crate::optimistic::Optimistic;
 use crate::read_set::{bound_owned, bound_ref, digest_row, is_empty_range, TreeRef};
 use crate::store::Inner;
-use crate::table::SnapReader;
+use crate::table::{add_to, SnapReader};
 use crate::{Error, Result};
 use keel_btree::{BTree, Range};
 use std::ops::{Bound, RangeBounds};
+use std::sync::Arc;
 
 type Row = (Vec<u8>, Vec<u8>);
 
@@ -59,6 +61,9 @@ pub(crate) struct Merged<'t> {
 enum Take {
     /// A write (`None`: a removal, skipped); whether it hides the snapshot row at hand.
     Write(Vec<u8>, Option<Vec<u8>>, bool),
+    /// A pending addition to the row (of the named table); whether the snapshot row at hand
+    /// is the row it adds to (else there is none: it adds to 0).
+    Add(Vec<u8>, i64, Arc<str>, bool),
     /// The snapshot row at hand.
     Base,
     End,
@@ -202,11 +207,12 @@ impl<'t> Merged<'t> {
         }
         .map(|(k, _)| k.as_slice());
         let tables = self.opt.tables.borrow();
-        let writes = self.idx.and_then(|i| tables.get(i)).map(|p| &p.writes);
+        let pending = self.idx.and_then(|i| tables.get(i));
         let (lo, hi) = (bound_ref(&self.lo), bound_ref(&self.hi));
-        let write = match writes {
-            Some(w) if !is_empty_range(lo, hi) => {
-                let mut r = w.range::<[u8], _>((lo, hi));
+        let empty = is_empty_range(lo, hi);
+        let write = match pending {
+            Some(p) if !empty => {
+                let mut r = p.writes.range::<[u8], _>((lo, hi));
                 match at {
                     End::Front => r.next(),
                     End::Back => r.next_back(),
@@ -214,16 +220,43 @@ impl<'t> Merged<'t> {
             }
             _ => None,
         };
+        let add = match pending {
+            Some(p) if !empty && !p.adds.is_empty() => {
+                let mut r = p.adds.range::<[u8], _>((lo, hi));
+                match at {
+                    End::Front => r.next(),
+                    End::Back => r.next_back(),
+                }
+            }
+            _ => None,
+        };
+        // The nearer of the two (they never share a key).
+        let nearer_is_add = match (write, add) {
+            (_, None) => false,
+            (None, Some(_)) => true,
+            (Some((w, _)), Some((a, _))) => match at {
+                End::Front => a < w,
+                End::Back => a > w,
+            },
+        };
+        let first = |k: &[u8], b: &[u8]| match at {
+            End::Front => k <= b,
+            End::Back => k >= b,
+        };
+        if nearer_is_add {
+            if let (Some((k, &delta)), Some(p)) = (add, pending) {
+                return match base {
+                    Some(b) if !first(k, b) => Take::Base,
+                    b => Take::Add(k.clone(), delta, p.name.clone(), b == Some(k.as_slice())),
+                };
+            }
+        }
         match (write, base) {
             (None, None) => Take::End,
             (None, Some(_)) => Take::Base,
             (Some((k, v)), None) => Take::Write(k.clone(), v.clone(), false),
             (Some((k, v)), Some(b)) => {
-                let write_first = match at {
-                    End::Front => k.as_slice() <= b,
-                    End::Back => k.as_slice() >= b,
-                };
-                if write_first {
+                if first(k, b) {
                     Take::Write(k.clone(), v.clone(), k.as_slice() == b)
                 } else {
                     Take::Base
@@ -254,6 +287,11 @@ impl<'t> Merged<'t> {
                         self.take_base(at);
                     }
                     (k, v)
+                }
+                Take::Add(k, delta, table, hides) => {
+                    let old = if hides { self.take_base(at) } else { None };
+                    let v = add_to(&table, &k, old.as_ref().map(|(_, v)| v.as_slice()), delta)?;
+                    (k, Some(v))
                 }
             };
             match at {

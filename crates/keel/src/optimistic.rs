@@ -29,7 +29,7 @@ use crate::merged::Merged;
 use crate::read_set::{Checked, ReadSet, TreeRef};
 use crate::recent_writes::Written;
 use crate::store::Inner;
-use crate::table::{self, GetReader, SnapReader, TxnPages};
+use crate::table::{self, GetReader, SnapReader, TxnPages, TxnReader};
 use crate::txn::Exclusive;
 use crate::{Error, Result};
 use keel_btree::BTree;
@@ -51,6 +51,9 @@ pub(crate) struct Pending {
     pub(crate) created: bool,
     /// Rows written: `None` is a removal.
     pub(crate) writes: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+    /// Additions to 64-bit integer rows not in `writes` (the two never share a key): applied
+    /// to the newest value at commit, with no read recorded ([`Table::add_i64`](crate::Table::add_i64)).
+    pub(crate) adds: BTreeMap<Vec<u8>, i64>,
 }
 
 impl Pending {
@@ -117,6 +120,7 @@ impl Optimistic {
             drop_base: false,
             created: false,
             writes: BTreeMap::new(),
+            adds: BTreeMap::new(),
         });
         let i = tables.len() - 1;
         self.by_name.borrow_mut().insert(name.to_string(), i);
@@ -155,6 +159,7 @@ impl Optimistic {
         }
         p.created = false;
         p.writes.clear();
+        p.adds.clear();
         Ok(true)
     }
 
@@ -188,7 +193,7 @@ impl Optimistic {
     /// The value of `key` in table `i` as the transaction sees it; a read of committed data is
     /// recorded.
     pub(crate) fn get(&self, inner: &Inner, i: usize, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        let base = {
+        let (base, add, name) = {
             let tables = self.tables.borrow();
             let Some(p) = tables.get(i) else {
                 return Ok(None);
@@ -196,19 +201,56 @@ impl Optimistic {
             if let Some(w) = p.writes.get(key) {
                 return Ok(w.clone());
             }
-            p.visible_base()
+            (p.visible_base(), p.adds.get(key).copied(), p.name.clone())
         };
-        let Some(tree) = base else {
-            return Ok(None);
+        let v = match base {
+            Some(tree) => {
+                let v = table::snapshot_get(
+                    &inner.pool,
+                    &self.snap,
+                    &BTree::open(tree.root, inner.config.page_size),
+                    key,
+                )?;
+                self.reads.borrow_mut().key(tree, key, v.as_deref());
+                v
+            }
+            None => None,
         };
-        let v = table::snapshot_get(
-            &inner.pool,
-            &self.snap,
-            &BTree::open(tree.root, inner.config.page_size),
-            key,
-        )?;
-        self.reads.borrow_mut().key(tree, key, v.as_deref());
-        Ok(v)
+        match add {
+            // The pending addition over the snapshot's value (which the read now pins).
+            Some(delta) => Ok(Some(table::add_to(&name, key, v.as_deref(), delta)?)),
+            None => Ok(v),
+        }
+    }
+
+    /// Adds `delta` to the 64-bit integer under `key` in table `i` without reading it (see
+    /// [`Table::add_i64`](crate::Table::add_i64)).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::KeyTooLarge`]; [`Error::NotAnInteger`] when the transaction's own value under
+    /// `key` is not an 8-byte integer.
+    pub(crate) fn add(&self, inner: &Inner, i: usize, key: &[u8], delta: i64) -> Result<()> {
+        let max = crate::max_key_len(inner.config.page_size);
+        if key.len() > max {
+            return Err(Error::KeyTooLarge {
+                len: key.len(),
+                max,
+            });
+        }
+        let mut tables = self.tables.borrow_mut();
+        let Some(p) = tables.get_mut(i) else {
+            return Ok(());
+        };
+        if let Some(w) = p.writes.get_mut(key) {
+            // The transaction's own value (or removal): add to it now.
+            let new = table::add_to(&p.name, key, w.as_deref(), delta)?;
+            *w = Some(new);
+            return Ok(());
+        }
+        let e = p.adds.entry(key.to_vec()).or_insert(0);
+        *e = e.wrapping_add(delta);
+        Ok(())
     }
 
     /// Writes `value` (`None`: removes) under `key` in table `i`; returns the previous value.
@@ -239,6 +281,8 @@ impl Optimistic {
             return Ok(None);
         }
         if let Some(p) = self.tables.borrow_mut().get_mut(i) {
+            // `old` included any pending addition; the write replaces it.
+            p.adds.remove(key);
             p.writes.insert(key.to_vec(), value.map(<[u8]>::to_vec));
         }
         Ok(old)
@@ -273,11 +317,13 @@ impl Optimistic {
             let mut w = Written::default();
             if !knob_on!(inner, forget_recent_writes) {
                 for p in tables.iter().filter(|p| p.exists()) {
-                    w.add_table(
-                        &inner.digest_keys,
-                        &p.name,
-                        p.writes.keys().map(Vec::as_slice),
-                    );
+                    let mut keys: Vec<&[u8]> = p.writes.keys().map(Vec::as_slice).collect();
+                    if !p.adds.is_empty() {
+                        // Disjoint from the writes' keys; the record wants one key order.
+                        keys.extend(p.adds.keys().map(Vec::as_slice));
+                        keys.sort_unstable();
+                    }
+                    w.add_table(&inner.digest_keys, &p.name, keys.into_iter());
                 }
             }
             w.finish()
@@ -308,7 +354,7 @@ impl Optimistic {
             if p.drop_base {
                 table::drop_table(inner, &ex, &p.name)?;
             }
-            if p.exists() && (p.created || !p.writes.is_empty()) {
+            if p.exists() && (p.created || !p.writes.is_empty() || !p.adds.is_empty()) {
                 let tree = table::open_exclusive(inner, &ex, &p.name, true)?;
                 let mut pages = TxnPages::new(&ex.txn, file, ps);
                 for (k, v) in &p.writes {
@@ -316,6 +362,12 @@ impl Optimistic {
                         Some(v) => tree.insert(&mut pages, k, v)?,
                         None => tree.remove(&mut pages, k)?,
                     };
+                }
+                // Additions apply to the newest value (nothing was read for them).
+                for (k, &delta) in &p.adds {
+                    let old = tree.get(&TxnReader::new(&ex.txn, ps), k)?;
+                    let new = table::add_to(&p.name, k, old.as_deref(), delta)?;
+                    tree.insert(&mut pages, k, &new)?;
                 }
             }
         }

@@ -34,10 +34,20 @@ fn key(k: u8) -> Vec<u8> {
     format!("k{k:02}").into_bytes()
 }
 
-/// A value in an answer: its length and first byte (the generator fills values with one byte).
+/// A value in an answer: its length and first byte (the generator fills values with one byte),
+/// or the integer of an 8-byte value (the counters `Op::Add` keeps).
 fn val(v: &[u8]) -> String {
-    format!("{}x{}", v.len(), v.first().copied().unwrap_or(0))
+    match <[u8; 8]>::try_from(v) {
+        Ok(b) => format!("i{}", i64::from_le_bytes(b)),
+        Err(_) => format!("{}x{}", v.len(), v.first().copied().unwrap_or(0)),
+    }
 }
+
+/// Keys at or above this hold counters: only `Op::Add` writes them (as 8-byte integers).
+const COUNTERS: u8 = 10;
+/// A counter every transaction of the disjoint runs adds to: adds read nothing, so they never
+/// conflict.
+const SHARED_COUNTER: u8 = 250;
 
 fn opt(v: Option<Vec<u8>>) -> String {
     v.map_or_else(|| "none".to_string(), |v| val(&v))
@@ -56,6 +66,8 @@ fn rows_of(r: &[(Vec<u8>, Vec<u8>)]) -> String {
 enum Op {
     Get(usize, u8),
     Insert(usize, u8, Vec<u8>),
+    /// `Table::add_i64` on a counter key.
+    Add(usize, u8, i64),
     Remove(usize, u8),
     /// Rows of [lo, hi): up to `limit`, by pattern 0 forward, 1 backward, 2 both ends in turn,
     /// 3 by cursor.
@@ -84,7 +96,11 @@ fn gen_op(rng: &mut Rng, keys: u8, key_base: u8) -> Op {
                 1 + rng.below(40) as usize
             };
             let b = rng.below(256) as u8;
-            Op::Insert(t, k, vec![b; len])
+            if k >= COUNTERS && key_base == 0 {
+                Op::Add(t, k, rng.below(2001) as i64 - 1000)
+            } else {
+                Op::Insert(t, k, vec![b; len])
+            }
         }
         60..=71 => Op::Remove(t, k),
         72..=89 => {
@@ -137,6 +153,14 @@ fn model_op(s: &mut Tables, op: &Op) -> String {
             Some(m) => opt(m.get(&key(*k)).cloned()),
         },
         Op::Insert(t, k, v) => opt(s.entry(name(*t)).or_default().insert(key(*k), v.clone())),
+        Op::Add(t, k, delta) => {
+            let m = s.entry(name(*t)).or_default();
+            let old = m.get(&key(*k)).map_or(0, |v| {
+                i64::from_le_bytes(v.as_slice().try_into().expect("counters hold 8 bytes"))
+            });
+            m.insert(key(*k), old.wrapping_add(*delta).to_le_bytes().to_vec());
+            "ok".into()
+        }
         Op::Remove(t, k) => match s.get_mut(&name(*t)) {
             None => "not found".into(),
             Some(m) => opt(m.remove(&key(*k))),
@@ -182,6 +206,10 @@ fn store_op(tx: &mut WriteTxn<'_>, op: &Op) -> keel::Result<String> {
             .existing_table(NAMES[*t])
             .and_then(|t| Ok(opt(t.get(&key(*k))?)))),
         Op::Insert(t, k, v) => Ok(opt(tx.table(NAMES[*t])?.insert(&key(*k), v)?)),
+        Op::Add(t, k, delta) => {
+            tx.table(NAMES[*t])?.add_i64(&key(*k), *delta)?;
+            Ok("ok".into())
+        }
         Op::Remove(t, k) => nf(tx
             .existing_table(NAMES[*t])
             .and_then(|mut t| Ok(opt(t.remove(&key(*k))?)))),
@@ -354,6 +382,10 @@ fn run_with(seed: u64, knobs: Knobs, disjoint: bool) -> Result<Counts, String> {
                     (0..n)
                         .map(|_| loop {
                             let op = gen_op(&mut rng, 4, base);
+                            if rng.below(6) == 0 {
+                                // Everyone adds to one counter: never a conflict.
+                                break Op::Add(0, SHARED_COUNTER, rng.below(100) as i64);
+                            }
                             if matches!(
                                 op,
                                 Op::Get(..) | Op::Insert(..) | Op::Remove(..) | Op::Create(_)
@@ -681,4 +713,61 @@ fn a_thread_never_waits_for_itself_with_concurrent_writers() {
     c.commit().unwrap();
     let r = s.read().unwrap();
     assert_eq!(r.list_tables().unwrap(), ["t", "u"]);
+}
+
+/// `add_i64` on a value that is not an 8-byte integer: refused at once in the exclusive
+/// writer, and at commit in a concurrent transaction, which then commits nothing at all.
+#[test]
+fn an_add_to_a_value_that_is_no_integer_commits_nothing() {
+    let fs: Arc<dyn keel_io::FileSystem> = Arc::new(SimFs::new(SimConfig::seeded(7)));
+    let s = Store::open_with_fs(fs, Path::new("/db"), config()).unwrap();
+    let tx = s.write().unwrap();
+    tx.table("t").unwrap().insert(b"n", b"abc").unwrap();
+    tx.table("t").unwrap().add_i64(b"sum", 5).unwrap();
+    let err = tx.table("t").unwrap().add_i64(b"n", 1).unwrap_err();
+    assert!(
+        matches!(err, Error::NotAnInteger { len: 3, .. }),
+        "exclusive: {err}"
+    );
+    tx.commit().unwrap();
+    // The integer is stored as 8 little-endian bytes.
+    let r = s.read().unwrap();
+    assert_eq!(
+        r.table("t").unwrap().get(b"sum").unwrap(),
+        Some(5i64.to_le_bytes().to_vec())
+    );
+    drop(r);
+    // A concurrent add to "sum" while another transaction turns it into text.
+    let a = s.write_concurrent().unwrap();
+    a.table("t").unwrap().insert(b"other", b"x").unwrap();
+    a.table("t").unwrap().add_i64(b"sum", 1).unwrap();
+    let b = s.write_concurrent().unwrap();
+    b.table("t").unwrap().insert(b"sum", b"text").unwrap();
+    b.commit().unwrap();
+    let err = a.commit().unwrap_err();
+    assert!(
+        matches!(err, Error::NotAnInteger { len: 4, .. }),
+        "concurrent: {err}"
+    );
+    let r = s.read().unwrap();
+    let t = r.table("t").unwrap();
+    assert_eq!(t.get(b"sum").unwrap(), Some(b"text".to_vec()));
+    assert_eq!(
+        t.get(b"other").unwrap(),
+        None,
+        "nothing of the failed commit"
+    );
+    // An add to the transaction's own write is checked at once.
+    let c = s.write_concurrent().unwrap();
+    c.table("t").unwrap().insert(b"mine", b"xy").unwrap();
+    let err = c.table("t").unwrap().add_i64(b"mine", 1).unwrap_err();
+    assert!(
+        matches!(err, Error::NotAnInteger { len: 2, .. }),
+        "own: {err}"
+    );
+    drop(c);
+    // The refusals did not poison the store.
+    let tx = s.write().unwrap();
+    tx.table("t").unwrap().add_i64(b"sum2", -3).unwrap();
+    tx.commit().unwrap();
 }

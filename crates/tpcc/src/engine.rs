@@ -117,6 +117,35 @@ pub trait WriteTx: ReadTx {
     /// Removes; returns the old value.
     fn remove(&mut self, table: &str, key: &[u8]) -> EngineResult<Option<Vec<u8>>>;
 
+    /// Adds `delta` (wrapping) to the signed 64-bit integer stored under `key` as 8
+    /// little-endian bytes; a missing row counts as 0. An engine with atomic adds (Keel's
+    /// concurrent transactions: `Table::add_i64`) applies it at commit without reading the
+    /// row, so transactions adding to one row do not conflict; this default reads the row and
+    /// writes it back.
+    ///
+    /// # Errors
+    ///
+    /// The row is not 8 bytes ([`EngineError::Store`]); the engine's errors.
+    fn add_i64(&mut self, table: &str, key: &[u8], delta: i64) -> EngineResult<()> {
+        let old = match self.get(table, key)? {
+            None => 0,
+            Some(v) => match <[u8; 8]>::try_from(v.as_slice()) {
+                Ok(b) => i64::from_le_bytes(b),
+                Err(_) => {
+                    return Err(EngineError::Store(
+                        format!(
+                            "table {table}: a {}-byte value is not an integer to add to",
+                            v.len()
+                        )
+                        .into(),
+                    ))
+                }
+            },
+        };
+        self.insert(table, key, &old.wrapping_add(delta).to_le_bytes())?;
+        Ok(())
+    }
+
     /// Makes the transaction's changes visible and (for a durable engine) durable; returns once
     /// the engine acknowledges the commit.
     fn commit(self) -> EngineResult<()>;

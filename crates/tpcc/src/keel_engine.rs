@@ -175,6 +175,13 @@ impl WriteTx for KeelWrite<'_> {
             .map_err(engine_error)
     }
 
+    fn add_i64(&mut self, table: &str, key: &[u8], delta: i64) -> EngineResult<()> {
+        self.tx
+            .table(table)
+            .and_then(|mut t| t.add_i64(key, delta))
+            .map_err(engine_error)
+    }
+
     fn commit(self) -> EngineResult<()> {
         self.tx.commit().map_err(engine_error)
     }

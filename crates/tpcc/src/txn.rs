@@ -12,8 +12,10 @@
 //!
 //! W_YTD and D_YTD live in their own tables (`warehouse_ytd`, `district_ytd`: the vertical
 //! partitioning of [`crate::schema`], TPC-C clause 1.6): Payment reads the warehouse and
-//! district rows and reads and updates the YTD rows, New-Order reads no YTD row, so under
-//! concurrent writers a Payment no longer invalidates the New-Orders of its warehouse.
+//! district rows and adds to the YTD rows without reading them ([`WriteTx::add_i64`], an
+//! atomic add under concurrent writers), New-Order reads no YTD row, so under concurrent
+//! writers a Payment invalidates neither the New-Orders nor the other Payments of its
+//! warehouse.
 //!
 //! Non-spec addition: Delivery also bumps a per-district delivery counter (one meta row per
 //! warehouse) in the same transaction, so that consistency condition 11 can be checked after a
@@ -549,14 +551,12 @@ pub fn payment_in<T: WriteTx + ?Sized>(
     let (w, d) = (inp.w, inp.d);
     let wkey = schema::warehouse_key(w);
     let wh: schema::Warehouse = get_row(tx, &wkey, format!("w={w}"))?;
-    let mut w_ytd: schema::WarehouseYtd = get_row(tx, &wkey, format!("w={w}"))?;
-    w_ytd.ytd = w_ytd.ytd.wrapping_add(inp.amount);
-    tx.insert(table::WAREHOUSE_YTD, &wkey, &w_ytd.encode())?;
+    // W_YTD and D_YTD are running totals Payment never reads: an atomic add (the YTD rows
+    // are 8-byte little-endian integers), so Payments of one warehouse do not conflict.
+    tx.add_i64(table::WAREHOUSE_YTD, &wkey, inp.amount)?;
     let dkey = schema::district_key(w, d);
     let dist: schema::District = get_row(tx, &dkey, format!("w={w} d={d}"))?;
-    let mut d_ytd: schema::DistrictYtd = get_row(tx, &dkey, format!("w={w} d={d}"))?;
-    d_ytd.ytd = d_ytd.ytd.wrapping_add(inp.amount);
-    tx.insert(table::DISTRICT_YTD, &dkey, &d_ytd.encode())?;
+    tx.add_i64(table::DISTRICT_YTD, &dkey, inp.amount)?;
     let c_id = find_customer(tx, inp.c_w, inp.c_d, &inp.customer)?;
     let ckey = schema::customer_key(inp.c_w, inp.c_d, c_id);
     let mut cust: schema::Customer =

@@ -151,6 +151,9 @@ fn partitioned_warehouse_and_district_rows_round_trip_and_refuse_the_old_layout(
     assert_eq!(Warehouse::decode(&wk, &w.encode()).unwrap(), w);
     let wy = WarehouseYtd { ytd: -5 };
     assert_eq!(WarehouseYtd::decode(&wk, &wy.encode()).unwrap(), wy);
+    // Payment adds to the YTD rows with `add_i64`: they must be 8-byte little-endian integers.
+    assert_eq!(wy.encode(), (-5i64).to_le_bytes());
+    assert_eq!(DistrictYtd { ytd: 7 }.encode(), 7i64.to_le_bytes());
     assert_eq!(wy.encode().len(), 8);
     let dk = district_key(7, 3);
     let d = District {
