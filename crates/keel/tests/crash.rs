@@ -10,7 +10,8 @@
 //!
 //! Transactions are exclusive or concurrent by the seed, and a second concurrent transaction
 //! held open across others commits between them or inside one, or is refused with a conflict
-//! (then it is no commit point).
+//! (then it is no commit point). Both add to one counter row now and then (`Table::add_i64`),
+//! which the model applies at each commit point to the value there.
 //!
 //! `crash_matrix_in_ci` runs ≥ 1,000 cases across torn-page mode × log block size × sector
 //! size; `crash_matrix_long` (ignored) runs `KEEL_CRASH_CASES` cases (default 100,000).
@@ -41,13 +42,24 @@ type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 /// A transaction's writes: `None` removes.
 type Writes = BTreeMap<Vec<u8>, Option<Vec<u8>>>;
 
-/// `m` with `w` applied.
-fn apply(mut m: Model, w: &Writes) -> Model {
+/// The row transactions add to with `Table::add_i64` (no plain write touches it).
+const COUNTER: &[u8] = b"counter";
+
+/// `m` with `w` applied, then `add` added to [`COUNTER`] (an atomic add takes effect on the
+/// value at the commit point).
+fn apply(mut m: Model, w: &Writes, add: Option<i64>) -> Model {
     for (k, v) in w {
         match v {
             Some(v) => m.insert(k.clone(), v.clone()),
             None => m.remove(k),
         };
+    }
+    if let Some(d) = add {
+        let old = m
+            .get(COUNTER)
+            .and_then(|v| <[u8; 8]>::try_from(v.as_slice()).ok())
+            .map_or(0, i64::from_le_bytes);
+        m.insert(COUNTER.to_vec(), old.wrapping_add(d).to_le_bytes().to_vec());
     }
     m
 }
@@ -186,20 +198,20 @@ fn run_case(case: Case) -> Result<Outcome, String> {
     // and now and then a second, concurrent transaction (`other`, its own generator `orng`)
     // writes, stays open across later transactions and commits between them or in the middle
     // of a concurrent one — or is refused with a conflict, which is then no commit point.
-    let mut other: Option<(keel::WriteTxn<'_>, Writes)> = None;
+    let mut other: Option<(keel::WriteTxn<'_>, Writes, Option<i64>)> = None;
     let mut orng = Rng(case.seed ^ 0x0bad_cafe);
     let conflicts = std::cell::Cell::new(0u64);
     let concurrent_commits = std::cell::Cell::new(0u64);
     // Commits `other`: Ok(false) when the store failed (the crash fired).
-    let commit_other = |other: &mut Option<(keel::WriteTxn<'_>, Writes)>,
+    let commit_other = |other: &mut Option<(keel::WriteTxn<'_>, Writes, Option<i64>)>,
                         committed: &mut Model,
                         snapshots: &mut Vec<Model>,
                         acked: &mut usize|
      -> bool {
-        let Some((tx, w)) = other.take() else {
+        let Some((tx, w, add)) = other.take() else {
             return true;
         };
-        let next = apply(committed.clone(), &w);
+        let next = apply(committed.clone(), &w, add);
         snapshots.push(next.clone());
         match tx.commit() {
             Ok(()) => {
@@ -230,8 +242,15 @@ fn run_case(case: Case) -> Result<Outcome, String> {
                 break;
             };
             let mut w = Writes::new();
+            let mut add = None;
             let wrote = (|| -> keel::Result<()> {
                 let mut t = tx.table("t")?;
+                if orng.below(3) == 0 {
+                    // An atomic add: no read, applied at the commit point.
+                    let d = orng.below(1000) as i64 - 500;
+                    t.add_i64(COUNTER, d)?;
+                    add = Some(d);
+                }
                 for _ in 0..1 + orng.below(4) {
                     let key = format!("key{:03}", orng.below(120)).into_bytes();
                     if orng.below(4) == 0 {
@@ -248,7 +267,7 @@ fn run_case(case: Case) -> Result<Outcome, String> {
             if wrote.is_err() {
                 break;
             }
-            other = Some((tx, w));
+            other = Some((tx, w, add));
         }
         let concurrent = rrng.below(2) == 0;
         let other_mid = concurrent && rrng.below(2) == 0;
@@ -261,6 +280,7 @@ fn run_case(case: Case) -> Result<Outcome, String> {
         let mut failed = false;
         // This transaction's writes, and whether it dropped the table first.
         let mut writes = Writes::new();
+        let mut main_add = None;
         let mut dropped = false;
         // Now and then the whole table is dropped first (its pages freed in one transaction,
         // often more of them than the pool holds): the transaction then starts a new table.
@@ -286,7 +306,13 @@ fn run_case(case: Case) -> Result<Outcome, String> {
                     break;
                 }
                 let key = format!("key{:03}", rng.below(120)).into_bytes();
-                let r = if rng.below(5) == 0 {
+                let r = if rrng.below(8) == 0 {
+                    // An atomic add to the counter (exclusive: read and written at once).
+                    let d = rrng.below(1000) as i64 - 500;
+                    t.add_i64(COUNTER, d).map(|()| {
+                        main_add = Some(main_add.unwrap_or(0i64).wrapping_add(d));
+                    })
+                } else if rng.below(5) == 0 {
                     t.remove(&key).map(|_| {
                         writes.insert(key, None);
                     })
@@ -319,7 +345,7 @@ fn run_case(case: Case) -> Result<Outcome, String> {
         )?;
         // Serializable: a transaction that commits takes effect after every earlier commit.
         let base = if dropped { Model::new() } else { model.clone() };
-        let next = apply(base, &writes);
+        let next = apply(base, &writes, main_add);
         snapshots.push(next.clone());
         match tx.commit() {
             Ok(()) => {
