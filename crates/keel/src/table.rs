@@ -454,6 +454,9 @@ impl<'t, 's> Table<'t, 's> {
     /// # fn main() -> keel::Result<()> {
     /// # let dir = tempfile::tempdir().unwrap();
     /// # let store = keel::Store::open(dir.path(), keel::Config::default())?;
+    /// let tx = store.write()?;
+    /// tx.table("totals")?; // the table exists before the concurrent transactions start
+    /// tx.commit()?;
     /// let a = store.write_concurrent()?;
     /// let b = store.write_concurrent()?;
     /// a.table("totals")?.add_i64(b"ytd", 5)?;
