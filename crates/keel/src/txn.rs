@@ -250,12 +250,15 @@ impl<'s> WriteTxn<'s> {
         let mut held_since = None;
         // What the commit writes, for the recent commits' record (`None`: not known).
         let mut written = None;
+        // A concurrent transaction's read and write sets, dropped once the lock is released.
+        let mut leftovers = None;
         let ex = match mode {
             Mode::Exclusive(ex) => ex,
             Mode::Optimistic(o) => match o.validate_and_apply(inner) {
                 Ok(applied) => {
                     held_since = Some(applied.since);
                     written = applied.written;
+                    leftovers = Some(applied.leftovers);
                     applied.ex
                 }
                 Err(e) => {
@@ -328,6 +331,7 @@ impl<'s> WriteTxn<'s> {
         inner.commits.fetch_add(1, Ordering::Relaxed);
         drop(lock);
         drop(held);
+        drop(leftovers);
         if let Some(t0) = held_since {
             inner
                 .commit_hold_ns
