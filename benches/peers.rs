@@ -24,6 +24,11 @@
 //! process inside a memory cgroup of its cache plus `KEEL_PEERS_COLD_SLACK_MIB` (default 32;
 //! `peers_cold.rs`), so buffered engines cannot keep the data in the OS page cache beyond that
 //! (without a memory cgroup it runs unlimited and prints a `NOTE:`).
+//!
+//! `commit1` also measures, interleaved with the engines, the device's floor for one durable
+//! commit at a time: a 4 KiB `pwrite` at the next position of a zero-filled file, then
+//! `fdatasync` (the least any engine can do per durable commit; REFERENCE.md E4). It prints
+//! each engine's rate against it and what 1.5× the best peer would need.
 
 #[path = "peers_cold.rs"]
 mod cold;
@@ -434,6 +439,38 @@ fn measure(ops: u64, f: impl FnOnce() -> Res<()>) -> Res<Sample> {
     })
 }
 
+/// The device's floor for single durable commits: `n` times a 4 KiB write at the next
+/// position of a zero-filled 16 MiB file (overwrites: no metadata to commit), then
+/// `fdatasync`.
+fn device_commits(dir: &Path, n: u64) -> Res<Sample> {
+    use std::os::unix::fs::FileExt;
+    const FILE: u64 = 16 << 20;
+    std::fs::create_dir_all(dir)?;
+    let path = dir.join("floor");
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .read(true)
+        .write(true)
+        .open(&path)?;
+    let zeros = vec![0u8; 1 << 20];
+    for i in 0..FILE >> 20 {
+        f.write_all_at(&zeros, i << 20)?;
+    }
+    f.sync_all()?;
+    let page = [7u8; 4096];
+    let sample = measure(n, || {
+        for i in 0..n {
+            f.write_all_at(&page, (i * 4096) % FILE)?;
+            f.sync_data()?;
+        }
+        Ok(())
+    })?;
+    drop(f);
+    let _ = std::fs::remove_dir_all(dir);
+    Ok(sample)
+}
+
 /// Measures `n` gets of random keys of the `rows` loaded (each must be there).
 fn random_gets(kv: &dyn Kv, rows: u64, n: u64, seed: u64) -> Res<Sample> {
     let mut r = Rng(seed);
@@ -707,10 +744,15 @@ fn main() -> Res<()> {
     );
     for case in &cases {
         let mut samples: Vec<Vec<Sample>> = vec![Vec::new(); engines.len()];
+        // `commit1`: the device floor, measured in each repeat beside the engines.
+        let mut floor: Vec<f64> = Vec::new();
         for rep in 0..repeats {
             for (e, engine) in engines.iter().enumerate() {
                 let dir = base.join(format!("{case}-{engine}"));
                 samples[e].push(run_case(case, engine, &dir, &settings, rep)?);
+            }
+            if case == "commit1" {
+                floor.push(device_commits(&base.join("device-floor"), 2000)?.per_sec);
             }
         }
         let unit = match case.as_str() {
@@ -743,6 +785,16 @@ fn main() -> Res<()> {
                 .max_by(|a, b| a.1.total_cmp(&b.1))
             {
                 println!("{case:<9} keel / best peer ({best}): {:.2}x", k / b);
+                if !floor.is_empty() {
+                    let (f, lo, hi) = median_spread(&floor);
+                    println!(
+                        "{case:<9} device floor (4 KiB pwrite + fdatasync, zero-filled file): {f:.0} [{lo:.0}..{hi:.0}] commits/s; keel {:.2}x of it, {best} {:.2}x; 1.5x {best} would need {:.0} = {:.2}x the floor",
+                        k / f,
+                        b / f,
+                        1.5 * b,
+                        1.5 * b / f
+                    );
+                }
             }
         }
     }
