@@ -21,6 +21,7 @@ use crate::store::Inner;
 use crate::table::{add_to, SnapReader};
 use crate::{Error, Result};
 use keel_btree::{BTree, Range};
+use std::collections::BTreeMap;
 use std::ops::{Bound, RangeBounds};
 use std::sync::Arc;
 
@@ -31,6 +32,25 @@ type Row = (Vec<u8>, Vec<u8>);
 enum End {
     Front,
     Back,
+}
+
+/// The entry of `map` between `lo` and `hi` nearest to end `at` (none if `empty`: the bounds
+/// hold no key, and a map's range over them would panic).
+fn nearest<'m, V>(
+    map: &'m BTreeMap<Vec<u8>, V>,
+    lo: Bound<&[u8]>,
+    hi: Bound<&[u8]>,
+    at: End,
+    empty: bool,
+) -> Option<(&'m Vec<u8>, &'m V)> {
+    if empty || map.is_empty() {
+        return None;
+    }
+    let mut r = map.range::<[u8], _>((lo, hi));
+    match at {
+        End::Front => r.next(),
+        End::Back => r.next_back(),
+    }
 }
 
 /// The merged scan.
@@ -210,26 +230,8 @@ impl<'t> Merged<'t> {
         let pending = self.idx.and_then(|i| tables.get(i));
         let (lo, hi) = (bound_ref(&self.lo), bound_ref(&self.hi));
         let empty = is_empty_range(lo, hi);
-        let write = match pending {
-            Some(p) if !empty => {
-                let mut r = p.writes.range::<[u8], _>((lo, hi));
-                match at {
-                    End::Front => r.next(),
-                    End::Back => r.next_back(),
-                }
-            }
-            _ => None,
-        };
-        let add = match pending {
-            Some(p) if !empty && !p.adds.is_empty() => {
-                let mut r = p.adds.range::<[u8], _>((lo, hi));
-                match at {
-                    End::Front => r.next(),
-                    End::Back => r.next_back(),
-                }
-            }
-            _ => None,
-        };
+        let write = pending.and_then(|p| nearest(&p.writes, lo, hi, at, empty));
+        let add = pending.and_then(|p| nearest(&p.adds, lo, hi, at, empty));
         // The nearer of the two (they never share a key).
         let nearer_is_add = match (write, add) {
             (_, None) => false,

@@ -193,7 +193,7 @@ impl Optimistic {
     /// The value of `key` in table `i` as the transaction sees it; a read of committed data is
     /// recorded.
     pub(crate) fn get(&self, inner: &Inner, i: usize, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        let (base, add, name) = {
+        let (base, add) = {
             let tables = self.tables.borrow();
             let Some(p) = tables.get(i) else {
                 return Ok(None);
@@ -201,7 +201,11 @@ impl Optimistic {
             if let Some(w) = p.writes.get(key) {
                 return Ok(w.clone());
             }
-            (p.visible_base(), p.adds.get(key).copied(), p.name.clone())
+            // The table's name only for a pending addition (its error names the table).
+            (
+                p.visible_base(),
+                p.adds.get(key).map(|&d| (d, p.name.clone())),
+            )
         };
         let v = match base {
             Some(tree) => {
@@ -218,7 +222,7 @@ impl Optimistic {
         };
         match add {
             // The pending addition over the snapshot's value (which the read now pins).
-            Some(delta) => Ok(Some(table::add_to(&name, key, v.as_deref(), delta)?)),
+            Some((delta, name)) => Ok(Some(table::add_to(&name, key, v.as_deref(), delta)?)),
             None => Ok(v),
         }
     }
@@ -231,13 +235,7 @@ impl Optimistic {
     /// [`Error::KeyTooLarge`]; [`Error::NotAnInteger`] when the transaction's own value under
     /// `key` is not an 8-byte integer.
     pub(crate) fn add(&self, inner: &Inner, i: usize, key: &[u8], delta: i64) -> Result<()> {
-        let max = crate::max_key_len(inner.config.page_size);
-        if key.len() > max {
-            return Err(Error::KeyTooLarge {
-                len: key.len(),
-                max,
-            });
-        }
+        check_key_len(inner, key)?;
         let mut tables = self.tables.borrow_mut();
         let Some(p) = tables.get_mut(i) else {
             return Ok(());
@@ -261,13 +259,7 @@ impl Optimistic {
         key: &[u8],
         value: Option<&[u8]>,
     ) -> Result<Option<Vec<u8>>> {
-        let max = crate::max_key_len(inner.config.page_size);
-        if key.len() > max {
-            return Err(Error::KeyTooLarge {
-                len: key.len(),
-                max,
-            });
-        }
+        check_key_len(inner, key)?;
         if let Some(v) = value {
             if v.len() > crate::MAX_VALUE_LEN {
                 return Err(Error::ValueTooLarge {
@@ -386,6 +378,18 @@ impl Optimistic {
     pub(crate) fn snap_reader<'a>(&'a self, inner: &'a Inner) -> SnapReader<'a> {
         SnapReader::new(&inner.pool, &self.snap)
     }
+}
+
+/// [`Error::KeyTooLarge`] for a key longer than the store's page size allows.
+fn check_key_len(inner: &Inner, key: &[u8]) -> Result<()> {
+    let max = crate::max_key_len(inner.config.page_size);
+    if key.len() > max {
+        return Err(Error::KeyTooLarge {
+            len: key.len(),
+            max,
+        });
+    }
+    Ok(())
 }
 
 /// A validated and applied concurrent transaction, ready to commit.
