@@ -170,6 +170,15 @@ struct Entry {
     written: Option<Written>,
 }
 
+impl Entry {
+    /// What it counts against the byte bound.
+    fn bytes(&self) -> usize {
+        self.written
+            .as_ref()
+            .map_or(ENTRY_OVERHEAD, |w| w.bytes.max(ENTRY_OVERHEAD))
+    }
+}
+
 /// The recent commits, oldest first. Kept under the writer lock's hold: recorded by each
 /// commit, read by each concurrent commit's validation.
 #[derive(Debug, Default)]
@@ -182,21 +191,15 @@ impl RecentWrites {
     /// Records the commit that moved the newest commit from `prev` to `lsn`, with what it wrote
     /// (`None`: opaque). Trims the oldest entries past the bounds.
     pub(crate) fn record(&mut self, prev: Lsn, lsn: Lsn, written: Option<Written>) {
-        let b = written
-            .as_ref()
-            .map_or(ENTRY_OVERHEAD, |w| w.bytes.max(ENTRY_OVERHEAD));
-        self.entries.push_back(Entry { prev, lsn, written });
-        self.bytes = self.bytes.saturating_add(b);
+        let e = Entry { prev, lsn, written };
+        self.bytes = self.bytes.saturating_add(e.bytes());
+        self.entries.push_back(e);
         while self.entries.len() > MAX_ENTRIES || (self.bytes > MAX_BYTES && self.entries.len() > 1)
         {
             let Some(old) = self.entries.pop_front() else {
                 break;
             };
-            let b = old
-                .written
-                .as_ref()
-                .map_or(ENTRY_OVERHEAD, |w| w.bytes.max(ENTRY_OVERHEAD));
-            self.bytes = self.bytes.saturating_sub(b);
+            self.bytes = self.bytes.saturating_sub(old.bytes());
         }
     }
 

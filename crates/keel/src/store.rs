@@ -177,8 +177,8 @@ pub(crate) struct Inner {
     pub(crate) commit_hold_ns: AtomicU64,
     /// What the recent commits wrote (taken only under the writer lock).
     pub(crate) recent: Mutex<crate::recent_writes::RecentWrites>,
-    /// Validations narrowed / full, reads re-read / skipped (`StoreStats`).
-    validation_counts: [AtomicU64; 4],
+    /// Validations of concurrent commits (`StoreStats`).
+    validation_counts: ValidationCounts,
     pub(crate) aborts: AtomicU64,
     ckpt: Arc<CheckpointShared>,
     stop: Arc<(Mutex<bool>, Condvar)>,
@@ -494,10 +494,10 @@ impl Store {
             sync_checkpoint_wait_us: i.sync_checkpoint_wait_ns.load(Ordering::Relaxed) / 1000,
             writer_lock_wait_us: i.lock_wait_ns.load(Ordering::Relaxed) / 1000,
             concurrent_commit_hold_us: i.commit_hold_ns.load(Ordering::Relaxed) / 1000,
-            validations_narrowed: i.validation_counts[0].load(Ordering::Relaxed),
-            validations_full: i.validation_counts[1].load(Ordering::Relaxed),
-            validation_reads_reread: i.validation_counts[2].load(Ordering::Relaxed),
-            validation_reads_skipped: i.validation_counts[3].load(Ordering::Relaxed),
+            validations_narrowed: i.validation_counts.narrowed.load(Ordering::Relaxed),
+            validations_full: i.validation_counts.full.load(Ordering::Relaxed),
+            validation_reads_reread: i.validation_counts.reread.load(Ordering::Relaxed),
+            validation_reads_skipped: i.validation_counts.skipped.load(Ordering::Relaxed),
             aborts: i.aborts.load(Ordering::Relaxed),
             conflicts: i.conflicts.load(Ordering::Relaxed),
             checkpoints: i.ckpt.count(),
@@ -581,6 +581,19 @@ impl Store {
     }
 }
 
+/// Counters of concurrent commits' validations.
+#[derive(Debug, Default)]
+struct ValidationCounts {
+    /// Narrowed by the recent commits' writes.
+    narrowed: AtomicU64,
+    /// Every read checked.
+    full: AtomicU64,
+    /// Reads read again.
+    reread: AtomicU64,
+    /// Reads skipped.
+    skipped: AtomicU64,
+}
+
 impl Inner {
     /// Takes the writer lock for a write: the exclusive transaction of [`Store::write`], or
     /// the validate-and-apply step of a concurrent one's commit (`call` names it in
@@ -627,9 +640,10 @@ impl Inner {
     /// writes).
     pub(crate) fn count_validation(&self, narrowed: bool, checked: crate::read_set::Checked) {
         let c = &self.validation_counts;
-        c[usize::from(!narrowed)].fetch_add(1, Ordering::Relaxed);
-        c[2].fetch_add(checked.reread, Ordering::Relaxed);
-        c[3].fetch_add(checked.skipped, Ordering::Relaxed);
+        let kind = if narrowed { &c.narrowed } else { &c.full };
+        kind.fetch_add(1, Ordering::Relaxed);
+        c.reread.fetch_add(checked.reread, Ordering::Relaxed);
+        c.skipped.fetch_add(checked.skipped, Ordering::Relaxed);
     }
 
     fn check_poison(&self) -> Result<()> {
