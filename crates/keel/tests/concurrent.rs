@@ -589,19 +589,22 @@ fn without_recorded_writes_the_model_finds_a_lost_update() {
     assert!(msg.contains("not serializable"), "{msg}");
 }
 
+/// A store on disk in `dir` whose commits do not wait for the log sync (the threaded tests
+/// check interleavings, not durability).
+fn lazy_store(dir: &Path) -> Store {
+    let config = Config {
+        durability: keel::Durability::Lazy,
+        ..Config::default()
+    };
+    Store::open(dir, config).unwrap()
+}
+
 /// Threads move money between accounts with concurrent transactions (retrying conflicts)
 /// while readers sum the accounts: every snapshot sums to the same total, and so does the end.
 #[test]
 fn threads_transferring_keep_the_total() {
     let dir = tempfile::tempdir().unwrap();
-    let s = Store::open(
-        dir.path(),
-        Config {
-            durability: keel::Durability::Lazy,
-            ..Config::default()
-        },
-    )
-    .unwrap();
+    let s = lazy_store(dir.path());
     const ACCOUNTS: u64 = 16;
     let tx = s.write().unwrap();
     {
@@ -783,14 +786,7 @@ fn an_add_to_a_value_that_is_no_integer_commits_nothing() {
 #[test]
 fn threads_adding_to_shared_totals_lose_nothing_and_never_conflict() {
     let dir = tempfile::tempdir().unwrap();
-    let s = Store::open(
-        dir.path(),
-        Config {
-            durability: keel::Durability::Lazy,
-            ..Config::default()
-        },
-    )
-    .unwrap();
+    let s = lazy_store(dir.path());
     let tx = s.write().unwrap();
     tx.table("totals").unwrap().add_i64(b"a", 0).unwrap();
     tx.table("totals").unwrap().add_i64(b"b", 0).unwrap();
