@@ -7,7 +7,10 @@
 //!   `uncommitted_pages_are_never_written`).
 //! - **Nothing changed on failure**: an operation that fails (too large, page busy, bad offset)
 //!   changes neither the page nor the redo; abort (or drop) restores every page exactly
-//!   (tests `abort_restores_pages_exactly`, `txn_too_large_changes_nothing`).
+//!   (tests `abort_restores_pages_exactly`, `txn_too_large_changes_nothing`). A page whose
+//!   committed image the transaction copied for snapshot readers (module `versions`) before its
+//!   first change is restored from that copy and records no undo of its own; any other page
+//!   records the bytes each change overwrites (the test runs both ways).
 //! - **Full page images**: when the store wants them, the first change of a page after the
 //!   published horizon puts a `PageImage` of the page as it was before the transaction at the
 //!   start of the same group (test `full_page_image_logged_once_per_checkpoint`).
@@ -27,6 +30,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::ops::Deref;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 mod diff;
 mod write_guard;
@@ -49,9 +53,21 @@ struct Entry {
     /// The page's committed image is in the version store as this transaction's pending
     /// version (module `versions`).
     versioned: bool,
+    /// The page exactly as it was before this transaction's first change of it, when that is
+    /// the pending version copied from the frame itself under its exclusive latch: such a page
+    /// records no undo (the copy is the undo: rollback and a full page image use it). Dropped
+    /// before the versions are sealed, so a retired image can be recycled.
+    before: Option<Arc<[u8]>>,
 }
 
 impl Entry {
+    /// Whether a change of this page must record the bytes it overwrites: not for a page
+    /// installed blank by this transaction (there is nothing to restore) nor for one whose
+    /// image before the transaction is kept whole (`before`).
+    pub(super) fn needs_undo(&self) -> bool {
+        !self.fresh && self.before.is_none()
+    }
+
     fn note(&mut self, init: bool) {
         if self.first_init.is_none() {
             self.first_init = Some(init);
@@ -73,7 +89,8 @@ struct Undo {
 #[derive(Debug, Default)]
 struct TxnState {
     entries: Vec<Entry>,
-    index: HashMap<PageId, usize>,
+    /// Entry of each page (page ids hash with one multiply, as in the page table).
+    index: HashMap<PageId, usize, crate::page_table::BuildIdHash>,
     records: Vec<Record>,
     undo: Vec<Undo>,
     /// The old bytes of every undo step, back to back.
@@ -257,6 +274,7 @@ impl<'p> PageTxn<'p> {
             freed: true,
             latched: false,
             versioned: false,
+            before: None,
         };
         // A resident page is held to leave the pool unwritten at commit, while the transaction
         // has room; past it the page stays as a page freed while not resident does (its frame
@@ -275,7 +293,8 @@ impl<'p> PageTxn<'p> {
                 entry.frame = Some(f);
                 // The frame leaves the pool at commit, unwritten: snapshots that can still
                 // reach the page read this copy.
-                entry.versioned = self.keep_version(id, x.bytes());
+                entry.before = self.keep_version(id, x.bytes());
+                entry.versioned = entry.before.is_some();
                 drop(x);
             } else {
                 drop(x);
@@ -322,13 +341,12 @@ impl<'p> PageTxn<'p> {
     }
 
     /// Keeps `image`, page `id`'s committed state, as this transaction's pending version.
-    /// Returns whether it did (not with the test knob `skip_version_copy`).
-    fn keep_version(&self, id: PageId, image: &[u8]) -> bool {
+    /// Returns the kept copy, or None if it kept none (the test knob `skip_version_copy`).
+    fn keep_version(&self, id: PageId, image: &[u8]) -> Option<Arc<[u8]>> {
         if TestKnobs::on(&self.pool.knobs.skip_version_copy) {
-            return false;
+            return None;
         }
-        self.pool.versions.add_pending(id, self.id, image);
-        true
+        Some(self.pool.versions.add_pending(id, self.id, image))
     }
 
     /// Before page `id` is started afresh: if it is not resident and a snapshot may still
@@ -359,7 +377,9 @@ impl<'p> PageTxn<'p> {
             Err(PoolError::Unwritten { .. } | PoolError::Corruption(_)) => return Ok(()),
             Err(e) => return Err(e),
         };
-        let kept = self.keep_version(id, &g);
+        // Read from disk, not from a frame this transaction holds: the page records undo as
+        // usual if it becomes resident before the transaction takes it.
+        let kept = self.keep_version(id, &g).is_some();
         drop(g);
         if kept {
             let mut st = self.st.borrow_mut();
@@ -376,6 +396,7 @@ impl<'p> PageTxn<'p> {
                         freed: false,
                         latched: false,
                         versioned: true,
+                        before: None,
                     });
                     st.index.insert(id, i);
                     i
@@ -498,7 +519,12 @@ impl<'p> PageTxn<'p> {
         };
         // Invariant 1 of module `versions`: the committed image is kept before the first
         // change, under the exclusive latch (a blank frame was nothing any snapshot can read).
-        let versioned = already || (!fresh && self.keep_version(id, latch.bytes()));
+        let before = if already || fresh {
+            None
+        } else {
+            self.keep_version(id, latch.bytes())
+        };
+        let versioned = already || before.is_some();
         pool.txn_pages.fetch_add(1, Ordering::Relaxed);
         let mut st = self.st.borrow_mut();
         st.held += 1;
@@ -511,6 +537,7 @@ impl<'p> PageTxn<'p> {
                 e.latched = true;
                 e.pre_lsn = pre_lsn;
                 e.versioned = versioned;
+                e.before = before;
                 i
             }
             None => {
@@ -524,6 +551,7 @@ impl<'p> PageTxn<'p> {
                     freed: false,
                     latched: true,
                     versioned,
+                    before,
                 });
                 st.index.insert(id, i);
                 i
@@ -584,11 +612,17 @@ impl<'p> PageTxn<'p> {
                     });
                     continue;
                 }
-                let mut image = pool.frames[f as usize].shared().bytes().to_vec();
-                for u in st.undo.iter().rev().filter(|u| u.entry == i) {
-                    image[u.offset..u.offset + u.len]
-                        .copy_from_slice(&st.undo_bytes[u.at..u.at + u.len]);
-                }
+                let image = match &e.before {
+                    Some(before) => before.to_vec(),
+                    None => {
+                        let mut image = pool.frames[f as usize].shared().bytes().to_vec();
+                        for u in st.undo.iter().rev().filter(|u| u.entry == i) {
+                            image[u.offset..u.offset + u.len]
+                                .copy_from_slice(&st.undo_bytes[u.at..u.at + u.len]);
+                        }
+                        image
+                    }
+                };
                 fpi_bytes += image.len();
                 group.push(Record::PageImage {
                     page_id: e.page_id,
@@ -611,6 +645,8 @@ impl<'p> PageTxn<'p> {
                 return Err(e);
             }
         };
+        // The images kept as undo are let go first, so the versions can recycle them.
+        st.entries.iter_mut().for_each(|e| e.before = None);
         // Module `versions`, invariant 2: seal, then publish.
         pool.versions.seal(self.id, &st.versioned_pages(), end);
         pool.versions.publish(end);
@@ -682,6 +718,18 @@ impl<'p> PageTxn<'p> {
 
     fn rollback(&self, st: &mut TxnState) {
         let pool = self.pool;
+        // Pages kept whole: copy the image back (only if the transaction changed them).
+        for e in &mut st.entries {
+            let before = e.before.take();
+            let (Some(before), Some(f), Some(_)) = (before, e.frame, e.first_init) else {
+                continue;
+            };
+            if e.fresh {
+                continue;
+            }
+            let mut x = pool.frames[f as usize].exclusive();
+            x.bytes_mut().copy_from_slice(&before);
+        }
         for u in st.undo.drain(..).rev() {
             let e = &st.entries[u.entry];
             if e.fresh {

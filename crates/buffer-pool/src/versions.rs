@@ -52,7 +52,7 @@ struct Version {
 }
 
 /// Versions of the pages of one shard, by page id.
-type Shard = Mutex<HashMap<u64, Vec<Version>>>;
+type Shard = Mutex<HashMap<u64, Vec<Version>, crate::page_table::BuildIdHash>>;
 
 #[derive(Debug, Default)]
 struct Registry {
@@ -110,7 +110,9 @@ impl Versions {
     /// An empty store keeping at most about `budget` bytes of versions for old snapshots.
     pub fn new(budget: u64) -> Versions {
         Versions {
-            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            shards: (0..SHARDS)
+                .map(|_| Mutex::new(HashMap::default()))
+                .collect(),
             count: AtomicUsize::new(0),
             bytes: AtomicU64::new(0),
             reg: Mutex::new(Registry::default()),
@@ -123,7 +125,9 @@ impl Versions {
     }
 
     fn shard(&self, id: PageId) -> &Shard {
-        &self.shards[(id.0 as usize).wrapping_mul(0x9E37_79B9) % SHARDS]
+        // The page table's shard function (top bits of a multiply): the map within a shard
+        // hashes with the low bits, which must not be the same for every id of the shard.
+        &self.shards[crate::page_table::shard_of(id.0) % SHARDS]
     }
 
     /// Registers a snapshot of the newest published commit.
@@ -158,8 +162,10 @@ impl Versions {
     }
 
     /// Stores `image` as transaction `txn`'s pending version of page `id` (call it before the
-    /// transaction's first change of the page, holding the page's exclusive latch).
-    pub(crate) fn add_pending(&self, id: PageId, txn: u64, image: &[u8]) {
+    /// transaction's first change of the page, holding the page's exclusive latch). Returns the
+    /// stored image (shared, never changed), which the transaction restores the page from if it
+    /// aborts.
+    pub(crate) fn add_pending(&self, id: PageId, txn: u64, image: &[u8]) -> Arc<[u8]> {
         let spare = self.spare.lock().pop();
         let image: Arc<[u8]> = match spare {
             Some(mut a) if a.len() == image.len() => match Arc::get_mut(&mut a) {
@@ -179,11 +185,12 @@ impl Versions {
             .push(Version {
                 until: PENDING,
                 txn,
-                image,
+                image: image.clone(),
             });
         self.count.fetch_add(1, Ordering::AcqRel);
         self.bytes.fetch_add(len, Ordering::Relaxed);
         self.copied.fetch_add(1, Ordering::Relaxed);
+        image
     }
 
     /// Seals transaction `txn`'s pending versions of `pages` at its commit LSN `commit`.
@@ -401,7 +408,7 @@ impl Drop for Snapshot {
 impl Versions {
     /// [`add_pending`](Self::add_pending).
     pub fn shuttle_add_pending(&self, id: PageId, txn: u64, image: &[u8]) {
-        self.add_pending(id, txn, image);
+        let _ = self.add_pending(id, txn, image);
     }
 
     /// [`seal`](Self::seal).

@@ -168,9 +168,20 @@ fn a_move_is_one_record_and_replays_to_the_same_page() {
     );
 }
 
+/// Abort restores every page exactly: pages whose image before the transaction is kept whole
+/// (the pending version, the normal case) and, with version copies switched off, pages restored
+/// from their recorded undo.
 #[test]
 fn abort_restores_pages_exactly() {
+    abort_restores_pages_exactly_with(false);
+    abort_restores_pages_exactly_with(true);
+}
+
+fn abort_restores_pages_exactly_with(undo_only: bool) {
     let (pool, store) = mem_pool(8);
+    pool.knobs()
+        .skip_version_copy
+        .store(undo_only, std::sync::atomic::Ordering::Relaxed);
     seed(&*store, 4);
     let before: Vec<Vec<u8>> = (0..4)
         .map(|i| pool.read(PageId(i)).unwrap().to_vec())

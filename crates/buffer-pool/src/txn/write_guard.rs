@@ -74,7 +74,7 @@ impl PageWriteGuard<'_> {
         let page = self.latch.bytes_mut();
         let mut st = self.txn.st.borrow_mut();
         let (at, len) = op.target();
-        if !st.entries[self.entry].fresh {
+        if st.entries[self.entry].needs_undo() {
             st.push_undo(self.entry, at, &page[at..at + len]);
         }
         op.apply(page).map_err(|e| outside(id, e))?;
@@ -129,7 +129,7 @@ impl PageWriteGuard<'_> {
         let b = (a..len).rev().find(|&i| old[i] != new[i]).map_or(a, |i| i) + 1;
         let bytes = new[a..b].to_vec();
         let mut st = self.txn.st.borrow_mut();
-        if !st.entries[self.entry].fresh {
+        if st.entries[self.entry].needs_undo() {
             st.push_undo(self.entry, offset + a, &old[a..b]);
         }
         st.redo_bytes += bytes.len() + 12;
@@ -178,7 +178,7 @@ impl PageWriteGuard<'_> {
         let id = self.id;
         let page = self.latch.bytes_mut();
         let mut st = self.txn.st.borrow_mut();
-        if !st.entries[self.entry].fresh {
+        if st.entries[self.entry].needs_undo() {
             st.push_undo(self.entry, 0, page);
         }
         apply_init(page, id, page_type);
