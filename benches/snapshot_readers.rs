@@ -10,7 +10,12 @@
 //!   500,000, resident) with a cursor, again and again;
 //! - `writer + scanner`: both at once: each side's rate as a ratio of its rate alone;
 //! - `gets x1 + writer`, `gets x2 + writer`: one or two threads doing random point gets on
-//!   `big` while the writer commits: the ratio of two threads to one.
+//!   `big` while the writer commits: the ratio of two threads to one. With the writer committing
+//!   flat out, a machine of N cores leaves the getters at most N minus the writer's cores, so
+//!   the bench prints that ceiling beside the ratio;
+//! - `gets x1 + paced writer`, `gets x2 + paced writer`: the same with the writer pacing itself
+//!   to `KEEL_SNAP_PACE` commits/s (default 1,000, an OLTP writer that is not a saturating
+//!   loop), so the ratio shows how the getters scale when cores are free.
 //!
 //! Prints the median of the repeats with min–max, and per case the process CPU µs per
 //! operation and the cores used (CPU seconds / wall seconds). Run on a quiet machine:
@@ -46,12 +51,14 @@ struct Rates {
     wall: f64,
 }
 
-/// Runs `writer` (commits), `scanners` and `getters` threads for `secs`.
+/// Runs `writer` (commits, flat out or `pace` commits/s), `scanners` and `getters` threads for
+/// `secs`.
 fn case(
     store: &Arc<keel::Store>,
     rows: u64,
     secs: f64,
     writer: bool,
+    pace: Option<f64>,
     scanners: usize,
     getters: usize,
 ) -> Rates {
@@ -67,7 +74,16 @@ fn case(
         hs.push(std::thread::spawn(move || {
             let mut rng = Rng::new(Instant::now().elapsed().as_nanos() as u64 ^ 11);
             let v = [7u8; 100];
+            let start = Instant::now();
+            let mut done = 0u64;
             while !stop.load(Ordering::Relaxed) {
+                if let Some(pace) = pace {
+                    let due = start + Duration::from_secs_f64(done as f64 / pace);
+                    if let Some(wait) = due.checked_duration_since(Instant::now()) {
+                        std::thread::sleep(wait);
+                    }
+                }
+                done += 1;
                 let tx = s.write().expect("write");
                 tx.table("w")
                     .expect("table")
@@ -164,21 +180,26 @@ fn main() {
     println!(
         "snapshot readers beside a writer: {rows} rows of 16+100 bytes resident, {secs} s per case, {repeats} repeats"
     );
+    let pace = env("KEEL_SNAP_PACE", 1000) as f64;
     let names = [
         "writer alone",
         "scanner alone",
         "writer + scanner",
         "gets x1 + writer",
         "gets x2 + writer",
+        "gets x1 + paced writer",
+        "gets x2 + paced writer",
     ];
     let mut all: Vec<Vec<Rates>> = vec![Vec::new(); names.len()];
     for rep in 0..repeats {
         let runs = [
-            case(&store, rows, secs, true, 0, 0),
-            case(&store, rows, secs, false, 1, 0),
-            case(&store, rows, secs, true, 1, 0),
-            case(&store, rows, secs, true, 0, 1),
-            case(&store, rows, secs, true, 0, 2),
+            case(&store, rows, secs, true, None, 0, 0),
+            case(&store, rows, secs, false, None, 1, 0),
+            case(&store, rows, secs, true, None, 1, 0),
+            case(&store, rows, secs, true, None, 0, 1),
+            case(&store, rows, secs, true, None, 0, 2),
+            case(&store, rows, secs, true, Some(pace), 0, 1),
+            case(&store, rows, secs, true, Some(pace), 0, 2),
         ];
         for (i, r) in runs.into_iter().enumerate() {
             all[i].push(r);
@@ -196,7 +217,7 @@ fn main() {
         .0
     };
     let show = |label: &str, (m, lo, hi): (f64, f64, f64), unit: &str| {
-        println!("  {label:<34} {m:>12.0} {unit} (min {lo:.0}, max {hi:.0})");
+        println!("  {label:<40} {m:>12.0} {unit} (min {lo:.0}, max {hi:.0})");
     };
     show("writer alone", col(0, |r| r.commits), "commits/s");
     show(
@@ -229,7 +250,26 @@ fn main() {
     let (m, lo, hi) = ratio(2, |r| r.rows, 1, |r| r.rows);
     println!("scanner keeps {:.0}% of its rows/s beside a writer (min {:.0}%, max {:.0}%; target >= 90%)", m * 100.0, lo * 100.0, hi * 100.0);
     let (m, lo, hi) = ratio(4, |r| r.gets, 3, |r| r.gets);
-    println!("gets: 2 threads / 1 thread beside a writer = {m:.2}x (min {lo:.2}, max {hi:.2}; target >= 1.8x)");
+    let n = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    let ceiling = (n - cores(0)).min(2.0);
+    println!("gets: 2 threads / 1 thread beside a writer = {m:.2}x (min {lo:.2}, max {hi:.2}; target >= 1.8x); the writer alone uses {:.2} of {n} cores, so two getters can have at most {ceiling:.2} cores: ceiling about {ceiling:.2}x", cores(0));
+    show(
+        "paced writer (target pace)",
+        col(5, |r| r.commits),
+        &format!("commits/s ({pace:.0})"),
+    );
+    show(
+        "gets, 1 thread, beside a paced writer",
+        col(5, |r| r.gets),
+        "gets/s",
+    );
+    show(
+        "gets, 2 threads, beside a paced writer",
+        col(6, |r| r.gets),
+        "gets/s",
+    );
+    let (m, lo, hi) = ratio(6, |r| r.gets, 5, |r| r.gets);
+    println!("gets: 2 threads / 1 thread beside a writer paced to {pace:.0} commits/s = {m:.2}x (min {lo:.2}, max {hi:.2}; target >= 1.8x)");
     for (i, n) in names.iter().enumerate() {
         let ops: f64 = median(
             all[i]
@@ -246,7 +286,7 @@ fn main() {
         )
         .0;
         println!(
-            "  {n:<18} cores used {:.2}; CPU µs per op {ops:.1} (op = a commit, 1,000 scanned rows or a get)",
+            "  {n:<22} cores used {:.2}; CPU µs per op {ops:.1} (op = a commit, 1,000 scanned rows or a get)",
             cores(i)
         );
     }
