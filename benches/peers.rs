@@ -746,13 +746,16 @@ fn main() -> Res<()> {
         let mut samples: Vec<Vec<Sample>> = vec![Vec::new(); engines.len()];
         // `commit1`: the device floor, measured in each repeat beside the engines.
         let mut floor: Vec<f64> = Vec::new();
+        let mut floor_cpu: Vec<f64> = Vec::new();
         for rep in 0..repeats {
             for (e, engine) in engines.iter().enumerate() {
                 let dir = base.join(format!("{case}-{engine}"));
                 samples[e].push(run_case(case, engine, &dir, &settings, rep)?);
             }
             if case == "commit1" {
-                floor.push(device_commits(&base.join("device-floor"), 2000)?.per_sec);
+                let d = device_commits(&base.join("device-floor"), 2000)?;
+                floor.push(d.per_sec);
+                floor_cpu.push(d.cpu_us_per_op);
             }
         }
         let unit = match case.as_str() {
@@ -787,8 +790,9 @@ fn main() -> Res<()> {
                 println!("{case:<9} keel / best peer ({best}): {:.2}x", k / b);
                 if !floor.is_empty() {
                     let (f, lo, hi) = median_spread(&floor);
+                    let (fc, _, _) = median_spread(&floor_cpu);
                     println!(
-                        "{case:<9} device floor (4 KiB pwrite + fdatasync, zero-filled file): {f:.0} [{lo:.0}..{hi:.0}] commits/s; keel {:.2}x of it, {best} {:.2}x; 1.5x {best} would need {:.0} = {:.2}x the floor",
+                        "{case:<9} device floor (4 KiB pwrite + fdatasync, zero-filled file): {f:.0} [{lo:.0}..{hi:.0}] commits/s at {fc:.2} µs CPU each (the kernel's); keel {:.2}x of it, {best} {:.2}x; 1.5x {best} would need {:.0} = {:.2}x the floor",
                         k / f,
                         b / f,
                         1.5 * b,
