@@ -162,6 +162,17 @@ impl BTree {
         self.limits
     }
 
+    /// The leaf whose key range holds `key` (where an insert or removal of `key` would start),
+    /// by a latched descent. A hint for callers that prepare pages before changing them: the
+    /// tree may change before they do.
+    ///
+    /// # Errors
+    ///
+    /// A page cannot be read, is corrupt, or the tree is deeper than it can be.
+    pub fn leaf_for<S: PageRead>(&self, store: &S, key: &[u8]) -> Result<PageId> {
+        self.descend(store, key).map(|(_, leaf)| leaf)
+    }
+
     /// The value stored under `key`.
     ///
     /// First tries an optimistic descent ([`PageRead::read_optimistic`]: no latches, each page

@@ -43,6 +43,10 @@ pub struct TestKnobs {
     /// (breaks the rule that a checkpoint never passes a change whose page was never written,
     /// unless the free that made it dead is durable).
     pub checkpoint_ignores_unwritten_frees: AtomicBool,
+    /// A transaction uses an offered copy of a page without checking that it is still the
+    /// page (breaks the invariant of module `txn::precopy`: a stale copy becomes the page's
+    /// version and undo).
+    pub trust_stale_copies: AtomicBool,
 }
 
 impl TestKnobs {

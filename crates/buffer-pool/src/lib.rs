@@ -73,6 +73,12 @@
 //! 7. **Recovery** (docs/design.md invariants 4 and 5, the pool's half): see module [`recovery`];
 //!    tests in `tests/recovery.rs` and the crash property tests in `tests/crash.rs` (every mode,
 //!    model log and real log, 512/4096-byte sectors; in `None` mode torn pages are reported).
+//! 8. **Copies made before the hold**: a committed page image copied before a transaction
+//!    takes the page ([`BufferPool::copy_committed`], [`PageTxn::offer_copies`]) becomes the
+//!    page's version and undo only if its header (with the LSN) and trailer still equal the
+//!    page's when the transaction takes it (module `txn::precopy`). Tests: `tests/pool.rs:
+//!    a_stale_copy_is_never_used` (knob `trust_stale_copies`), keel's `tests/concurrent.rs:
+//!    a_snapshot_sees_every_commit_acknowledged_before_it`.
 //!
 //! # Where each concern lives
 //!
@@ -83,7 +89,7 @@
 //! mirrors), `page_table` (page-table shards), `residency` (which frame holds which page; reads,
 //! loads, pins), `free_list`, `eviction` (the CLOCK sweep), `prefetch`, `flush_list` (dirty
 //! pages and write batches), `checkpoint` (the checkpoint-LSN rule), `optimistic` (latch-free
-//! reads), `cleaner` (the page cleaner's thread and policies), `txn` (write transactions),
+//! reads), `cleaner` (the page cleaner's thread and policies), `txn` (write transactions; `txn::precopy`: page copies made before a hold),
 //! [`recovery`] (redo application) and `page_store` (what the pool reads from and writes to).
 //!
 //! # Lock order
@@ -131,5 +137,5 @@ pub use recovery::RedoApplyReport;
 pub use redo::{Record, RecoveredGroup};
 pub use snapshot_read::SnapPage;
 pub use stats::PoolStats;
-pub use txn::{PageTxn, PageWriteGuard};
+pub use txn::{CommittedCopy, PageTxn, PageWriteGuard};
 pub use versions::{Snapshot, VersionCounts};

@@ -119,6 +119,11 @@ pool_stats! {
         redo_records_applied,
         /// Recovery: page records skipped (page LSN already at or past the group).
         redo_records_skipped,
+        /// Committed images copied before a transaction took the page, and used as its version
+        /// (module `txn::precopy`): page copies moved out of the transaction's hold.
+        copies_used,
+        /// Such copies dropped because the page had changed since (the page was copied again).
+        copies_stale,
     }
 }
 
@@ -219,6 +224,8 @@ mod tests {
             &c.redo_groups,
             &c.redo_records_applied,
             &c.redo_records_skipped,
+            &c.copies_used,
+            &c.copies_stale,
         ];
         for (i, a) in fields.iter().enumerate() {
             bump(a, i as u64 + 1);

@@ -33,8 +33,10 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 mod diff;
+mod precopy;
 mod write_guard;
 
+pub use precopy::CommittedCopy;
 pub use write_guard::PageWriteGuard;
 
 #[derive(Debug)]
@@ -95,6 +97,8 @@ struct TxnState {
     undo: Vec<Undo>,
     /// The old bytes of every undo step, back to back.
     undo_bytes: Vec<u8>,
+    /// Committed images offered for pages the transaction may take (module `precopy`).
+    copies: HashMap<PageId, Arc<[u8]>, crate::page_table::BuildIdHash>,
     /// Entries that hold a frame.
     held: usize,
     redo_bytes: usize,
@@ -349,6 +353,14 @@ impl<'p> PageTxn<'p> {
         Some(self.pool.versions.add_pending(id, self.id, image))
     }
 
+    /// [`keep_version`](Self::keep_version) with the copy already made (module `precopy`).
+    fn keep_version_image(&self, id: PageId, image: Arc<[u8]>) -> Option<Arc<[u8]>> {
+        if TestKnobs::on(&self.pool.knobs.skip_version_copy) {
+            return None;
+        }
+        Some(self.pool.versions.add_pending_image(id, self.id, image))
+    }
+
     /// Before page `id` is started afresh: if it is not resident and a snapshot may still
     /// read it (freed by this transaction, or by a commit newer than a registered snapshot),
     /// keeps its committed image from disk as this transaction's pending version. A page that
@@ -521,6 +533,8 @@ impl<'p> PageTxn<'p> {
         // change, under the exclusive latch (a blank frame was nothing any snapshot can read).
         let before = if already || fresh {
             None
+        } else if let Some(copy) = self.current_copy(id, &latch) {
+            self.keep_version_image(id, copy)
         } else {
             self.keep_version(id, latch.bytes())
         };
@@ -645,8 +659,10 @@ impl<'p> PageTxn<'p> {
                 return Err(e);
             }
         };
-        // The images kept as undo are let go first, so the versions can recycle them.
+        // The images kept as undo (and copies never used) are let go first, so the versions
+        // can recycle them.
         st.entries.iter_mut().for_each(|e| e.before = None);
+        st.copies.clear();
         // Module `versions`, invariant 2: seal, then publish.
         pool.versions.seal(self.id, &st.versioned_pages(), end);
         pool.versions.publish(end);
@@ -761,6 +777,7 @@ impl<'p> PageTxn<'p> {
         }
         st.records.clear();
         st.index.clear();
+        st.copies.clear();
         st.held = 0;
     }
 }

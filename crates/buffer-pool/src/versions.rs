@@ -166,17 +166,29 @@ impl Versions {
     /// stored image (shared, never changed), which the transaction restores the page from if it
     /// aborts.
     pub(crate) fn add_pending(&self, id: PageId, txn: u64, image: &[u8]) -> Arc<[u8]> {
+        let image = self.copy_of(image);
+        self.add_pending_image(id, txn, image)
+    }
+
+    /// A shared copy of `bytes`, in a recycled buffer when one of that size is spare.
+    pub(crate) fn copy_of(&self, bytes: &[u8]) -> Arc<[u8]> {
         let spare = self.spare.lock().pop();
-        let image: Arc<[u8]> = match spare {
-            Some(mut a) if a.len() == image.len() => match Arc::get_mut(&mut a) {
+        match spare {
+            Some(mut a) if a.len() == bytes.len() => match Arc::get_mut(&mut a) {
                 Some(buf) => {
-                    buf.copy_from_slice(image);
+                    buf.copy_from_slice(bytes);
                     a
                 }
-                None => Arc::from(image),
+                None => Arc::from(bytes),
             },
-            _ => Arc::from(image),
-        };
+            _ => Arc::from(bytes),
+        }
+    }
+
+    /// Stores `image` (a copy of page `id`'s committed state, never changed afterwards) as
+    /// transaction `txn`'s pending version, as [`add_pending`](Self::add_pending) does; returns
+    /// it.
+    pub(crate) fn add_pending_image(&self, id: PageId, txn: u64, image: Arc<[u8]>) -> Arc<[u8]> {
         let len = image.len() as u64;
         self.shard(id)
             .lock()

@@ -1060,3 +1060,97 @@ fn a_checkpoint_waits_for_the_free_of_an_unwritten_page_to_be_durable() {
         );
     }
 }
+
+/// Module `txn::precopy`: a copy offered to a transaction is used as the page's version and
+/// undo only if it is still the page. Page 0 is copied, then changed by a commit; a transaction
+/// offered the (now stale) copy changes page 0 and aborts: the page must be the newer commit,
+/// and a snapshot taken during the transaction must read the newer commit too. Returns whether
+/// both held. With the knob `trust_stale_copies`, the stale copy is used and neither holds.
+fn stale_copy_run(trust: bool) -> bool {
+    let (pool, store) = mem_pool(8);
+    pool.knobs()
+        .trust_stale_copies
+        .store(trust, Ordering::Relaxed);
+    seed(&*store, 2);
+    let log = MemLog::new();
+    drop(pool.read(PageId(0)).unwrap());
+    let copy = pool
+        .copy_committed(PageId(0), Lsn(u64::MAX))
+        .expect("resident page 0");
+    assert_eq!(copy.page_id(), PageId(0));
+    let t1 = pool.begin();
+    t1.write(PageId(0)).unwrap().write(P, b"newer").unwrap();
+    t1.commit(&log).unwrap();
+    let committed = pool.read(PageId(0)).unwrap().to_vec();
+    let t2 = pool.begin();
+    t2.offer_copies([copy]);
+    t2.write(PageId(0))
+        .unwrap()
+        .write(P, b"UNCOMMITTED")
+        .unwrap();
+    let snap = pool.snapshot();
+    let seen = pool.read_at(PageId(0), &snap).unwrap()[P..P + 5].to_vec();
+    drop(snap);
+    t2.abort();
+    let after = pool.read(PageId(0)).unwrap().to_vec();
+    let s = pool.stats();
+    assert_eq!(s.copies_used + s.copies_stale, 1);
+    seen == b"newer" && after == committed
+}
+
+#[test]
+fn a_stale_copy_is_never_used() {
+    assert!(stale_copy_run(false), "a stale copy was used");
+    assert!(
+        !stale_copy_run(true),
+        "the knob trust_stale_copies should make the stale copy the page's version and undo"
+    );
+}
+
+/// A current copy is used (the transaction copies nothing under its hold), serves snapshots
+/// and the abort; a page owned by a transaction is not copied (it may hold uncommitted bytes).
+#[test]
+fn a_current_copy_is_used_and_an_owned_page_is_not_copied() {
+    let (pool, store) = mem_pool(8);
+    seed(&*store, 2);
+    let log = MemLog::new();
+    let before = pool.read(PageId(1)).unwrap().to_vec();
+    let copy = pool
+        .copy_committed(PageId(1), Lsn(u64::MAX))
+        .expect("resident page 1");
+    let copied = pool.stats().versions_copied;
+    let t = pool.begin();
+    t.offer_copies([copy]);
+    t.write(PageId(1))
+        .unwrap()
+        .write(P, b"UNCOMMITTED")
+        .unwrap();
+    assert_eq!(pool.stats().copies_used, 1);
+    assert_eq!(pool.stats().versions_copied, copied + 1);
+    assert!(
+        pool.copy_committed(PageId(1), Lsn(u64::MAX)).is_none(),
+        "an owned page was copied"
+    );
+    let snap = pool.snapshot();
+    assert_eq!(pool.read_at(PageId(1), &snap).unwrap().to_vec(), before);
+    drop(snap);
+    t.abort();
+    assert_eq!(pool.read(PageId(1)).unwrap().to_vec(), before);
+    // Not resident: no copy (never a disk read).
+    assert!(pool.copy_committed(PageId(40), Lsn(u64::MAX)).is_none());
+    // Changed after the bound: no copy.
+    let lsn = pool.read(PageId(1)).unwrap().lsn();
+    if lsn > Lsn::ZERO {
+        assert!(pool.copy_committed(PageId(1), Lsn(lsn.0 - 1)).is_none());
+    }
+    // Committed through a copy, the page is the transaction's.
+    let copy = pool
+        .copy_committed(PageId(1), Lsn(u64::MAX))
+        .expect("resident page 1");
+    let t = pool.begin();
+    t.offer_copies([copy]);
+    t.write(PageId(1)).unwrap().write(P, b"committed").unwrap();
+    t.commit(&log).unwrap();
+    assert_eq!(&pool.read(PageId(1)).unwrap()[P..P + 9], b"committed");
+    assert_eq!(pool.stats().copies_used, 2);
+}

@@ -320,8 +320,12 @@ impl Optimistic {
             }
             w.finish()
         });
+        // The leaves the writes will change, copied before the lock (the pool's module
+        // `txn::precopy`: a copy is used only if the page is unchanged when the apply takes it).
+        let copies = copy_leaves(inner, &tables, snapshot);
         let ex = inner.begin_exclusive("WriteTxn::commit")?;
         let since = std::time::Instant::now();
+        ex.txn.offer_copies(copies);
         let ps = inner.config.page_size;
         // Nothing committed since the snapshot: every read still holds.
         let skip = knob_on!(inner, skip_validation);
@@ -378,6 +382,42 @@ impl Optimistic {
     pub(crate) fn snap_reader<'a>(&'a self, inner: &'a Inner) -> SnapReader<'a> {
         SnapReader::new(&inner.pool, &self.snap)
     }
+}
+
+/// Copies of the committed leaves that `tables`' writes and additions will change, as far as
+/// the newest committed tree tells before the writer lock is taken: a hint, so anything that
+/// fails (a table not in the catalog cache, a page that cannot be read) is skipped; the apply
+/// copies what is missing or stale itself. Only leaves no commit changed since `snapshot`
+/// are copied: one changed while the transaction ran is likely to change again before the
+/// lock is taken, and its copy would be wasted.
+fn copy_leaves(
+    inner: &Inner,
+    tables: &[Pending],
+    snapshot: keel_page::Lsn,
+) -> Vec<keel_buffer_pool::CommittedCopy> {
+    let ps = inner.config.page_size;
+    let reader = GetReader::new(&inner.pool, None);
+    let mut leaves: Vec<PageId> = Vec::new();
+    for p in tables.iter().filter(|p| p.exists() && !p.created) {
+        if p.writes.is_empty() && p.adds.is_empty() {
+            continue;
+        }
+        let Some(root) = inner.catalog.read().get(&*p.name).map(|c| c.root) else {
+            continue;
+        };
+        let tree = BTree::open(root, ps);
+        for key in p.writes.keys().chain(p.adds.keys()) {
+            if let Ok(leaf) = tree.leaf_for(&reader, key) {
+                leaves.push(leaf);
+            }
+        }
+    }
+    leaves.sort_unstable();
+    leaves.dedup();
+    leaves
+        .into_iter()
+        .filter_map(|id| inner.pool.copy_committed(id, snapshot))
+        .collect()
 }
 
 /// [`Error::KeyTooLarge`] for a key longer than the store's page size allows.

@@ -515,6 +515,13 @@ impl Store {
         &self.inner.knobs
     }
 
+    /// The buffer pool's switches that break its invariants on purpose (tests only, as
+    /// [`test_knobs`](Self::test_knobs)).
+    #[cfg(feature = "test-knobs")]
+    pub fn pool_test_knobs(&self) -> &keel_buffer_pool::TestKnobs {
+        self.inner.pool.knobs()
+    }
+
     /// What recovery did when this store was opened.
     pub fn recovery(&self) -> &RecoveryReport {
         &self.inner.recovery

@@ -353,6 +353,9 @@ impl Engine for KeelEngine {
             ("validations_full", s.validations_full),
             ("validation_reads_reread", s.validation_reads_reread),
             ("validation_reads_skipped", s.validation_reads_skipped),
+            ("versions_copied", s.pool.versions_copied),
+            ("copies_used", s.pool.copies_used),
+            ("copies_stale", s.pool.copies_stale),
         ] {
             other.insert(k.to_string(), v);
         }

@@ -511,6 +511,19 @@ pub fn summary(r: &RunResult) -> String {
             "  validation: {narrowed} narrowed by recent writes, {full} full; reads re-read {reread}, skipped {skipped}\n"
         ));
     }
+    if let (Some(&copied), Some(&used), Some(&stale)) = (
+        st.other.get("versions_copied"),
+        st.other.get("copies_used"),
+        st.other.get("copies_stale"),
+    ) {
+        // Page images copied for snapshots, and how many were copied before the writer lock
+        // (keel optimistic.rs copy_leaves, buffer-pool txn/precopy.rs).
+        let commits = st.commits.max(1) as f64;
+        s.push_str(&format!(
+            "  page copies: {:.1} per commit; {used} made before the writer lock and used, {stale} stale (copied again)\n",
+            copied as f64 / commits
+        ));
+    }
     s.push_str(&costs_lines(&r.costs, &r.stats));
     if r.interrupted {
         s.push_str("  INTERRUPTED (Ctrl-C): the figures cover the measured time until then\n");
