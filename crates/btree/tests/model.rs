@@ -380,6 +380,68 @@ fn a_cursor_reads_ahead_every_leaf_before_it_reads_it() {
     );
 }
 
+/// A bounded range's read-ahead hands over only the leaves the range can reach: a short scan
+/// crossing into a second leaf must not make the store read the parent's next sixteen. Every
+/// leaf read after the first is still hinted first.
+#[test]
+fn a_bounded_cursor_reads_ahead_only_leaves_in_its_range() {
+    use std::cell::RefCell;
+    struct Hinting<'a> {
+        pages: &'a MemPages,
+        hinted: RefCell<Vec<PageId>>,
+        leaves_read: RefCell<Vec<PageId>>,
+    }
+    impl keel_btree::PageRead for Hinting<'_> {
+        fn page_size(&self) -> usize {
+            self.pages.page_size()
+        }
+        fn read<R>(&self, id: PageId, f: impl FnOnce(&[u8]) -> R) -> keel_btree::Result<R> {
+            self.pages.read(id, |p| {
+                if p[PAGE_HEADER_SIZE] == 1 {
+                    self.leaves_read.borrow_mut().push(id);
+                }
+                f(p)
+            })
+        }
+        fn prefetch(&self, ids: &[PageId]) {
+            self.hinted.borrow_mut().extend_from_slice(ids);
+        }
+    }
+    let mut pages = MemPages::new(4096);
+    let tree = BTree::create(&mut pages).unwrap();
+    for i in 0u32..20_000 {
+        tree.insert(&mut pages, &i.to_be_bytes(), &[1u8; 40])
+            .unwrap();
+    }
+    for (lo, n) in [(1000u32, 120u32), (5000, 1), (7777, 400), (0, 60)] {
+        let h = Hinting {
+            pages: &pages,
+            hinted: RefCell::new(Vec::new()),
+            leaves_read: RefCell::new(Vec::new()),
+        };
+        let (a, b) = (lo.to_be_bytes(), (lo + n).to_be_bytes());
+        let mut c = tree.cursor(&h, a.as_slice()..b.as_slice()).unwrap();
+        let mut rows = 0;
+        while c.next().unwrap().is_some() {
+            rows += 1;
+        }
+        assert_eq!(rows, n);
+        let read = h.leaves_read.borrow();
+        let hinted = h.hinted.borrow();
+        // Hinted: the leaves read after the first, and at most the one leaf past the range
+        // that the last read-ahead's first child can be.
+        for id in read.iter().skip(1) {
+            assert!(hinted.contains(id), "leaf {id:?} read without a hint");
+        }
+        assert!(
+            hinted.len() < read.len() + 1,
+            "{} leaves hinted for a scan of {n} rows reading {} leaves",
+            hinted.len(),
+            read.len()
+        );
+    }
+}
+
 /// Cursor invariant 1 broken on purpose: keys out of order within a leaf (two slots
 /// swapped), and across leaves (a leaf's first key copied over by the previous leaf's last),
 /// are corruption, never rows returned out of order.

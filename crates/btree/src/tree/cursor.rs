@@ -37,7 +37,10 @@
 //! in, it hands that leaf and the next ones of the parent ([`READ_AHEAD`] in all) to
 //! [`PageRead::prefetch`] (the pool reads the ones it does not hold in one batch), so a scan
 //! of cold data waits for one batched read per [`READ_AHEAD`] / 2 leaves or so instead of one
-//! read per leaf. Only the first leaf of the scan is read without a hint.
+//! read per leaf. Only the first leaf of the scan is read without a hint. A bounded range's
+//! read-ahead stops at the first leaf whose separator lies past the range's end: a short scan
+//! that crosses into a second leaf hands over the leaves it will read, not the parent's next
+//! sixteen (`a_bounded_cursor_reads_ahead_only_leaves_in_its_range`).
 
 use super::*;
 use crate::node::{rd_u16, FLAG_OVERFLOW, LEAF_CELL_HEADER, NH_CELL_START, NH_NSLOTS, SLOTS};
@@ -76,6 +79,8 @@ struct Ahead {
     parent: PageId,
     first: usize,
     ids: Vec<PageId>,
+    /// `ids` stops where the range ends: no later child of `parent` is needed.
+    ends_range: bool,
 }
 
 /// A forward cursor over a key range with rows borrowed from it: `while let Some((k, v)) =
@@ -106,6 +111,15 @@ pub struct Cursor<S: PageRead> {
     low: Bound<Vec<u8>>,
     /// The store's generation when the path and leaf buffer were read (invariant 4).
     generation: u64,
+}
+
+/// Whether every key from `key` on lies above the range end `high`.
+fn past_high(key: &[u8], high: &Bound<Vec<u8>>) -> bool {
+    match high {
+        Bound::Included(h) => key > h.as_slice(),
+        Bound::Excluded(h) => key >= h.as_slice(),
+        Bound::Unbounded => false,
+    }
 }
 
 impl BTree {
@@ -144,6 +158,7 @@ impl BTree {
                 parent: PageId(0),
                 first: 0,
                 ids: Vec::new(),
+                ends_range: false,
             },
             low: own(range.start_bound()),
             generation,
@@ -283,20 +298,30 @@ impl<S: PageRead> Cursor<S> {
     /// store's prefetch, unless they were handed over already; keeps their ids.
     fn read_ahead(&mut self, parent: PageId, c: usize) -> Result<()> {
         let a = &self.ahead;
-        if a.parent == parent && c >= a.first && c + READ_AHEAD / 2 < a.first + a.ids.len() {
+        let end = a.first + a.ids.len();
+        if a.parent == parent
+            && c >= a.first
+            && (c + READ_AHEAD / 2 < end || (a.ends_range && c < end))
+        {
             return Ok(());
         }
         // Not this parent's ids until they are all read (an error leaves none).
         self.ahead.parent = PageId(0);
-        let ids = &mut self.ahead.ids;
-        with_node(&self.store, parent, |n| {
+        let (ids, high) = (&mut self.ahead.ids, &self.high);
+        let ends_range = with_node(&self.store, parent, |n| {
             let children = n.len() + 1;
             ids.clear();
             for i in c..children.min(c + READ_AHEAD) {
+                // Child `i` holds keys from separator `i - 1` on: past the range's end, it and
+                // every later child hold nothing the scan returns.
+                if i > c && past_high(n.key(i - 1)?, high) {
+                    return Ok(true);
+                }
                 ids.push(n.child(i)?);
             }
-            Ok(())
+            Ok(false)
         })?;
+        self.ahead.ends_range = ends_range;
         self.ahead.parent = parent;
         self.ahead.first = c;
         if !self.ahead.ids.is_empty() {
