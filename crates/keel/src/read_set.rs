@@ -58,7 +58,10 @@ pub(crate) enum Read {
     /// `key` held a value with this digest (`None`: no row).
     Key {
         tree: TreeRef,
-        key: Vec<u8>,
+        /// Where the key's bytes are in [`ReadSet::key_bytes`] (one buffer for every key read
+        /// instead of an allocation per read).
+        at: usize,
+        len: usize,
         seen: Option<u64>,
         /// [`row_hash`] of the row, to find it among recent commits' writes.
         hash: u64,
@@ -79,6 +82,8 @@ pub(crate) enum Read {
 pub(crate) struct ReadSet {
     keys: RandomState,
     reads: Vec<Read>,
+    /// The bytes of every key read, back to back.
+    key_bytes: Vec<u8>,
 }
 
 /// `b` with a borrowed payload.
@@ -125,6 +130,7 @@ impl ReadSet {
         ReadSet {
             keys,
             reads: Vec::new(),
+            key_bytes: Vec::new(),
         }
     }
 
@@ -140,9 +146,12 @@ impl ReadSet {
     pub(crate) fn key(&mut self, tree: TreeRef, key: &[u8], value: Option<&[u8]>) {
         let seen = value.map(|v| self.digest_value(v));
         let hash = row_hash(&self.keys, tree.table.as_deref(), key);
+        let at = self.key_bytes.len();
+        self.key_bytes.extend_from_slice(key);
         self.reads.push(Read::Key {
             tree,
-            key: key.to_vec(),
+            at,
+            len: key.len(),
             seen,
             hash,
         });
@@ -220,8 +229,19 @@ impl ReadSet {
             checked.reread = checked.reread.saturating_add(1);
             match read {
                 Read::Key {
-                    tree, key, seen, ..
+                    tree,
+                    at,
+                    len,
+                    seen,
+                    ..
                 } => {
+                    // Always in range (`key` pushed both); if not, conflict rather than guess.
+                    let Some(key) = self.key_bytes.get(*at..at.saturating_add(*len)) else {
+                        return Err(Error::Conflict {
+                            what: format!("a read of {} that was not recorded", tree.describe()),
+                            snapshot,
+                        });
+                    };
                     let now = BTree::open(tree.root, page_size).get(pages, key)?;
                     let now = now.as_deref().map(|v| self.digest_value(v));
                     if now != *seen {
