@@ -86,6 +86,15 @@ pub fn engine_error(e: keel::Error) -> EngineError {
     }
 }
 
+fn visit_cursor(mut c: keel::Cursor<'_>, visit: &mut Visitor<'_>) -> EngineResult<()> {
+    while let Some((k, v)) = c.next().map_err(engine_error)? {
+        if visit(k, v)? == Flow::Stop {
+            break;
+        }
+    }
+    Ok(())
+}
+
 fn visit_rows<I>(rows: I, visit: &mut Visitor<'_>) -> EngineResult<()>
 where
     I: Iterator<Item = keel::Result<(Vec<u8>, Vec<u8>)>>,
@@ -124,10 +133,12 @@ impl ReadTx for KeelRead<'_> {
             Err(keel::Error::TableNotFound(_)) => return Ok(()),
             Err(e) => return Err(engine_error(e)),
         };
-        let rows = t.range(start..end).map_err(engine_error)?;
         match dir {
-            Direction::Forward => visit_rows(rows, visit),
-            Direction::Reverse => visit_rows(rows.rev(), visit),
+            // Rows borrowed from the cursor: no allocation per row.
+            Direction::Forward => visit_cursor(t.cursor(start..end).map_err(engine_error)?, visit),
+            Direction::Reverse => {
+                visit_rows(t.range(start..end).map_err(engine_error)?.rev(), visit)
+            }
         }
     }
 }
@@ -152,10 +163,11 @@ impl ReadTx for KeelWrite<'_> {
             return Ok(());
         }
         let t = self.tx.table(table).map_err(engine_error)?;
-        let rows = t.range(start..end).map_err(engine_error)?;
         match dir {
-            Direction::Forward => visit_rows(rows, visit),
-            Direction::Reverse => visit_rows(rows.rev(), visit),
+            Direction::Forward => visit_cursor(t.cursor(start..end).map_err(engine_error)?, visit),
+            Direction::Reverse => {
+                visit_rows(t.range(start..end).map_err(engine_error)?.rev(), visit)
+            }
         }
     }
 }
