@@ -398,6 +398,8 @@ impl BTree {
             back: own(range.end_bound()),
             front_buf: VecDeque::new(),
             back_buf: VecDeque::new(),
+            front_batch: range::FIRST_BATCH,
+            back_batch: range::FIRST_BATCH,
             done: false,
         }
     }

@@ -2,8 +2,8 @@
 //! pointers) and [`Range`], the double-ended iterator over a key range.
 //!
 //! Invariants: both ends may be used at once and never cross; every key returned lies in the
-//! range, in order. A leaf's rows are buffered (owned copies, overflow values as references
-//! read when returned) only while the store's [`generation`](PageRead::generation) is the one
+//! range, in order. A leaf's rows within the range are buffered (owned copies, overflow values
+//! as references read when returned; a few at the first fill, more at each later one) only while the store's [`generation`](PageRead::generation) is the one
 //! they were read at: after the transaction wrote, both buffers are dropped and refilled from
 //! the last keys returned, so a row removed, rewritten or moved since, or an overflow chain
 //! freed and reused, is never returned from a stale copy
@@ -12,25 +12,22 @@
 use super::*;
 
 impl BTree {
-    /// Entries of the leaf holding the first keys above `low` (filtered by it), and the fence
-    /// above that leaf (the smallest key the next leaf may hold).
+    /// Entries of the leaf holding the first keys above `low`: those between `low` and `high`,
+    /// at most `limit` of them; and the fence above that leaf (the smallest key the next leaf
+    /// may hold).
     pub(super) fn leaf_after<S: PageRead>(
         &self,
         store: &S,
         low: &Bound<Vec<u8>>,
+        high: &Bound<Vec<u8>>,
+        limit: usize,
     ) -> Result<LeafStep> {
         self.leaf_toward(
             store,
             |n| {
-                let start = match low {
-                    Bound::Unbounded => 0,
-                    Bound::Included(k) => n.search(k)?.unwrap_or_else(|i| i),
-                    Bound::Excluded(k) => match n.search(k)? {
-                        Ok(i) => i + 1,
-                        Err(i) => i,
-                    },
-                };
-                Ok(start..n.len())
+                let (start, end) = (first_at_or_above(n, low)?, end_at_or_below(n, high)?);
+                let end = end.max(start);
+                Ok(start..end.min(start.saturating_add(limit)))
             },
             |n| {
                 let c = match low {
@@ -44,25 +41,22 @@ impl BTree {
         )
     }
 
-    /// Entries (descending) of the leaf holding the last keys below `high`, and the fence below
-    /// that leaf (every key of the previous leaf is smaller).
+    /// Entries (descending) of the leaf holding the last keys below `high`: those between `low`
+    /// and `high`, at most `limit` of them (the highest); and the fence below that leaf (every
+    /// key of the previous leaf is smaller).
     pub(super) fn leaf_before<S: PageRead>(
         &self,
         store: &S,
+        low: &Bound<Vec<u8>>,
         high: &Bound<Vec<u8>>,
+        limit: usize,
     ) -> Result<LeafStep> {
         self.leaf_toward(
             store,
             |n| {
-                let end = match high {
-                    Bound::Unbounded => n.len(),
-                    Bound::Included(k) => match n.search(k)? {
-                        Ok(i) => i + 1,
-                        Err(i) => i,
-                    },
-                    Bound::Excluded(k) => n.search(k)?.unwrap_or_else(|i| i),
-                };
-                Ok(0..end)
+                let (start, end) = (first_at_or_above(n, low)?, end_at_or_below(n, high)?);
+                let start = start.min(end);
+                Ok(start.max(end.saturating_sub(limit))..end)
             },
             |n| {
                 let c = match high {
@@ -139,10 +133,43 @@ pub struct Range<S: PageRead> {
     pub(super) back: Bound<Vec<u8>>,
     pub(super) front_buf: VecDeque<(Vec<u8>, FoundValue)>,
     pub(super) back_buf: VecDeque<(Vec<u8>, FoundValue)>,
+    /// How many rows the next fill of each end may buffer (see [`FIRST_BATCH`]).
+    pub(super) front_batch: usize,
+    pub(super) back_batch: usize,
     pub(super) done: bool,
     /// The store's generation when the buffers were filled.
     pub(super) generation: u64,
 }
+
+/// The first slot of leaf `n` whose key is at or above the range start `low`.
+fn first_at_or_above(n: &Node<'_>, low: &Bound<Vec<u8>>) -> Result<usize> {
+    Ok(match low {
+        Bound::Unbounded => 0,
+        Bound::Included(k) => n.search(k)?.unwrap_or_else(|i| i),
+        Bound::Excluded(k) => match n.search(k)? {
+            Ok(i) => i + 1,
+            Err(i) => i,
+        },
+    })
+}
+
+/// The slot of leaf `n` after the last key at or below the range end `high`.
+fn end_at_or_below(n: &Node<'_>, high: &Bound<Vec<u8>>) -> Result<usize> {
+    Ok(match high {
+        Bound::Unbounded => n.len(),
+        Bound::Included(k) => match n.search(k)? {
+            Ok(i) => i + 1,
+            Err(i) => i,
+        },
+        Bound::Excluded(k) => n.search(k)?.unwrap_or_else(|i| i),
+    })
+}
+
+/// Rows a range buffers at its first fill of each end; each later fill takes `RAMP` times
+/// more (up to a whole leaf), so a scan that wants one or a few rows copies a few, and a long
+/// one re-descends only a few extra times.
+pub(super) const FIRST_BATCH: usize = 4;
+pub(super) const RAMP: usize = 4;
 
 impl<S: PageRead> Range<S> {
     /// Drops the buffered rows if the store's pages changed since they were read (the bounds
@@ -159,9 +186,12 @@ impl<S: PageRead> Range<S> {
 
     fn fill_front(&mut self) -> Result<()> {
         loop {
-            let (entries, fence) = self.tree.leaf_after(&self.store, &self.front)?;
+            let (entries, fence) =
+                self.tree
+                    .leaf_after(&self.store, &self.front, &self.back, self.front_batch)?;
             if !entries.is_empty() {
                 self.front_buf = entries.into();
+                self.front_batch = self.front_batch.saturating_mul(RAMP);
                 return Ok(());
             }
             match fence {
@@ -190,9 +220,12 @@ impl<S: PageRead> Range<S> {
 
     fn fill_back(&mut self) -> Result<()> {
         loop {
-            let (entries, fence) = self.tree.leaf_before(&self.store, &self.back)?;
+            let (entries, fence) =
+                self.tree
+                    .leaf_before(&self.store, &self.front, &self.back, self.back_batch)?;
             if !entries.is_empty() {
                 self.back_buf = entries.into();
+                self.back_batch = self.back_batch.saturating_mul(RAMP);
                 return Ok(());
             }
             match fence {
