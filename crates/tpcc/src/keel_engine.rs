@@ -86,13 +86,27 @@ pub fn engine_error(e: keel::Error) -> EngineError {
     }
 }
 
-fn visit_cursor(mut c: keel::Cursor<'_>, visit: &mut Visitor<'_>) -> EngineResult<()> {
-    while let Some((k, v)) = c.next().map_err(engine_error)? {
-        if visit(k, v)? == Flow::Stop {
-            break;
+/// Visits `[start, end)` of `t` in direction `dir`: forward through the cursor (rows borrowed,
+/// no allocation per row), backward through owned rows (the cursor only goes forward).
+fn scan_table(
+    t: &impl keel::ReadableTable,
+    start: &[u8],
+    end: &[u8],
+    dir: Direction,
+    visit: &mut Visitor<'_>,
+) -> EngineResult<()> {
+    match dir {
+        Direction::Forward => {
+            let mut c = t.cursor(start..end).map_err(engine_error)?;
+            while let Some((k, v)) = c.next().map_err(engine_error)? {
+                if visit(k, v)? == Flow::Stop {
+                    break;
+                }
+            }
+            Ok(())
         }
+        Direction::Reverse => visit_rows(t.range(start..end).map_err(engine_error)?.rev(), visit),
     }
-    Ok(())
 }
 
 fn visit_rows<I>(rows: I, visit: &mut Visitor<'_>) -> EngineResult<()>
@@ -133,13 +147,7 @@ impl ReadTx for KeelRead<'_> {
             Err(keel::Error::TableNotFound(_)) => return Ok(()),
             Err(e) => return Err(engine_error(e)),
         };
-        match dir {
-            // Rows borrowed from the cursor: no allocation per row.
-            Direction::Forward => visit_cursor(t.cursor(start..end).map_err(engine_error)?, visit),
-            Direction::Reverse => {
-                visit_rows(t.range(start..end).map_err(engine_error)?.rev(), visit)
-            }
-        }
+        scan_table(&t, start, end, dir, visit)
     }
 }
 
@@ -163,12 +171,7 @@ impl ReadTx for KeelWrite<'_> {
             return Ok(());
         }
         let t = self.tx.table(table).map_err(engine_error)?;
-        match dir {
-            Direction::Forward => visit_cursor(t.cursor(start..end).map_err(engine_error)?, visit),
-            Direction::Reverse => {
-                visit_rows(t.range(start..end).map_err(engine_error)?.rev(), visit)
-            }
-        }
+        scan_table(&t, start, end, dir, visit)
     }
 }
 
