@@ -297,7 +297,7 @@ impl<'p> PageTxn<'p> {
                 entry.frame = Some(f);
                 // The frame leaves the pool at commit, unwritten: snapshots that can still
                 // reach the page read this copy.
-                entry.before = self.keep_version(id, x.bytes());
+                entry.before = self.keep_version(id, pool.versions.copy_of(x.bytes()));
                 entry.versioned = entry.before.is_some();
                 drop(x);
             } else {
@@ -344,17 +344,10 @@ impl<'p> PageTxn<'p> {
         Ok(None)
     }
 
-    /// Keeps `image`, page `id`'s committed state, as this transaction's pending version.
-    /// Returns the kept copy, or None if it kept none (the test knob `skip_version_copy`).
-    fn keep_version(&self, id: PageId, image: &[u8]) -> Option<Arc<[u8]>> {
-        if TestKnobs::on(&self.pool.knobs.skip_version_copy) {
-            return None;
-        }
-        Some(self.pool.versions.add_pending(id, self.id, image))
-    }
-
-    /// [`keep_version`](Self::keep_version) with the copy already made (module `precopy`).
-    fn keep_version_image(&self, id: PageId, image: Arc<[u8]>) -> Option<Arc<[u8]>> {
+    /// Keeps `image`, a copy of page `id`'s committed state (`Versions::copy_of`, or one
+    /// offered before, module `precopy`), as this transaction's pending version. Returns it, or
+    /// None if it kept none (the test knob `skip_version_copy`).
+    fn keep_version(&self, id: PageId, image: Arc<[u8]>) -> Option<Arc<[u8]>> {
         if TestKnobs::on(&self.pool.knobs.skip_version_copy) {
             return None;
         }
@@ -391,7 +384,7 @@ impl<'p> PageTxn<'p> {
         };
         // Read from disk, not from a frame this transaction holds: the page records undo as
         // usual if it becomes resident before the transaction takes it.
-        let kept = self.keep_version(id, &g).is_some();
+        let kept = self.keep_version(id, pool.versions.copy_of(&g)).is_some();
         drop(g);
         if kept {
             let mut st = self.st.borrow_mut();
@@ -533,10 +526,11 @@ impl<'p> PageTxn<'p> {
         // change, under the exclusive latch (a blank frame was nothing any snapshot can read).
         let before = if already || fresh {
             None
-        } else if let Some(copy) = self.current_copy(id, &latch) {
-            self.keep_version_image(id, copy)
         } else {
-            self.keep_version(id, latch.bytes())
+            let copy = self
+                .current_copy(id, &latch)
+                .unwrap_or_else(|| pool.versions.copy_of(latch.bytes()));
+            self.keep_version(id, copy)
         };
         let versioned = already || before.is_some();
         pool.txn_pages.fetch_add(1, Ordering::Relaxed);

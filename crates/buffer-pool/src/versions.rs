@@ -161,10 +161,9 @@ impl Versions {
         Lsn(self.reg.lock().latest)
     }
 
-    /// Stores `image` as transaction `txn`'s pending version of page `id` (call it before the
-    /// transaction's first change of the page, holding the page's exclusive latch). Returns the
-    /// stored image (shared, never changed), which the transaction restores the page from if it
-    /// aborts.
+    /// [`add_pending_image`](Self::add_pending_image) of a copy of `image` (for the tests,
+    /// which drive the store without a page transaction).
+    #[cfg(any(test, keel_shuttle))]
     pub(crate) fn add_pending(&self, id: PageId, txn: u64, image: &[u8]) -> Arc<[u8]> {
         let image = self.copy_of(image);
         self.add_pending_image(id, txn, image)
@@ -186,8 +185,9 @@ impl Versions {
     }
 
     /// Stores `image` (a copy of page `id`'s committed state, never changed afterwards) as
-    /// transaction `txn`'s pending version, as [`add_pending`](Self::add_pending) does; returns
-    /// it.
+    /// transaction `txn`'s pending version (call it before the transaction's first change of
+    /// the page, holding the page's exclusive latch). Returns it: the transaction restores the
+    /// page from it if it aborts.
     pub(crate) fn add_pending_image(&self, id: PageId, txn: u64, image: Arc<[u8]>) -> Arc<[u8]> {
         let len = image.len() as u64;
         self.shard(id)
