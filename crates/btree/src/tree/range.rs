@@ -3,8 +3,9 @@
 //!
 //! Invariants: both ends may be used at once and never cross; every key returned lies in the
 //! range, in order. A leaf's rows within the range are buffered (owned copies, overflow values
-//! as references read when returned; a few at the first fill, more at each later one) only while the store's [`generation`](PageRead::generation) is the one
-//! they were read at: after the transaction wrote, both buffers are dropped and refilled from
+//! as references read when returned; a few at the first fill, more at each later one) only
+//! while the store's [`generation`](PageRead::generation) is the one they were read at: after
+//! the transaction wrote, both buffers are dropped and refilled from
 //! the last keys returned, so a row removed, rewritten or moved since, or an overflow chain
 //! freed and reused, is never returned from a stale copy
 //! (`a_cursor_sees_its_own_transaction_write_around_it` in keel's tests).
