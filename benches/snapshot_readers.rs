@@ -15,7 +15,12 @@
 //!   the bench prints that ceiling beside the ratio;
 //! - `gets x1 + paced writer`, `gets x2 + paced writer`: the same with the writer pacing itself
 //!   to `KEEL_SNAP_PACE` commits/s (default 1,000, an OLTP writer that is not a saturating
-//!   loop), so the ratio shows how the getters scale when cores are free.
+//!   loop), so the ratio shows how the getters scale when cores are free;
+//! - `device loop alone`, `scanner + device loop`, `gets x1 + device loop`, `gets x2 + device
+//!   loop`: no engine writes; a thread writes 4 KiB at the next position of a zero-filled file
+//!   and `fdatasync`s, in a loop (the device's floor for one durable commit at a time). What
+//!   the scanner and the getters keep beside it is the ceiling of the targets above for any
+//!   engine that makes each commit durable, measured rather than estimated.
 //!
 //! Prints the median of the repeats with min–max, and per case the process CPU µs per
 //! operation and the cores used (CPU seconds / wall seconds). Run on a quiet machine:
@@ -51,14 +56,48 @@ struct Rates {
     wall: f64,
 }
 
-/// Runs `writer` (commits, flat out or `pace` commits/s), `scanners` and `getters` threads for
-/// `secs`.
+/// The writing thread of a case.
+#[derive(Clone, Copy)]
+enum Writer {
+    /// No writer.
+    None,
+    /// Keel single-row commits, flat out (`None`) or paced to so many commits/s.
+    Keel(Option<f64>),
+    /// No engine: a 4 KiB `pwrite` at the next position of a zero-filled file, then
+    /// `fdatasync`, in a loop (the device's floor for one durable commit at a time). Beside a
+    /// scanner or getters it measures what the machine leaves them while something syncs as
+    /// often as a durable committer can: the ceiling for any engine.
+    Device,
+}
+
+/// The zero-filled file the device loop writes (64 MiB, made once).
+const DEVICE_FILE_BYTES: u64 = 64 << 20;
+
+fn device_file(dir: &std::path::Path) -> std::fs::File {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .read(true)
+        .write(true)
+        .open(dir.join("device-loop"))
+        .expect("device loop file");
+    if f.metadata().expect("metadata").len() < DEVICE_FILE_BYTES {
+        let z = vec![0u8; 1 << 20];
+        for i in 0..DEVICE_FILE_BYTES >> 20 {
+            f.write_all_at(&z, i << 20).expect("zero-fill");
+        }
+        f.sync_all().expect("sync");
+    }
+    f
+}
+
+/// Runs `writer`, `scanners` and `getters` threads for `secs`.
 fn case(
     store: &Arc<keel::Store>,
     rows: u64,
     secs: f64,
-    writer: bool,
-    pace: Option<f64>,
+    writer: Writer,
     scanners: usize,
     getters: usize,
 ) -> Rates {
@@ -69,7 +108,22 @@ fn case(
     let u0 = ProcessUsage::now();
     let t0 = Instant::now();
     let mut hs = Vec::new();
-    if writer {
+    if let Writer::Device = writer {
+        let (stop, n) = (stop.clone(), commits.clone());
+        let f = device_file(store.dir());
+        hs.push(std::thread::spawn(move || {
+            use std::os::unix::fs::FileExt;
+            let buf = [7u8; 4096];
+            let mut at = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                f.write_all_at(&buf, at).expect("device loop write");
+                f.sync_data().expect("device loop sync");
+                at = (at + 4096) % DEVICE_FILE_BYTES;
+                n.fetch_add(1, Ordering::Relaxed);
+            }
+        }));
+    }
+    if let Writer::Keel(pace) = writer {
         let (s, stop, n) = (store.clone(), stop.clone(), commits.clone());
         hs.push(std::thread::spawn(move || {
             let mut rng = Rng::new(Instant::now().elapsed().as_nanos() as u64 ^ 11);
@@ -94,41 +148,58 @@ fn case(
             }
         }));
     }
+    // Thread names tell the cases apart in a profile (`perf report --comm scan-keel`).
+    let beside = match writer {
+        Writer::None => "alone",
+        Writer::Keel(None) => "keel",
+        Writer::Keel(Some(_)) => "paced",
+        Writer::Device => "device",
+    };
     for _ in 0..scanners {
         let (s, stop, n) = (store.clone(), stop.clone(), scanned.clone());
-        hs.push(std::thread::spawn(move || {
-            while !stop.load(Ordering::Relaxed) {
-                let r = s.read().expect("read");
-                let t = r.table("big").expect("table");
-                let mut c = t.cursor(..).expect("cursor");
-                let mut k = 0u64;
-                while let Some(_row) = c.next().expect("next") {
-                    k += 1;
-                    if k.is_multiple_of(4096) {
-                        n.fetch_add(4096, Ordering::Relaxed);
-                        if stop.load(Ordering::Relaxed) {
-                            return;
+        let spawn = std::thread::Builder::new().name(format!("scan-{beside}"));
+        hs.push(
+            spawn
+                .spawn(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        let r = s.read().expect("read");
+                        let t = r.table("big").expect("table");
+                        let mut c = t.cursor(..).expect("cursor");
+                        let mut k = 0u64;
+                        while let Some(_row) = c.next().expect("next") {
+                            k += 1;
+                            if k.is_multiple_of(4096) {
+                                n.fetch_add(4096, Ordering::Relaxed);
+                                if stop.load(Ordering::Relaxed) {
+                                    return;
+                                }
+                            }
                         }
+                        n.fetch_add(k % 4096, Ordering::Relaxed);
                     }
-                }
-                n.fetch_add(k % 4096, Ordering::Relaxed);
-            }
-        }));
+                })
+                .expect("spawn"),
+        );
     }
     for g in 0..getters {
         let (s, stop, n) = (store.clone(), stop.clone(), got.clone());
-        hs.push(std::thread::spawn(move || {
-            let mut rng = Rng::new(g as u64 + 99);
-            while !stop.load(Ordering::Relaxed) {
-                let r = s.read().expect("read");
-                let t = r.table("big").expect("table");
-                for _ in 0..256 {
-                    let i = rng.next_u64() % rows;
-                    assert!(t.get(&key(i)).expect("get").is_some());
-                }
-                n.fetch_add(256, Ordering::Relaxed);
-            }
-        }));
+        let spawn = std::thread::Builder::new().name(format!("get{getters}-{beside}"));
+        hs.push(
+            spawn
+                .spawn(move || {
+                    let mut rng = Rng::new(g as u64 + 99);
+                    while !stop.load(Ordering::Relaxed) {
+                        let r = s.read().expect("read");
+                        let t = r.table("big").expect("table");
+                        for _ in 0..256 {
+                            let i = rng.next_u64() % rows;
+                            assert!(t.get(&key(i)).expect("get").is_some());
+                        }
+                        n.fetch_add(256, Ordering::Relaxed);
+                    }
+                })
+                .expect("spawn"),
+        );
     }
     std::thread::sleep(Duration::from_secs_f64(secs));
     stop.store(true, Ordering::Relaxed);
@@ -189,17 +260,27 @@ fn main() {
         "gets x2 + writer",
         "gets x1 + paced writer",
         "gets x2 + paced writer",
+        "device loop alone",
+        "scanner + device loop",
+        "gets x1 + device loop",
+        "gets x2 + device loop",
     ];
     let mut all: Vec<Vec<Rates>> = vec![Vec::new(); names.len()];
     for rep in 0..repeats {
+        let keel = Writer::Keel(None);
+        let paced = Writer::Keel(Some(pace));
         let runs = [
-            case(&store, rows, secs, true, None, 0, 0),
-            case(&store, rows, secs, false, None, 1, 0),
-            case(&store, rows, secs, true, None, 1, 0),
-            case(&store, rows, secs, true, None, 0, 1),
-            case(&store, rows, secs, true, None, 0, 2),
-            case(&store, rows, secs, true, Some(pace), 0, 1),
-            case(&store, rows, secs, true, Some(pace), 0, 2),
+            case(&store, rows, secs, keel, 0, 0),
+            case(&store, rows, secs, Writer::None, 1, 0),
+            case(&store, rows, secs, keel, 1, 0),
+            case(&store, rows, secs, keel, 0, 1),
+            case(&store, rows, secs, keel, 0, 2),
+            case(&store, rows, secs, paced, 0, 1),
+            case(&store, rows, secs, paced, 0, 2),
+            case(&store, rows, secs, Writer::Device, 0, 0),
+            case(&store, rows, secs, Writer::Device, 1, 0),
+            case(&store, rows, secs, Writer::Device, 0, 1),
+            case(&store, rows, secs, Writer::Device, 0, 2),
         ];
         for (i, r) in runs.into_iter().enumerate() {
             all[i].push(r);
@@ -270,6 +351,19 @@ fn main() {
     );
     let (m, lo, hi) = ratio(6, |r| r.gets, 5, |r| r.gets);
     println!("gets: 2 threads / 1 thread beside a writer paced to {pace:.0} commits/s = {m:.2}x (min {lo:.2}, max {hi:.2}; target >= 1.8x)");
+    show("device loop alone", col(7, |r| r.commits), "syncs/s");
+    show(
+        "device loop beside a scanner",
+        col(8, |r| r.commits),
+        "syncs/s",
+    );
+    show("scanner beside a device loop", col(8, |r| r.rows), "rows/s");
+    let (m, lo, hi) = ratio(8, |r| r.commits, 7, |r| r.commits);
+    println!("ceiling, no engine: a bare pwrite + fdatasync loop keeps {:.0}% of its syncs/s beside the scanner (min {:.0}%, max {:.0}%)", m * 100.0, lo * 100.0, hi * 100.0);
+    let (m, lo, hi) = ratio(8, |r| r.rows, 1, |r| r.rows);
+    println!("ceiling, no engine: the scanner keeps {:.0}% of its rows/s beside a bare pwrite + fdatasync loop (min {:.0}%, max {:.0}%)", m * 100.0, lo * 100.0, hi * 100.0);
+    let (m, lo, hi) = ratio(10, |r| r.gets, 9, |r| r.gets);
+    println!("ceiling, no engine: gets 2 threads / 1 thread beside a bare pwrite + fdatasync loop = {m:.2}x (min {lo:.2}, max {hi:.2})");
     for (i, n) in names.iter().enumerate() {
         let ops: f64 = median(
             all[i]
