@@ -93,6 +93,10 @@ fuzz_target!(|data: &[u8]| {
                 kind: u16::from(input.byte().unwrap_or(0)),
                 bytes: input.bytes(8),
             },
+            6 => Record::PageCopy {
+                page_id,
+                from: PageId(u64::from(input.byte().unwrap_or(0)) % 9),
+            },
             _ => {
                 let records = std::mem::take(&mut records);
                 let len = keel_redo_log::inspect::group_len(&records);

@@ -200,4 +200,13 @@ pub trait PageWrite: PageRead {
 
     /// Frees a page (it will not be read again by this tree).
     fn free(&mut self, id: PageId) -> Result<()>;
+
+    /// Makes page `dst`, just allocated by this tree, a copy of page `src` as it is now: the
+    /// header set for `dst` with `src`'s page type, every payload byte copied. The
+    /// implementation logs it as one page-copy record instead of the bytes (a split's right
+    /// half costs a few bytes of redo, not half a page). Returns false, doing nothing, where
+    /// it does not make copies (the default): the tree then writes `dst`'s bytes itself.
+    fn copy_page(&mut self, _dst: PageId, _src: PageId) -> Result<bool> {
+        Ok(false)
+    }
 }

@@ -15,6 +15,7 @@ pub struct MemPages {
     next: u64,
     optimistic: bool,
     optimistic_reads: Cell<u64>,
+    copies: bool,
 }
 
 impl MemPages {
@@ -27,7 +28,15 @@ impl MemPages {
             next: 1,
             optimistic: false,
             optimistic_reads: Cell::new(0),
+            copies: true,
         }
+    }
+
+    /// Make page copies ([`PageWrite::copy_page`]; on by default) or refuse them, as a store
+    /// that cannot order the writes they need does (the tree then writes a split's right half
+    /// itself).
+    pub fn set_page_copies(&mut self, on: bool) {
+        self.copies = on;
     }
 
     /// Serve [`PageRead::read_optimistic`] (from a copy of the page as words; pages never
@@ -113,6 +122,26 @@ impl PageWrite for MemPages {
         PageHeader::init(&mut p, id, page_type, Lsn::ZERO);
         self.pages.insert(id, p);
         Ok(id)
+    }
+
+    fn copy_page(&mut self, dst: PageId, src: PageId) -> Result<bool> {
+        if !self.copies {
+            return Ok(false);
+        }
+        let missing = |id| BTreeError::Corrupt {
+            page_id: id,
+            detail: "page is not allocated".into(),
+        };
+        let s = self.pages.get(&src).ok_or_else(|| missing(src))?.clone();
+        let d = self.pages.get_mut(&dst).ok_or_else(|| missing(dst))?;
+        let ty = PageHeader::read(&s).map_or(PageType::UNWRITTEN, |h| h.page_type);
+        let n = d.len();
+        let payload = keel_page::PAGE_HEADER_SIZE..n - keel_page::PAGE_TRAILER_SIZE;
+        d[payload.clone()].copy_from_slice(&s[payload.clone()]);
+        d[..payload.start].fill(0);
+        d[payload.end..].fill(0);
+        PageHeader::init(d, dst, ty, Lsn::ZERO);
+        Ok(true)
     }
 
     fn reinit(&mut self, id: PageId, page_type: PageType) -> Result<()> {

@@ -582,7 +582,9 @@ pub(crate) fn slot_offset(page: &[u8], idx: usize) -> usize {
 }
 
 mod edits;
-pub(crate) use edits::{compact_edits, insert_edits, remove_edits, replace_edits, truncate_edits};
+pub(crate) use edits::{
+    compact_edits, drop_front_edits, insert_edits, remove_edits, replace_edits, truncate_edits,
+};
 
 #[cfg(test)]
 mod tests;

@@ -510,12 +510,30 @@ impl BTree {
                 self.rebuild(store, root, KIND_INNER, root_level, l, &root_cells)?;
                 return Ok(());
             }
+            // The node's cells that stay on the left (the new cell aside).
+            let keep = if idx < m { m - 1 } else { m };
             let right = store.allocate(page_type)?;
-            self.rebuild(store, right, kind, level, right_leftmost, &right_cells)?;
+            // A leaf's right half is made as a copy of the node before the change (one
+            // page-copy record where the store makes copies), less its first `keep` slots (a
+            // slot-array move and the counts; their cells stay, dead); the new cell then goes
+            // in like any insert. Else its cells are written out (half a page of redo).
+            let n = cells.len() - 1;
+            if leaf && keep > 0 && keep < n && store.copy_page(right, id)? {
+                let d = store.read(right, |p| node::drop_front_edits(p, right, keep))??;
+                store.edit(right, &d.edits())?;
+                if idx >= m && !self.insert_into(store, right, idx - m, &cells[idx])? {
+                    self.rebuild(store, right, kind, level, right_leftmost, &right_cells)?;
+                }
+            } else {
+                self.rebuild(store, right, kind, level, right_leftmost, &right_cells)?;
+            }
+            debug_assert!(
+                with_node(store, right, |n| n.cells()).map_or(true, |c| c == right_cells),
+                "invariant: the right half of a split holds exactly its cells"
+            );
             // The left half keeps its first cells where they are (the rest become
             // fragmentation: a header write, not the page diff of a rebuilt node); the new cell
             // then goes in like any insert (compacting if it needs the room).
-            let keep = if idx < m { m - 1 } else { m };
             let t = store.read(id, |p| node::truncate_edits(p, id, keep))??;
             store.edit(id, &t.edits())?;
             if idx < m && !self.insert_into(store, id, idx, &cells[idx])? {

@@ -158,10 +158,121 @@ impl BufferPool {
         }
     }
 
-    /// Writes the dirty, committed pages among `ids` as one batch through the store. Pages that
-    /// are clean, held by an uncommitted transaction (no-steal) or already being written are
-    /// skipped. A page stays on the flush list until its write is durable.
+    /// Writes the dirty, committed pages among `ids` through the store. Pages that are clean,
+    /// held by an uncommitted transaction (no-steal) or already being written are skipped. A
+    /// page stays on the flush list until its write is durable.
+    ///
+    /// Module `copy_deps`: the copies the pages wait for are written first, in batches of
+    /// their own (each durable before the next starts); a page whose copies are not all
+    /// durable then is skipped.
     pub(crate) fn flush_pages(&self, ids: &[PageId], kind: FlushKind) -> Result<FlushOutcome> {
+        self.flush_pages_depth(ids, kind, 0)
+    }
+
+    fn flush_pages_depth(
+        &self,
+        ids: &[PageId],
+        kind: FlushKind,
+        depth: usize,
+    ) -> Result<FlushOutcome> {
+        if self.copy_deps_len.load(Ordering::Acquire) == 0
+            || TestKnobs::on(&self.knobs.ignore_copy_order)
+        {
+            return self.flush_batch(ids, kind);
+        }
+        let first: Vec<PageId> = {
+            let d = self.copy_deps.lock();
+            let mut v: Vec<PageId> = ids
+                .iter()
+                .flat_map(|&id| d.of(id).iter().filter(|c| c.freed.is_none()))
+                .map(|c| c.dst)
+                .collect();
+            v.sort_unstable();
+            v.dedup();
+            v
+        };
+        let mut out = FlushOutcome::default();
+        // No cycles (module `copy_deps`), so chains end; the bound is a guard only.
+        if !first.is_empty() && depth < 64 {
+            let o = self.flush_pages_depth(&first, kind, depth + 1)?;
+            out.written += o.written;
+            out.owned += o.owned;
+            out.busy += o.busy;
+        }
+        let rest: Vec<PageId> = ids
+            .iter()
+            .copied()
+            .filter(|id| first.binary_search(id).is_err())
+            .collect();
+        let o = self.flush_batch(&rest, kind)?;
+        out.written += o.written;
+        out.owned += o.owned;
+        out.busy += o.busy;
+        Ok(out)
+    }
+
+    /// Whether page `id` may be written now (module `copy_deps`): every copy it waits for is
+    /// durable. Collects the copies found durable in `resolved`; raises `log_to` to the free of
+    /// a copy freed since (the log must be durable there first). `Err(owned)` if a copy is
+    /// still to be written: `owned` when a transaction holds it (the page then waits like a
+    /// page a transaction holds), else it is being written or was not in the batch.
+    fn copies_durable(
+        &self,
+        id: PageId,
+        log_to: &mut Lsn,
+        resolved: &mut Vec<(PageId, crate::copy_deps::Copy)>,
+    ) -> std::result::Result<(), bool> {
+        if self.copy_deps_len.load(Ordering::Acquire) == 0
+            || TestKnobs::on(&self.knobs.ignore_copy_order)
+        {
+            return Ok(());
+        }
+        let copies: Vec<crate::copy_deps::Copy> = self.copy_deps.lock().of(id).to_vec();
+        for c in copies {
+            if let Some(end) = c.freed {
+                *log_to = (*log_to).max(end);
+                resolved.push((id, c));
+                continue;
+            }
+            let Some(f) = self.pin_quiet(c.dst) else {
+                // Not resident: written and evicted (a dirty page is never evicted unwritten),
+                // or freed (marked before its frame left the pool: checked again below).
+                let d = self.copy_deps.lock();
+                match d.of(id).iter().find(|x| x.dst == c.dst && x.at == c.at) {
+                    Some(x) if x.freed.is_some() => {
+                        *log_to = (*log_to).max(x.freed.unwrap_or(x.at));
+                        resolved.push((id, *x));
+                        continue;
+                    }
+                    _ => {
+                        resolved.push((id, c));
+                        continue;
+                    }
+                }
+            };
+            let fr = &self.frames[f as usize];
+            // Durable: not dirty, or dirty only since a write at or past the copy; and neither
+            // being written nor owned. An owned copy may be its own commit's, which lists its
+            // pages as dirty one by one: the source can be unowned before the copy is dirty.
+            let (durable, owned) = {
+                let m = fr.lock_meta();
+                let durable = fr.page_id.load(Ordering::Relaxed) != c.dst.0
+                    || !fr.valid.load(Ordering::Acquire)
+                    || ((!m.dirty || m.oldest >= c.at) && !m.flushing && m.owner == 0);
+                (durable, m.owner != 0)
+            };
+            self.unpin(f);
+            if !durable {
+                return Err(owned);
+            }
+            resolved.push((id, c));
+        }
+        Ok(())
+    }
+
+    /// Writes the dirty, committed pages among `ids` as one batch through the store (see
+    /// [`flush_pages`](Self::flush_pages)).
+    fn flush_batch(&self, ids: &[PageId], kind: FlushKind) -> Result<FlushOutcome> {
         struct Prep {
             id: PageId,
             f: u32,
@@ -169,6 +280,8 @@ impl BufferPool {
             rebuildable: bool,
         }
         let mut out = FlushOutcome::default();
+        let mut log_to = Lsn::ZERO;
+        let mut resolved = Vec::new();
         let mut preps: Vec<Prep> = Vec::with_capacity(ids.len());
         let mut bufs: Vec<AlignedBuf> = Vec::with_capacity(ids.len());
         let claim_all = TestKnobs::on(&self.knobs.claim_all_rebuildable);
@@ -191,13 +304,36 @@ impl BufferPool {
                 self.unpin(f);
                 continue;
             }
-            let mut m = fr.lock_meta();
+            let m = fr.lock_meta();
             if !m.dirty || m.owner != 0 || m.flushing {
                 if m.owner != 0 {
                     out.owned += 1;
                 } else if m.flushing {
                     out.busy += 1;
                 }
+                drop(m);
+                drop(latch);
+                self.unpin(f);
+                continue;
+            }
+            // Copies it waits for are checked under its latch: a commit that makes a new copy
+            // of it owns it first, so none is added before this write's image is taken.
+            drop(m);
+            let before = resolved.len();
+            if let Err(owned) = self.copies_durable(id, &mut log_to, &mut resolved) {
+                resolved.truncate(before);
+                bump(&self.c.copy_waits, 1);
+                if owned {
+                    out.owned += 1;
+                } else {
+                    out.busy += 1;
+                }
+                drop(latch);
+                self.unpin(f);
+                continue;
+            }
+            let mut m = fr.lock_meta();
+            if !m.dirty || m.owner != 0 || m.flushing {
                 drop(m);
                 drop(latch);
                 self.unpin(f);
@@ -250,7 +386,13 @@ impl BufferPool {
                     rebuildable_from_redo: p.rebuildable,
                 })
                 .collect();
-            self.store.write_pages(&pages)
+            if log_to > Lsn::ZERO {
+                self.store
+                    .flush_log_to(log_to)
+                    .and_then(|()| self.store.write_pages(&pages))
+            } else {
+                self.store.write_pages(&pages)
+            }
         };
         let n = preps.len();
         for p in &preps {
@@ -273,6 +415,16 @@ impl BufferPool {
             self.unpin(p.f);
         }
         self.return_bufs(bufs);
+        if res.is_ok() && self.copy_deps_len.load(Ordering::Acquire) > 0 {
+            let mut d = self.copy_deps.lock();
+            for (src, c) in resolved {
+                d.resolve(src, c);
+            }
+            for p in &preps {
+                d.written(p.id, p.lsn);
+            }
+            self.copy_deps_len.store(d.len(), Ordering::Release);
+        }
         match res {
             Ok(()) => {
                 out.written = n;

@@ -47,6 +47,10 @@ pub struct TestKnobs {
     /// page (breaks the invariant of module `txn::precopy`: a stale copy becomes the page's
     /// version and undo).
     pub trust_stale_copies: AtomicBool,
+    /// Flushes write a page that waits for a copy of it as if it did not (breaks the invariant
+    /// of module `copy_deps`: a source's later version reaches disk before its copy, and
+    /// recovery cannot make the copy).
+    pub ignore_copy_order: AtomicBool,
 }
 
 impl TestKnobs {

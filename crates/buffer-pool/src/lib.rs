@@ -100,6 +100,7 @@
 mod checkpoint;
 mod cleaner;
 mod config;
+mod copy_deps;
 mod error;
 mod eviction;
 mod flush_list;

@@ -69,6 +69,20 @@ pub trait PageStore: Send + Sync {
 
     /// Counts one full page image logged by the pool.
     fn count_full_page_image(&self, _bytes: usize) {}
+
+    /// Makes the redo log durable up to at least `lsn` (the pool asks before writing a page
+    /// whose pending copy was freed: module `copy_deps`). A store whose log is always durable
+    /// does nothing.
+    fn flush_log_to(&self, _lsn: Lsn) -> Result<()> {
+        Ok(())
+    }
+
+    /// Whether every page write completes whole or is repaired by the store itself at recovery
+    /// (doublewrite, atomic writes), so that a page made as a copy of another
+    /// (`PageTxn::copy_page`) never needs redo alone to be rebuilt. False by default.
+    fn never_leaves_torn_pages(&self) -> bool {
+        false
+    }
 }
 
 /// Where a transaction's redo goes: keel-redo-log's `RedoLog` in a store, [`MemLog`] in tests.
@@ -255,6 +269,11 @@ impl PageStore for MemStore {
     fn wants_full_page_images(&self) -> bool {
         self.fpw
     }
+
+    /// Each batch is installed whole.
+    fn never_leaves_torn_pages(&self) -> bool {
+        true
+    }
 }
 
 /// An in-memory [`RedoSink`] that keeps every group, with LSNs counted in (approximate) encoded
@@ -363,6 +382,14 @@ impl PageStore for keel_flush::PageWriter {
 
     fn count_full_page_image(&self, bytes: usize) {
         keel_flush::PageWriter::count_full_page_image(self, bytes)
+    }
+
+    fn flush_log_to(&self, lsn: Lsn) -> Result<()> {
+        keel_flush::PageWriter::flush_log_to(self, lsn).map_err(flush_error)
+    }
+
+    fn never_leaves_torn_pages(&self) -> bool {
+        keel_flush::PageWriter::never_leaves_torn_pages(self)
     }
 }
 

@@ -60,6 +60,14 @@ pub struct BufferPool {
     /// modification, end of the freeing group): until that group is durable, the checkpoint
     /// stays at or below their oldest modification (module `checkpoint`).
     pub(crate) unwritten_frees: Mutex<BTreeSet<(Lsn, Lsn, PageId)>>,
+    /// Pending page copies: which page waits for which to be written (module `copy_deps`).
+    pub(crate) copy_deps: Mutex<crate::copy_deps::CopyDeps>,
+    /// `copy_deps`' length, readable without its lock (a batch with none skips it).
+    pub(crate) copy_deps_len: AtomicUsize,
+    /// Whether write transactions may make page copies (`PageTxn::copy_page`): set by the
+    /// owner of the pool when its log takes them and its store never leaves a torn page that
+    /// recovery cannot repair on its own ([`BufferPool::set_page_copies`]).
+    pub(crate) page_copies: std::sync::atomic::AtomicBool,
     /// The newest checkpoint horizon published: no checkpoint above it is ever written, and
     /// full-page-image decisions compare page LSNs with it (module `checkpoint`).
     pub(crate) horizon: AtomicU64,
@@ -157,6 +165,9 @@ impl BufferPool {
             hand: AtomicUsize::new(0),
             flush_list: Mutex::new(BTreeSet::new()),
             unwritten_frees: Mutex::new(BTreeSet::new()),
+            copy_deps: Mutex::new(crate::copy_deps::CopyDeps::default()),
+            copy_deps_len: AtomicUsize::new(0),
+            page_copies: std::sync::atomic::AtomicBool::new(false),
             horizon: AtomicU64::new(0),
             fpw_checkpoint: AtomicU64::new(0),
             decision: RwLock::new(()),

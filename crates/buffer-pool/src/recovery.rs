@@ -24,7 +24,7 @@
 use crate::flush_list::FlushKind;
 use crate::redo::{Record, RecoveredGroup};
 use crate::stats::bump;
-use crate::txn::apply_init;
+use crate::txn::{apply_copy, apply_init};
 use crate::{BufferPool, PoolError, Result};
 use keel_page::{set_lsn, Lsn, PageHeader, PageId};
 use serde::{Deserialize, Serialize};
@@ -83,18 +83,23 @@ impl BufferPool {
     ) -> Result<RedoApplyReport> {
         self.set_horizon(checkpoint);
         let mut rep = RedoApplyReport::default();
-        let mut first_rebuild: HashMap<PageId, (usize, usize)> = HashMap::new();
+        let mut at = RebuildPoints::default();
         for (gi, g) in groups.iter().enumerate() {
             for (ri, r) in g.records.iter().enumerate() {
                 // Where a page with an unusable disk copy becomes well-defined again: an init or
                 // an image rebuilds it, and a free makes its content dead (a freed dirty page
                 // leaves the pool unwritten, so a checkpoint may pass its earlier changes
                 // while the replay still holds records of it up to the free).
-                if let Record::PageInit { page_id, .. }
-                | Record::PageImage { page_id, .. }
-                | Record::PageFree { page_id } = r
-                {
-                    first_rebuild.entry(*page_id).or_insert((gi, ri));
+                match r {
+                    Record::PageInit { page_id, .. }
+                    | Record::PageImage { page_id, .. }
+                    | Record::PageFree { page_id } => {
+                        at.rebuilds.entry(*page_id).or_default().push((gi, ri));
+                    }
+                    Record::PageCopy { page_id, .. } => {
+                        at.copies.insert(*page_id);
+                    }
+                    _ => {}
                 }
             }
         }
@@ -107,7 +112,7 @@ impl BufferPool {
                 gi,
                 g,
                 checkpoint,
-                &first_rebuild,
+                &at,
                 &mut states,
                 &mut touched,
                 &mut rep,
@@ -177,7 +182,7 @@ impl BufferPool {
         gi: usize,
         g: &RecoveredGroup,
         checkpoint: Lsn,
-        first_rebuild: &HashMap<PageId, (usize, usize)>,
+        at: &RebuildPoints,
         states: &mut HashMap<PageId, PState>,
         touched: &mut HashMap<PageId, Touched>,
         rep: &mut RedoApplyReport,
@@ -189,7 +194,14 @@ impl BufferPool {
                 rep.logical_records += 1;
                 continue;
             };
-            let rebuilds = matches!(r, Record::PageInit { .. } | Record::PageImage { .. });
+            // An init rebuilds a page, except one made a copy in the recovered redo: the copy
+            // needs its source as it was then, so such a page's disk copy is read (it may be
+            // past the copy, if the source is: module `copy_deps`).
+            let rebuilds = match r {
+                Record::PageInit { .. } => !at.copies.contains(&pid),
+                Record::PageImage { .. } => true,
+                _ => false,
+            };
             let t = match touched.get(&pid).copied() {
                 Some(Touched::SkipUntil(sg, sr)) if (gi, ri) < (sg, sr) => {
                     rep.records_superseded += 1;
@@ -293,8 +305,21 @@ impl BufferPool {
                                 }
                                 Err(
                                     e @ (PoolError::Corruption(_) | PoolError::Unwritten { .. }),
-                                ) if !was_live => match first_rebuild.get(&pid) {
-                                    Some(&(sg, sr)) if (sg, sr) > (gi, ri) => {
+                                ) if !was_live => match at.next(pid, (gi, ri)) {
+                                    Some(p) if p == (gi, ri) => {
+                                        // This record (an init of a page made a copy later)
+                                        // defines the page: its disk copy is not needed.
+                                        let f = self.blank_frame(pid)?;
+                                        rep.pages_from_redo += 1;
+                                        let t = Touched::Apply {
+                                            f,
+                                            freed: false,
+                                            init: false,
+                                        };
+                                        touched.insert(pid, t);
+                                        t
+                                    }
+                                    Some((sg, sr)) => {
                                         states.insert(pid, PState::SkipUntil(sg, sr));
                                         touched.insert(pid, Touched::SkipUntil(sg, sr));
                                         rep.records_superseded += 1;
@@ -317,6 +342,34 @@ impl BufferPool {
                     }
                 }
             };
+            // A copy to be made needs its source as it is at this point of the log.
+            let mut copy_src = None;
+            if let (Record::PageCopy { from, .. }, Touched::Apply { f, .. }) = (r, t) {
+                match self.copy_source(*from, pid, g, states, touched, rep)? {
+                    Some(sf) => copy_src = Some(sf),
+                    None => {
+                        // The source is past the copy (or unusable): the copy's own disk copy
+                        // should have been written first. Only a later rebuild of the page
+                        // (its content dead until then) saves it.
+                        let Some(p) = at.next(pid, (gi, ri)) else {
+                            return Err(PoolError::Unrecoverable {
+                                file: file.to_path_buf(),
+                                page_id: pid,
+                                reason: format!(
+                                    "it was made a copy of {from} in the group ending at {}, but {from} on disk is already past that group (or unusable) while this page's disk copy is older: the copy was not written before its source, and no later init, image or free of it follows",
+                                    g.end_lsn
+                                ),
+                            });
+                        };
+                        self.unmap(f, pid);
+                        self.unpin(f);
+                        states.insert(pid, PState::SkipUntil(p.0, p.1));
+                        touched.insert(pid, Touched::SkipUntil(p.0, p.1));
+                        rep.records_superseded += 1;
+                        continue;
+                    }
+                }
+            }
             match t {
                 Touched::Apply { f, freed, init } => {
                     let mut x = self.frames[f as usize].exclusive();
@@ -367,6 +420,28 @@ impl BufferPool {
                             }
                         }
                         Record::PageFree { .. } => freed = true,
+                        Record::PageCopy { from, .. } => {
+                            if freed {
+                                return Err(bad(
+                                    "a copy to a page freed earlier in the group".into()
+                                ));
+                            }
+                            let Some(sf) = copy_src else {
+                                return Err(bad("a copy without its source".into()));
+                            };
+                            let s = self.frames[sf as usize].shared();
+                            if s.bytes().len() != page.len() {
+                                return Err(bad("a copy between pages of two sizes".into()));
+                            }
+                            apply_copy(page, s.bytes(), pid);
+                            drop(s);
+                            // Redo rebuilds it only with its source: never written unprotected.
+                            init = false;
+                            let mut d = self.copy_deps.lock();
+                            d.add(*from, pid, g.end_lsn);
+                            self.copy_deps_len
+                                .store(d.len(), std::sync::atomic::Ordering::Release);
+                        }
                         Record::Logical { .. } => {}
                     }
                     rep.records_applied += 1;
@@ -406,6 +481,67 @@ impl BufferPool {
         Ok(())
     }
 
+    /// The frame of page `src` as it is at this point of group `g`, for a copy to page `dst`:
+    /// touched by the group so far, or read now (then touched: applied from here if its disk
+    /// copy is older than the group). `None` when its disk copy is past the group or unusable.
+    fn copy_source(
+        &self,
+        src: PageId,
+        dst: PageId,
+        g: &RecoveredGroup,
+        states: &HashMap<PageId, PState>,
+        touched: &mut HashMap<PageId, Touched>,
+        rep: &mut RedoApplyReport,
+    ) -> Result<Option<u32>> {
+        let bad = |reason: &str| PoolError::BadRedo {
+            page_id: dst,
+            lsn: g.end_lsn,
+            reason: format!("{reason} (page {src})"),
+        };
+        if src == dst {
+            return Err(bad("a page made a copy of itself"));
+        }
+        match touched.get(&src).copied() {
+            Some(Touched::Apply { freed: true, .. }) => {
+                Err(bad("a copy of a page freed earlier in the group"))
+            }
+            Some(Touched::Apply { f, .. }) => Ok(Some(f)),
+            Some(Touched::NoApply { .. } | Touched::SkipUntil(..)) => Ok(None),
+            None => match states.get(&src) {
+                Some(PState::SkipUntil(..)) => Ok(None),
+                Some(PState::Freed) => Err(bad("a copy of a freed page")),
+                state => {
+                    let was_live = matches!(state, Some(PState::Live));
+                    match self.fix(src) {
+                        Ok(f) => {
+                            if !was_live {
+                                rep.pages_read += 1;
+                            }
+                            let lsn =
+                                BufferPool::header_lsn(self.frames[f as usize].shared().bytes());
+                            if lsn < g.end_lsn {
+                                touched.insert(
+                                    src,
+                                    Touched::Apply {
+                                        f,
+                                        freed: false,
+                                        init: false,
+                                    },
+                                );
+                                Ok(Some(f))
+                            } else {
+                                touched.insert(src, Touched::NoApply { f });
+                                Ok(None)
+                            }
+                        }
+                        Err(PoolError::Corruption(_) | PoolError::Unwritten { .. }) => Ok(None),
+                        Err(e) => Err(e),
+                    }
+                }
+            },
+        }
+    }
+
     /// Drops page `pid` from the pool if it is resident (its changes are dead: it was freed).
     fn drop_resident(&self, pid: PageId) {
         if let Some(f) = self.lookup_pin(pid) {
@@ -428,5 +564,21 @@ impl BufferPool {
         };
         x.bytes_mut().fill(0);
         Ok(f)
+    }
+}
+
+/// Where each page's redo rebuilds it (init, image, free: positions as (group, record), in log
+/// order), and which pages are made copies anywhere in the recovered redo.
+#[derive(Default)]
+struct RebuildPoints {
+    rebuilds: HashMap<PageId, Vec<(usize, usize)>>,
+    copies: std::collections::HashSet<PageId>,
+}
+
+impl RebuildPoints {
+    /// The first position at or after `from` where page `id`'s redo rebuilds it.
+    fn next(&self, id: PageId, from: (usize, usize)) -> Option<(usize, usize)> {
+        let v = self.rebuilds.get(&id)?;
+        v.get(v.partition_point(|&p| p < from)).copied()
     }
 }

@@ -124,6 +124,12 @@ pool_stats! {
         copies_used,
         /// Such copies dropped because the page had changed since (the page was copied again).
         copies_stale,
+        /// Pages committed as a copy of another (`PageTxn::copy_page`: a split's right half
+        /// logged as one page-copy record instead of its bytes).
+        page_copies,
+        /// Pages a flush left for later because a copy they wait for was not yet durable
+        /// (module `copy_deps`).
+        copy_waits,
     }
 }
 
@@ -226,6 +232,8 @@ mod tests {
             &c.redo_records_skipped,
             &c.copies_used,
             &c.copies_stale,
+            &c.page_copies,
+            &c.copy_waits,
         ];
         for (i, a) in fields.iter().enumerate() {
             bump(a, i as u64 + 1);

@@ -25,7 +25,7 @@ use crate::page_store::RedoSink;
 use crate::redo::Record;
 use crate::stats::bump;
 use crate::{BufferPool, PoolError, Result};
-use keel_page::{set_lsn, Lsn, PageHeader, PageId, PageType};
+use keel_page::{set_lsn, Lsn, PageHeader, PageId, PageType, PAGE_HEADER_SIZE, PAGE_TRAILER_SIZE};
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::ops::Deref;
@@ -60,6 +60,10 @@ struct Entry {
     /// records no undo (the copy is the undo: rollback and a full page image use it). Dropped
     /// before the versions are sealed, so a retired image can be recycled.
     before: Option<Arc<[u8]>>,
+    /// The page was made a copy of this one ([`PageTxn::copy_page`]): it must be written
+    /// before that page's next write (module `copy_deps`) and is never rebuildable from redo
+    /// alone.
+    copied_from: Option<PageId>,
 }
 
 impl Entry {
@@ -158,7 +162,30 @@ pub(crate) fn apply_init(page: &mut [u8], id: PageId, ty: PageType) {
     PageHeader::init(page, id, ty, Lsn::ZERO);
 }
 
+/// Makes `page` (page `id`) a copy of `src`, a page of the same size: header zeroed and set to
+/// (`id`, `src`'s type) with LSN 0, the trailer zeroed, every payload byte copied: the effect of
+/// a PageCopy. Both the write transaction and recovery call this one function, so a copy made
+/// at replay is byte for byte the copy made at run time.
+pub(crate) fn apply_copy(page: &mut [u8], src: &[u8], id: PageId) {
+    let n = page.len();
+    debug_assert_eq!(n, src.len(), "a copy between pages of one size");
+    let ty = PageHeader::read(src).map_or(PageType::UNWRITTEN, |h| h.page_type);
+    let payload = PAGE_HEADER_SIZE..n.saturating_sub(PAGE_TRAILER_SIZE);
+    page[payload.clone()].copy_from_slice(&src[payload.clone()]);
+    page[..payload.start].fill(0);
+    page[payload.end..].fill(0);
+    PageHeader::init(page, id, ty, Lsn::ZERO);
+}
+
 impl BufferPool {
+    /// Lets write transactions make page copies ([`PageTxn::copy_page`]) or not (the
+    /// default). Turn it on only when the log takes `PageCopy` records (log format version
+    /// 4); copies are made only while the store also never leaves a torn page that only redo
+    /// could rebuild ([`PageStore::never_leaves_torn_pages`](crate::PageStore)).
+    pub fn set_page_copies(&self, on: bool) {
+        self.page_copies.store(on, Ordering::Release);
+    }
+
     /// Starts a write transaction.
     pub fn begin(&self) -> PageTxn<'_> {
         PageTxn {
@@ -279,6 +306,7 @@ impl<'p> PageTxn<'p> {
             latched: false,
             versioned: false,
             before: None,
+            copied_from: None,
         };
         // A resident page is held to leave the pool unwritten at commit, while the transaction
         // has room; past it the page stays as a page freed while not resident does (its frame
@@ -316,6 +344,55 @@ impl<'p> PageTxn<'p> {
         st.records.push(Record::PageFree { page_id: id });
         st.redo_bytes += 8;
         Ok(())
+    }
+
+    /// Makes page `dst`, started afresh by this transaction ([`new_page`](Self::new_page)), a
+    /// copy of page `src` as it is now (this transaction's changes of `src` included), logged
+    /// as one `PageCopy` record instead of the page's bytes (a B-tree split makes its new right
+    /// half so). Recovery makes the copy from `src` as it was at that point of the log; the
+    /// pool writes `dst` before `src`'s next write so that it always can (module `copy_deps`).
+    ///
+    /// Returns false, doing nothing, when the pool does not make copies (off, see
+    /// [`BufferPool::set_page_copies`], or the store can leave a torn page that only redo
+    /// could rebuild) or `dst` must itself wait for a copy of its own (no cycles of waits);
+    /// the caller then writes `dst`'s bytes through a guard.
+    ///
+    /// # Errors
+    ///
+    /// [`PoolError::BadRedo`] if `dst` is `src` or was not started afresh by this transaction;
+    /// [`PoolError::AlreadyLatched`] if this transaction holds a write guard on either page;
+    /// read errors of `src`.
+    pub fn copy_page(&self, dst: PageId, src: PageId) -> Result<bool> {
+        let pool = self.pool;
+        if !pool.page_copies.load(Ordering::Acquire) || !pool.store.never_leaves_torn_pages() {
+            return Ok(false);
+        }
+        let bad = |reason: &str| PoolError::BadRedo {
+            page_id: dst,
+            lsn: Lsn::ZERO,
+            reason: reason.into(),
+        };
+        if dst == src {
+            return Err(bad("a page cannot be made a copy of itself"));
+        }
+        {
+            let st = self.st.borrow();
+            match st.index.get(&dst).map(|&i| &st.entries[i]) {
+                Some(e) if e.first_init.is_some() && !e.freed => {}
+                _ => {
+                    return Err(bad(
+                        "only a page this transaction started afresh (new_page) can be made a copy",
+                    ))
+                }
+            }
+        }
+        if pool.copy_deps_len.load(Ordering::Acquire) > 0 && pool.copy_deps.lock().waits(dst) {
+            return Ok(false);
+        }
+        let s = self.read(src)?;
+        let mut d = self.write(dst)?;
+        d.copy_from(&s, src);
+        Ok(true)
     }
 
     /// Appends a non-page record (e.g. `Record::Logical`) to the transaction's group.
@@ -402,6 +479,7 @@ impl<'p> PageTxn<'p> {
                         latched: false,
                         versioned: true,
                         before: None,
+                        copied_from: None,
                     });
                     st.index.insert(id, i);
                     i
@@ -560,6 +638,7 @@ impl<'p> PageTxn<'p> {
                     latched: true,
                     versioned,
                     before,
+                    copied_from: None,
                 });
                 st.index.insert(id, i);
                 i
@@ -653,6 +732,26 @@ impl<'p> PageTxn<'p> {
                 return Err(e);
             }
         };
+        // Module `copy_deps`: the copies this group made, and the copies it freed, are known
+        // before any of its pages can be written (they are still owned).
+        let frees =
+            pool.copy_deps_len.load(Ordering::Acquire) > 0 && st.entries.iter().any(|e| e.freed);
+        if frees || st.entries.iter().any(|e| e.copied_from.is_some()) {
+            let mut d = pool.copy_deps.lock();
+            for e in &st.entries {
+                if let Some(src) = e.copied_from {
+                    d.add(src, e.page_id, end);
+                    bump(&pool.c.page_copies, 1);
+                }
+            }
+            for e in st.entries.iter().filter(|e| e.freed) {
+                d.freed(e.page_id, end);
+            }
+            for e in st.entries.iter().filter(|e| e.freed) {
+                d.source_freed(e.page_id, end);
+            }
+            pool.copy_deps_len.store(d.len(), Ordering::Release);
+        }
         // The images kept as undo (and copies never used) are let go first, so the versions
         // can recycle them.
         st.entries.iter_mut().for_each(|e| e.before = None);
@@ -661,6 +760,10 @@ impl<'p> PageTxn<'p> {
         pool.versions.seal(self.id, &st.versioned_pages(), end);
         pool.versions.publish(end);
         drop(order);
+        // Copies first (module `copy_deps`): a copy is dirty before its source can be written.
+        if st.entries.iter().any(|e| e.copied_from.is_some()) {
+            st.entries.sort_by_key(|e| e.copied_from.is_none());
+        }
         for e in st.entries.drain(..) {
             let Some(f) = e.frame else { continue };
             let fr = &pool.frames[f as usize];
@@ -695,7 +798,10 @@ impl<'p> PageTxn<'p> {
                     m.next_oldest = Some(start);
                 }
                 m.set_newest(end);
-                if e.first_init == Some(true) {
+                if e.copied_from.is_some() {
+                    // Redo rebuilds it only with its source: it goes through the protection.
+                    m.rebuildable = false;
+                } else if e.first_init == Some(true) {
                     m.rebuildable = true;
                     m.rebuild_from = start;
                 }

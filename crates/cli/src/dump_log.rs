@@ -40,6 +40,9 @@ fn record_json(r: &Record) -> Value {
             json!({"op": "image", "page": page_id.0, "len": image.len()})
         }
         Record::PageFree { page_id } => json!({"op": "free", "page": page_id.0}),
+        Record::PageCopy { page_id, from } => {
+            json!({"op": "copy", "page": page_id.0, "from": from.0})
+        }
         Record::Logical { kind, bytes } => {
             json!({"op": "logical", "kind": kind, "len": bytes.len(), "bytes": preview(bytes)})
         }

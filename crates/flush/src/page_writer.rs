@@ -318,6 +318,46 @@ impl PageWriter {
         self.counters.snapshot()
     }
 
+    /// Whether every page write either completes whole or is repaired from this writer's own
+    /// copy at recovery (doublewrite, atomic writes): then a torn write never leaves a page that
+    /// only redo could rebuild. Full-page-writes and no-protection modes: false.
+    pub fn never_leaves_torn_pages(&self) -> bool {
+        matches!(
+            self.resolved.mode,
+            ResolvedMode::Doublewrite { .. } | ResolvedMode::Atomic
+        )
+    }
+
+    /// Makes the redo log durable up to at least `lsn` (what a batch of pages at that LSN would
+    /// force first, by the WAL rule).
+    ///
+    /// # Errors
+    ///
+    /// [`FlushError::Wal`] if the log cannot be made durable; [`FlushError::WalRule`] if it
+    /// claims success but is not durable there.
+    pub fn flush_log_to(&self, lsn: Lsn) -> Result<()> {
+        self.poison.check()?;
+        let durable = self.log.durable_lsn();
+        if durable >= lsn {
+            return Ok(());
+        }
+        self.log.flush_to(lsn).map_err(|source| FlushError::Wal {
+            lsn,
+            page_id: PageId(0),
+            source,
+        })?;
+        add(&self.counters.forced_log_flushes, 1);
+        let durable = self.log.durable_lsn();
+        if durable < lsn {
+            return Err(FlushError::WalRule {
+                page_id: PageId(0),
+                needed: lsn,
+                durable,
+            });
+        }
+        Ok(())
+    }
+
     /// Full-page-writes mode: must the first change of a page after a checkpoint log an image?
     pub fn wants_full_page_images(&self) -> bool {
         self.scheme.wants_full_page_images()

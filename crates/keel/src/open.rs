@@ -144,6 +144,10 @@ impl Store {
             in_memory_room(&dir, &config, &recovered)?;
         }
         let redo = pool.apply_redo(recovered.checkpoint_lsn, &recovered.groups)?;
+        // A split's right half as a page copy (module `copy_deps` of the pool) where the log
+        // takes the record (format version 4 on) and the page writer never leaves a torn page
+        // that only redo could rebuild (doublewrite, atomic writes).
+        pool.set_page_copies(log.accepts_page_copies() && !read_only);
         let mut pages_flushed = 0;
         if !recovered.groups.is_empty() && !read_only {
             pages_flushed = pool.flush_all()? as u64;
@@ -236,14 +240,21 @@ fn group_room(dir: &Path, config: &Config, recovered: &keel_redo_log::Recovered)
     Ok(())
 }
 
-/// The pages replaying `records` holds in the pool: every page a record changes (a page only
-/// freed takes no frame at replay).
+/// The pages replaying `records` holds in the pool: every page a record changes, and every
+/// page a copy is made from (a page only freed takes no frame at replay).
 fn held_at_replay<'a>(
     records: impl Iterator<Item = &'a keel_buffer_pool::Record>,
 ) -> std::collections::HashSet<PageId> {
+    use keel_buffer_pool::Record;
     records
-        .filter(|r| !matches!(r, keel_buffer_pool::Record::PageFree { .. }))
-        .filter_map(|r| r.page_id())
+        .filter(|r| !matches!(r, Record::PageFree { .. }))
+        .flat_map(|r| {
+            let from = match r {
+                Record::PageCopy { from, .. } => Some(*from),
+                _ => None,
+            };
+            r.page_id().into_iter().chain(from)
+        })
         .collect()
 }
 

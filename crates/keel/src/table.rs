@@ -97,6 +97,10 @@ impl PageWrite for TxnPages<'_, '_> {
         Ok(())
     }
 
+    fn copy_page(&mut self, dst: PageId, src: PageId) -> keel_btree::Result<bool> {
+        self.txn.copy_page(dst, src).map_err(storage)
+    }
+
     fn free(&mut self, id: PageId) -> keel_btree::Result<()> {
         if crate::meta::free(self.txn, id, self.file).map_err(store_err)? {
             // The page became a free-list trunk: it stays, holding free page ids.

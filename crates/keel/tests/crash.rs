@@ -108,6 +108,10 @@ struct Totals {
     conflicts: u64,
     /// Commits of the second, concurrent transaction held open across others.
     concurrent_commits: u64,
+    /// Split right halves made as page copies (doublewrite and atomic modes), and page writes
+    /// deferred until the copy they waited for was durable (module `copy_deps` of the pool).
+    page_copies: u64,
+    copy_waits: u64,
 }
 
 static TOTALS: std::sync::Mutex<Option<Totals>> = std::sync::Mutex::new(None);
@@ -365,7 +369,10 @@ fn run_case(case: Case) -> Result<Outcome, String> {
     }
     drop(other);
     drop(readers);
+    let pool = store.stats().pool;
     add_totals(|t| {
+        t.page_copies += pool.page_copies;
+        t.copy_waits += pool.copy_waits;
         t.snapshot_checks += snapshot_checks;
         t.table_drops += drops;
         t.conflicts += conflicts.get();
@@ -788,5 +795,97 @@ fn freed_pages_are_reused_through_trunk_pages() {
     assert_eq!(got.len(), 800);
     for i in 0..800u32 {
         assert_eq!(got.get(i.to_be_bytes().as_slice()), Some(&big(i + 1)));
+    }
+}
+
+/// One run of [`split_copies_survive_power_loss`]: rows of 300 bytes (a 4 KiB leaf splits
+/// every dozen inserts) committed one by one until the crash point; then recovery must give
+/// the rows of a commit point at or after the last acknowledged one. Returns the page copies
+/// made, and what went wrong if recovery failed or lost acknowledged rows.
+fn split_run(
+    mode: TornPage,
+    seed: u64,
+    ignore_copy_order: bool,
+) -> Result<(u64, Option<String>), String> {
+    let mut rng = Rng(seed);
+    let fs = SimFs::new(SimConfig::seeded(seed).sector_size(512).hardware_atomic());
+    let dir = Path::new("/db");
+    let cfg = config(&Case {
+        mode,
+        log_block: 4096,
+        sector: 512,
+        seed,
+    });
+    let store = Store::open_with_fs(Arc::new(fs.clone()), dir, cfg.clone())
+        .map_err(|e| format!("first open: {e}"))?;
+    store
+        .pool_test_knobs()
+        .ignore_copy_order
+        .store(ignore_copy_order, std::sync::atomic::Ordering::Relaxed);
+    fs.crash_at_call(1 + rng.below(600), None);
+    let mut snapshots = vec![Model::new()];
+    let mut acked = 0;
+    for i in 0..400u64 {
+        let key = rng.next().to_be_bytes().to_vec();
+        let value = vec![(i % 251) as u8; 300];
+        let mut next = snapshots[snapshots.len() - 1].clone();
+        next.insert(key.clone(), value.clone());
+        snapshots.push(next);
+        let done = store
+            .write()
+            .and_then(|tx| {
+                tx.table("t")?.insert(&key, &value)?;
+                tx.commit()
+            })
+            .is_ok();
+        if !done {
+            break;
+        }
+        acked = snapshots.len() - 1;
+    }
+    let copies = store.stats().pool.page_copies;
+    let post = crash_now(&fs);
+    drop(store);
+    let got = Store::open_with_fs(Arc::new(post), dir, cfg).and_then(|s| contents(&s));
+    let lost = match got {
+        Ok(m) if snapshots[acked..].contains(&m) => None,
+        Ok(m) => Some(format!(
+            "recovered {} rows, commit point {:?}, {acked} acknowledged",
+            m.len(),
+            snapshots.iter().position(|s| *s == m)
+        )),
+        Err(e) => Some(format!("recovery failed: {e}")),
+    };
+    Ok((copies, lost))
+}
+
+/// Splits made as page copies (module `copy_deps` of the pool: a split's right half is one
+/// page-copy record, which recovery can replay only while the left half on disk is older than
+/// the split) survive a power loss at any write, in the modes that make copies (doublewrite,
+/// atomic writes). The knob `ignore_copy_order` lets a left half reach disk before its copy,
+/// and some crash then loses acknowledged rows or makes recovery refuse the store.
+#[test]
+fn split_copies_survive_power_loss() {
+    // KEEL_SPLIT_SEEDS: more seeds for a longer run (300 by default, ~5 s; 3,000 seeds
+    // found the one ordering bug this test has met, once).
+    let seeds: u64 = std::env::var("KEEL_SPLIT_SEEDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(300);
+    for knob in [false, true] {
+        let (mut copies, mut lost) = (0, 0);
+        for seed in 0..seeds {
+            for mode in [TornPage::Doublewrite, TornPage::Atomic] {
+                let (c, l) = split_run(mode, seed * 31 + 7, knob).unwrap();
+                copies += c;
+                if let Some(why) = l {
+                    assert!(knob, "{mode:?} seed {}: {why}", seed * 31 + 7);
+                    lost += 1;
+                }
+            }
+        }
+        println!("split copies, ignore_copy_order {knob}: {copies} copies, {lost} runs lost rows");
+        assert!(copies > 0, "no split was made as a page copy");
+        assert_eq!(lost > 0, knob, "the knob should make some crash lose rows");
     }
 }

@@ -6,7 +6,7 @@
 //! | bytes | field |
 //! | --- | --- |
 //! | 0..8 | magic `KEELLOG1` |
-//! | 8..12 | format version (3; version 1 logs, whose blocks carry no durable lag, and version 2 logs, whose groups hold no page-ops items, are still read and written as they were) |
+//! | 8..12 | format version (4; version 1 logs, whose blocks carry no durable lag, version 2 logs, whose groups hold no page-ops items, and version 3 logs, whose groups hold no page-copy records, are still read and written as they were) |
 //! | 12..16 | log block size (512 or 4096) |
 //! | 16..20 | file mode: 1 preallocated, 2 growing |
 //! | 20..24 | number of preallocated files (0 for growing) |
@@ -45,10 +45,11 @@ pub const HEADER_BYTES: usize = 3 * SLOT_BYTES;
 const STATIC_MAGIC: &[u8; 8] = b"KEELLOG1";
 const SLOT_MAGIC: &[u8; 8] = b"KEELCKPT";
 /// The format version new logs are created with: 2 adds the blocks' durable lag (bytes
-/// 21..24), 3 the compact page-ops record items (`record.rs`). Older logs are still read and
-/// written in their own version (version 1 blocks keep a lag of 0, version 1 and 2 groups are
-/// encoded plainly), so a build that reads only their version can still read them.
-pub const VERSION: u32 = 3;
+/// 21..24), 3 the compact page-ops record items, 4 the page-copy record (`record.rs`). Older
+/// logs are still read and written in their own version (version 1 blocks keep a lag of 0,
+/// version 1 and 2 groups are encoded plainly, versions 1 to 3 refuse page copies), so a build
+/// that reads only their version can still read them.
+pub const VERSION: u32 = 4;
 /// The oldest format version this build reads.
 const OLDEST_VERSION: u32 = 1;
 
@@ -65,7 +66,8 @@ pub struct StaticHeader {
     pub file_size: u64,
     /// Block checksum salt.
     pub salt: u32,
-    /// Format version (1 to 3; 2: blocks carry a durable lag; 3: groups may hold page-ops items).
+    /// Format version (1 to 4; 2: blocks carry a durable lag; 3: groups may hold page-ops items;
+    /// 4: groups may hold page-copy records).
     pub version: u32,
 }
 

@@ -198,6 +198,8 @@ pub(crate) struct Shared {
     dir: PathBuf,
     /// How groups are encoded: compact from log format version 3 on (`record.rs`).
     encoding: Encoding,
+    /// Whether groups may hold `PageCopy` records (log format version 4 on).
+    page_copies: bool,
     cfg: LogConfig,
     geo: Geometry,
     seal: bool,
@@ -286,6 +288,19 @@ impl RedoLog {
     pub fn append_range(&self, records: &[Record]) -> Result<Range<Lsn>> {
         let sh = self.sh();
         sh.check_usable()?;
+        if !sh.page_copies {
+            if let Some(r) = records
+                .iter()
+                .find(|r| matches!(r, Record::PageCopy { .. }))
+            {
+                return Err(LogError::InvalidConfig {
+                    reason: format!(
+                        "{r:?} needs log format version 4; this log (in {}) is older: a build that reads only its version could not replay it",
+                        sh.dir.display()
+                    ),
+                });
+            }
+        }
         let mut buf = Vec::new();
         let len = encode_group_as(records, &mut buf, sh.encoding).map_err(|bytes| {
             LogError::GroupTooLarge {
@@ -437,6 +452,12 @@ impl RedoLog {
     /// before a sync.
     pub fn seals_tail(&self) -> bool {
         self.sh().seal
+    }
+
+    /// Whether groups may hold [`Record::PageCopy`] (log format version 4 and later; an older
+    /// log refuses them at append, so that the builds that read it can still replay it).
+    pub fn accepts_page_copies(&self) -> bool {
+        self.sh().page_copies
     }
 
     /// The log directory.

@@ -43,6 +43,8 @@ const T_LOGICAL: u8 = 5;
 const T_PAGE_MOVE: u8 = 6;
 /// A run of writes and moves of one page (format version 3).
 const T_PAGE_OPS: u8 = 7;
+/// A page made a copy of another (format version 4).
+const T_PAGE_COPY: u8 = 8;
 /// Op kinds inside a page-ops item.
 const OP_WRITE: u8 = 0;
 const OP_MOVE: u8 = 1;
@@ -162,6 +164,18 @@ pub enum Record {
         /// The page.
         page_id: PageId,
     },
+    /// Page `page_id` becomes a copy of page `from` as `from` is at this point of the log: its
+    /// header set to (`page_id`, `from`'s page type) with every other header byte and the
+    /// trailer zero, every payload byte copied (log format version 4). A B-tree split makes its
+    /// new right half this way (then drops the left half's slots from it) instead of logging
+    /// half a page of cell bytes. Replay needs `from` as it was at this point: the pool writes
+    /// `page_id` durably before any later version of `from` (docs/design.md, "Page copies").
+    PageCopy {
+        /// The page made (the copy).
+        page_id: PageId,
+        /// The page copied.
+        from: PageId,
+    },
     /// Opaque bytes for upper layers (catalog changes etc.); the log never interprets them.
     Logical {
         /// A tag of the upper layer's choosing.
@@ -230,7 +244,8 @@ impl Record {
             | Record::PageWrite { page_id, .. }
             | Record::PageMove { page_id, .. }
             | Record::PageImage { page_id, .. }
-            | Record::PageFree { page_id } => Some(*page_id),
+            | Record::PageFree { page_id }
+            | Record::PageCopy { page_id, .. } => Some(*page_id),
             Record::Logical { .. } => None,
         }
     }
@@ -243,6 +258,7 @@ impl Record {
             Record::PageMove { .. } => 8 + 4 + 4 + 4,
             Record::PageImage { image, .. } => 8 + 4 + image.len(),
             Record::PageFree { .. } => 8,
+            Record::PageCopy { .. } => 8 + 8,
             Record::Logical { bytes, .. } => 2 + 4 + bytes.len(),
         }
     }
@@ -355,6 +371,11 @@ pub fn encode_group_as(
             Record::PageFree { page_id } => {
                 out.push(T_PAGE_FREE);
                 out.extend_from_slice(&page_id.0.to_le_bytes());
+            }
+            Record::PageCopy { page_id, from } => {
+                out.push(T_PAGE_COPY);
+                out.extend_from_slice(&page_id.0.to_le_bytes());
+                out.extend_from_slice(&from.0.to_le_bytes());
             }
             Record::Logical { kind, bytes } => {
                 out.push(T_LOGICAL);
@@ -575,6 +596,10 @@ pub fn decode_group(bytes: &[u8]) -> Result<Vec<Record>, String> {
             T_PAGE_FREE => Record::PageFree {
                 page_id: PageId(r.u64()?),
             },
+            T_PAGE_COPY => Record::PageCopy {
+                page_id: PageId(r.u64()?),
+                from: PageId(r.u64()?),
+            },
             T_LOGICAL => {
                 let kind = r.u16()?;
                 Record::Logical {
@@ -632,6 +657,10 @@ mod tests {
                 len: 400,
             },
             Record::PageFree { page_id: PageId(3) },
+            Record::PageCopy {
+                page_id: PageId(8),
+                from: PageId(7),
+            },
             Record::Logical {
                 kind: 0xBEEF,
                 bytes: vec![],

@@ -145,7 +145,7 @@ fn damage_to_the_last_block_opens_as_a_torn_tail() {
 }
 
 /// A log created by a build before the durable lag (header version 1) keeps a lag of 0 in every
-/// block it is given, so such a build can still read it; new logs are version 3 and claim.
+/// block it is given, so such a build can still read it; new logs are version 4 and claim.
 #[test]
 fn a_version_1_log_keeps_blocks_without_claims() {
     use keel_redo_log::inspect::{decode_header, HEADER_FILE};
@@ -156,7 +156,7 @@ fn a_version_1_log_keeps_blocks_without_claims() {
     let hpath = dir.join(HEADER_FILE);
     let h = fs.contents(&hpath).unwrap();
     let (mut st, _) = decode_header(&hpath, &h).unwrap();
-    assert_eq!(st.version, 3, "new logs are version 3");
+    assert_eq!(st.version, 4, "new logs are version 4");
     st.version = 1;
     let f = fs
         .open(&hpath, &OpenOptions::new(FileClass::Other))
@@ -216,5 +216,49 @@ fn a_version_2_log_keeps_plain_groups() {
         );
         let (st, _) = decode_header(&hpath, &fs.contents(&hpath).unwrap()).unwrap();
         assert_eq!(st.version, version);
+    }
+}
+
+/// A log created before page-copy records (header version 3) refuses them at append, so a
+/// build that reads only version 3 can still replay it; a version 4 log takes them and gives
+/// them back at recovery.
+#[test]
+fn a_version_3_log_refuses_page_copies() {
+    use keel_page::PageId;
+    use keel_redo_log::inspect::{decode_header, HEADER_FILE};
+    use keel_redo_log::Record;
+    let copy = vec![Record::PageCopy {
+        page_id: PageId(5),
+        from: PageId(4),
+    }];
+    for version in [3, 4] {
+        let fs = SimFs::new(SimConfig::seeded(11));
+        let dir = Path::new("/log");
+        let c = cfg(LogBlockSize::B512, layouts()[0]);
+        write(&fs, dir, &c, 0);
+        let hpath = dir.join(HEADER_FILE);
+        let (mut st, _) = decode_header(&hpath, &fs.contents(&hpath).unwrap()).unwrap();
+        st.version = version;
+        let f = fs
+            .open(&hpath, &OpenOptions::new(FileClass::Other))
+            .unwrap();
+        f.write_all_at(&st.encode(), 0).unwrap();
+        f.sync_all().unwrap();
+        let (log, _) = RedoLog::open(Arc::new(fs.clone()), dir, c.clone()).unwrap();
+        assert_eq!(log.accepts_page_copies(), version >= 4);
+        match log.append_range(&copy) {
+            Ok(r) => {
+                assert_eq!(version, 4, "a version 3 log took a page copy");
+                log.wait_durable(r.end).unwrap();
+            }
+            Err(e) => {
+                assert_eq!(version, 3, "a version 4 log refused a page copy: {e}");
+                assert!(e.to_string().contains("log format version 4"), "{e}");
+            }
+        }
+        drop(log);
+        let r = open(&fs, dir, &c, false).unwrap();
+        let copies = r.groups.iter().filter(|g| g.records == copy).count();
+        assert_eq!(copies, usize::from(version == 4), "version {version}");
     }
 }

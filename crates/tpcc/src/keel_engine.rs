@@ -371,6 +371,8 @@ impl Engine for KeelEngine {
             ("versions_copied", s.pool.versions_copied),
             ("copies_used", s.pool.copies_used),
             ("copies_stale", s.pool.copies_stale),
+            ("split_page_copies", s.pool.page_copies),
+            ("copy_waits", s.pool.copy_waits),
         ] {
             other.insert(k.to_string(), v);
         }

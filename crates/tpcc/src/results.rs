@@ -524,6 +524,15 @@ pub fn summary(r: &RunResult) -> String {
             copied as f64 / commits
         ));
     }
+    if let (Some(&splits), Some(&waits)) = (
+        st.other.get("split_page_copies"),
+        st.other.get("copy_waits"),
+    ) {
+        // Split right halves logged as page-copy records (buffer-pool copy_deps.rs).
+        s.push_str(&format!(
+            "  splits as page copies: {splits}; page writes deferred until their copy was durable: {waits}\n"
+        ));
+    }
     s.push_str(&costs_lines(&r.costs, &r.stats));
     if r.interrupted {
         s.push_str("  INTERRUPTED (Ctrl-C): the figures cover the measured time until then\n");

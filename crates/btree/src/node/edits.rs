@@ -416,6 +416,48 @@ pub(crate) fn truncate_edits(page: &[u8], id: PageId, keep: usize) -> Result<Tru
     )?))
 }
 
+/// The edits that drop the first `k` slots of node `page` (a split's right half made as a
+/// copy of the whole node: `BTree::insert_cell`): the slot array moved down by `k` slots, the
+/// slot count, and the dropped cells' bytes added to the fragmentation count (they stay where
+/// they are, dead). The node keeps its hint prefix: the kept keys share it too.
+pub(crate) fn drop_front_edits(page: &[u8], id: PageId, k: usize) -> Result<DropFrontEdits> {
+    let node = Node::new(page, id)?;
+    let n = node.len();
+    if k == 0 || k >= n {
+        return Err(node.corrupt(format!("dropping the first {k} of {n} slots")));
+    }
+    let mut dropped = 0usize;
+    for i in 0..k {
+        dropped += node.cell(i)?.len();
+    }
+    Ok(DropFrontEdits {
+        src: SLOTS + k * SLOT_SIZE,
+        len: (n - k) * SLOT_SIZE,
+        counts: Counts::after_drop(&node, page, n - k, dropped)?,
+    })
+}
+
+/// What [`drop_front_edits`] computed.
+pub(crate) struct DropFrontEdits {
+    src: usize,
+    len: usize,
+    counts: Counts,
+}
+
+impl DropFrontEdits {
+    /// The edits.
+    pub(crate) fn edits(&self) -> Vec<PageOp<'_>> {
+        let mut ops = Vec::with_capacity(2);
+        ops.push(Move {
+            src: self.src,
+            dst: SLOTS,
+            len: self.len,
+        });
+        self.counts.push_edits(&mut ops);
+        ops
+    }
+}
+
 /// What [`truncate_edits`] computed.
 pub(crate) struct TruncateEdits(Counts);
 

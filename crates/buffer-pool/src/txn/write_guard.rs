@@ -173,6 +173,24 @@ impl PageWriteGuard<'_> {
         })
     }
 
+    /// Makes the page a copy of `src` (the bytes of page `src_id`, latched by the caller) and
+    /// records a PageCopy ([`PageTxn::copy_page`] checks when that is allowed).
+    pub(super) fn copy_from(&mut self, src: &[u8], src_id: PageId) {
+        let id = self.id;
+        let page = self.latch.bytes_mut();
+        let mut st = self.txn.st.borrow_mut();
+        if st.entries[self.entry].needs_undo() {
+            st.push_undo(self.entry, 0, page);
+        }
+        apply_copy(page, src, id);
+        st.redo_bytes += 17;
+        st.records.push(Record::PageCopy {
+            page_id: id,
+            from: src_id,
+        });
+        st.entries[self.entry].copied_from = Some(src_id);
+    }
+
     /// Re-initialises the page as `page_type` (all payload zero) and records a PageInit.
     pub fn init(&mut self, page_type: PageType) {
         let id = self.id;

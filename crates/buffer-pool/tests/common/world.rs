@@ -282,6 +282,7 @@ impl World {
                         Record::PageImage { .. } => "image",
                         Record::PageFree { .. } => "free",
                         Record::PageMove { .. } => "move",
+                        Record::PageCopy { .. } => "copy",
                         Record::Logical { .. } => "logical",
                     })
                     .collect();

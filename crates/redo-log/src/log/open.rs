@@ -454,6 +454,7 @@ impl RedoLog {
         let sh = Arc::new(Shared {
             dir: dir.to_path_buf(),
             encoding,
+            page_copies: st.version >= 4,
             seal,
             geo,
             reserve_blocks,

@@ -1,0 +1,190 @@
+//! Page copies and the order of writes they need: which page may not be written before which.
+//!
+//! A `PageCopy` record makes page `dst` a copy of page `src` as `src` is at that point of the
+//! log (a B-tree split makes its new right half so: `PageTxn::copy_page`). Replay can make the
+//! copy only while `src` can be brought to that state, that is, while `src`'s disk copy is older
+//! than the copy's group. Once a later version of `src` is on disk, `dst` must be on disk too,
+//! at or past the copy — or its content must be dead by a free in the durable log.
+//!
+//! Invariant (kept by `BufferPool::flush_pages`; test `a_copy_is_written_before_its_source`
+//! in `tests/page_copies.rs`, which the knob `ignore_copy_order` breaks on purpose): a page
+//! with a pending copy is written only after every such copy is durable in a completed write
+//! (an earlier batch: the store's `write_pages` returns only once its pages are durable), or,
+//! for a copy whose page was freed since, after the log is durable past the free. A pending
+//! copy is one made at commit and not yet so resolved.
+//!
+//! No cycles: a copy is refused (the caller logs the page's bytes instead) when its
+//! destination must itself wait for a copy of its own (`PageTxn::copy_page`), so writing the
+//! copies a page waits for, then the page, always ends.
+
+use keel_page::{Lsn, PageId};
+use std::collections::HashMap;
+
+/// One pending copy: page `dst` was made from the source at the group ending at `at`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Copy {
+    /// The copy.
+    pub dst: PageId,
+    /// End LSN of the group that made it.
+    pub at: Lsn,
+    /// End LSN of the group that freed `dst` since, if one did: then the source may be written
+    /// once the log is durable there (recovery finds `dst`'s content dead).
+    pub freed: Option<Lsn>,
+}
+
+/// The pending copies of every page.
+#[derive(Debug, Default)]
+pub(crate) struct CopyDeps {
+    /// Source page → its pending copies.
+    by_src: HashMap<PageId, Vec<Copy>>,
+    /// Copy → the sources it was made from (pending).
+    by_dst: HashMap<PageId, Vec<PageId>>,
+    /// Pending copies in all.
+    len: usize,
+}
+
+impl CopyDeps {
+    /// Pending copies in all.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Records that page `dst` was made a copy of `src` by the group ending at `at`.
+    pub fn add(&mut self, src: PageId, dst: PageId, at: Lsn) {
+        self.by_src.entry(src).or_default().push(Copy {
+            dst,
+            at,
+            freed: None,
+        });
+        let srcs = self.by_dst.entry(dst).or_default();
+        if !srcs.contains(&src) {
+            srcs.push(src);
+        }
+        self.len += 1;
+    }
+
+    /// The pending copies page `src` waits for.
+    pub fn of(&self, src: PageId) -> &[Copy] {
+        self.by_src.get(&src).map_or(&[], |v| v.as_slice())
+    }
+
+    /// Whether page `id` waits for a copy of its own.
+    pub fn waits(&self, id: PageId) -> bool {
+        self.by_src.contains_key(&id)
+    }
+
+    /// Page `dst` was freed by the group ending at `end`: its pending copies now wait for the
+    /// log to be durable there instead of for a write of `dst`.
+    pub fn freed(&mut self, dst: PageId, end: Lsn) {
+        let Some(srcs) = self.by_dst.get(&dst) else {
+            return;
+        };
+        for src in srcs {
+            for c in self.by_src.get_mut(src).into_iter().flatten() {
+                if c.dst == dst && c.freed.is_none() {
+                    c.freed = Some(end);
+                }
+            }
+        }
+    }
+
+    /// Page `src` was freed by the group ending at `end`: its pending copies that were freed at
+    /// or before `end` are resolved (any later version of `src` comes after `end`, and the WAL
+    /// rule makes the log durable past it before it is written). Without this, the copies of a
+    /// dropped tree would stay pending for good.
+    pub fn source_freed(&mut self, src: PageId, end: Lsn) {
+        let gone: Vec<Copy> = self
+            .of(src)
+            .iter()
+            .filter(|c| c.freed.is_some_and(|t| t <= end))
+            .copied()
+            .collect();
+        for c in gone {
+            self.resolve(src, c);
+        }
+    }
+
+    /// A write of page `dst` at page LSN `lsn` is durable: every pending copy of it made at or
+    /// before `lsn` is resolved.
+    pub fn written(&mut self, dst: PageId, lsn: Lsn) {
+        let Some(srcs) = self.by_dst.remove(&dst) else {
+            return;
+        };
+        let mut left = Vec::new();
+        for src in srcs {
+            let mut keep = false;
+            if let Some(v) = self.by_src.get_mut(&src) {
+                let before = v.len();
+                v.retain(|c| c.dst != dst || c.at > lsn);
+                self.len -= before - v.len();
+                keep = v.iter().any(|c| c.dst == dst);
+                if v.is_empty() {
+                    self.by_src.remove(&src);
+                }
+            }
+            if keep {
+                left.push(src);
+            }
+        }
+        if !left.is_empty() {
+            self.by_dst.insert(dst, left);
+        }
+    }
+
+    /// Resolves the pending copy `c` of page `src` (its copy is durable, or the log is durable
+    /// past its free).
+    pub fn resolve(&mut self, src: PageId, c: Copy) {
+        let Some(v) = self.by_src.get_mut(&src) else {
+            return;
+        };
+        let Some(i) = v.iter().position(|x| *x == c) else {
+            return;
+        };
+        v.swap_remove(i);
+        self.len -= 1;
+        let none_left = !v.iter().any(|x| x.dst == c.dst);
+        if v.is_empty() {
+            self.by_src.remove(&src);
+        }
+        if none_left {
+            if let Some(srcs) = self.by_dst.get_mut(&c.dst) {
+                srcs.retain(|s| *s != src);
+                if srcs.is_empty() {
+                    self.by_dst.remove(&c.dst);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn copies_resolve_by_write_free_or_hand() {
+        let mut d = CopyDeps::default();
+        d.add(PageId(1), PageId(2), Lsn(100));
+        d.add(PageId(1), PageId(3), Lsn(200));
+        d.add(PageId(4), PageId(3), Lsn(300));
+        assert_eq!(d.len(), 3);
+        assert!(d.waits(PageId(1)) && d.waits(PageId(4)) && !d.waits(PageId(2)));
+        // A write older than the copy resolves nothing.
+        d.written(PageId(3), Lsn(150));
+        assert_eq!(d.len(), 3);
+        // A write at 250 resolves the copy made at 200, not the one made at 300.
+        d.written(PageId(3), Lsn(250));
+        assert_eq!(d.len(), 2);
+        assert_eq!(d.of(PageId(4)).len(), 1);
+        d.freed(PageId(3), Lsn(400));
+        assert_eq!(d.of(PageId(4))[0].freed, Some(Lsn(400)));
+        // A source freed before its copy's free keeps waiting; freed with or after it, not.
+        d.source_freed(PageId(4), Lsn(399));
+        assert!(d.waits(PageId(4)));
+        d.source_freed(PageId(4), Lsn(400));
+        assert!(!d.waits(PageId(4)));
+        d.written(PageId(2), Lsn(100));
+        assert_eq!(d.len(), 0);
+        assert!(d.by_src.is_empty() && d.by_dst.is_empty());
+    }
+}

@@ -1,0 +1,326 @@
+//! Page copies (`PageTxn::copy_page`, module `copy_deps`): a copy replays to the page the
+//! transaction made, and a copy is written before its source's next write, so that a crash
+//! between the two writes still recovers. The knob `ignore_copy_order` breaks the order on
+//! purpose: the source then reaches disk first and recovery cannot make the copy.
+
+mod common;
+
+use common::*;
+use keel_buffer_pool::{
+    BufferPool, MemLog, MemStore, PageOut, PageStore, PoolConfig, PoolError, Result,
+};
+use keel_page::{Lsn, PageId, PageSize, PageState, PageType, PAGE_HEADER_SIZE};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+const P: usize = PAGE_HEADER_SIZE + 8;
+
+/// Whether two images of a page hold the same payload (trailers differ: a page read back from
+/// the store carries its seal).
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a[PAGE_HEADER_SIZE..a.len() - 8] == b[PAGE_HEADER_SIZE..b.len() - 8]
+}
+
+/// A store that writes a batch's pages one at a time, in the batch's order, and fails (a
+/// crash) once `budget` page writes are used up; it records every page it writes.
+struct CrashStore {
+    inner: MemStore,
+    budget: AtomicUsize,
+    written: parking_lot::Mutex<Vec<Vec<PageId>>>,
+    /// Every page write that completed, in order, with its page LSN.
+    log: parking_lot::Mutex<Vec<(PageId, Lsn)>>,
+}
+
+#[derive(Debug)]
+struct Crashed;
+
+impl std::fmt::Display for Crashed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("crashed")
+    }
+}
+
+impl std::error::Error for Crashed {}
+
+impl PageStore for CrashStore {
+    fn page_size(&self) -> PageSize {
+        self.inner.page_size()
+    }
+    fn data_path(&self) -> &std::path::Path {
+        self.inner.data_path()
+    }
+    fn read_page(&self, id: PageId, buf: &mut [u8]) -> Result<PageState> {
+        self.inner.read_page(id, buf)
+    }
+    fn write_pages(&self, pages: &[PageOut<'_>]) -> Result<()> {
+        let mut batch = Vec::new();
+        for p in pages {
+            if self
+                .budget
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |b| b.checked_sub(1))
+                .is_err()
+            {
+                self.written.lock().push(batch);
+                return Err(PoolError::store(Crashed));
+            }
+            self.inner.write_pages(std::slice::from_ref(p))?;
+            batch.push(p.page_id);
+            self.log.lock().push((p.page_id, p.lsn));
+        }
+        self.written.lock().push(batch);
+        Ok(())
+    }
+    fn wants_full_page_images(&self) -> bool {
+        false
+    }
+    fn never_leaves_torn_pages(&self) -> bool {
+        true
+    }
+}
+
+fn crash_store() -> Arc<CrashStore> {
+    let store = Arc::new(CrashStore {
+        inner: MemStore::new(PageSize::K4),
+        budget: AtomicUsize::new(usize::MAX),
+        written: parking_lot::Mutex::new(Vec::new()),
+        log: parking_lot::Mutex::new(Vec::new()),
+    });
+    seed(&store.inner, 4);
+    store
+}
+
+fn pool_over(store: Arc<dyn PageStore>) -> BufferPool {
+    let cfg = PoolConfig {
+        page_size: PageSize::K4,
+        pool_bytes: 16 * 4096,
+        ..Default::default()
+    };
+    let pool = BufferPool::new(cfg, store).unwrap();
+    pool.set_page_copies(true);
+    pool
+}
+
+/// The transaction a B-tree split is: page 2 made a copy of page 1 (changed first in the same
+/// transaction), then both changed. Returns the pages as committed.
+fn split(pool: &BufferPool, log: &MemLog) -> (Vec<u8>, Vec<u8>) {
+    let t = pool.begin();
+    t.write(PageId(1)).unwrap().write(P, b"left+right").unwrap();
+    drop(t.new_page(PageId(2), PageType::RAW).unwrap());
+    assert!(t.copy_page(PageId(2), PageId(1)).unwrap(), "copies are on");
+    t.write(PageId(1)).unwrap().write(P + 4, b"------").unwrap();
+    t.write(PageId(2)).unwrap().write(P, b"----").unwrap();
+    t.commit(log).unwrap();
+    let l = pool.read(PageId(1)).unwrap().to_vec();
+    let r = pool.read(PageId(2)).unwrap().to_vec();
+    assert_eq!(&l[P..P + 10], b"left------");
+    assert_eq!(&r[P..P + 10], b"----+right");
+    (l, r)
+}
+
+#[test]
+fn a_copy_replays_to_the_page_the_transaction_made() {
+    let store = crash_store();
+    let pool = pool_over(store.clone());
+    let log = MemLog::new();
+    let (l, r) = split(&pool, &log);
+    // Replay everything onto the seeded store (nothing was written).
+    let fresh = pool_over(store.clone());
+    let rep = fresh
+        .apply_redo(Lsn::ZERO, &log.groups_since(Lsn::ZERO))
+        .unwrap();
+    assert_eq!(rep.pages_read, 2, "a copy's disk copy is read, not assumed");
+    assert!(same(&fresh.read(PageId(1)).unwrap(), &l), "page 1 differs");
+    assert!(same(&fresh.read(PageId(2)).unwrap(), &r), "page 2 differs");
+    // A copy began with an init but is not rebuildable from redo alone (it needs its source):
+    // neither the recovered pages nor the committed ones skip the protection when written.
+    fresh.flush_all().unwrap();
+    pool.flush_all().unwrap();
+    assert_eq!(store.inner.stats().pages_rebuildable, 0);
+    // A copy to itself, or to a page the transaction did not start, is refused.
+    let t = pool.begin();
+    assert!(matches!(
+        t.copy_page(PageId(3), PageId(1)),
+        Err(PoolError::BadRedo { .. })
+    ));
+    drop(t.new_page(PageId(5), PageType::RAW).unwrap());
+    assert!(matches!(
+        t.copy_page(PageId(5), PageId(5)),
+        Err(PoolError::BadRedo { .. })
+    ));
+    // Copies off: nothing done, the caller writes the bytes.
+    pool.set_page_copies(false);
+    assert!(!t.copy_page(PageId(5), PageId(1)).unwrap());
+}
+
+/// The invariant of module `copy_deps`, through a crash after each page write: the copy is
+/// written in a batch before its source's, and recovery from any prefix of the writes gives
+/// the committed pages. With the knob the source goes first (flush-list order) and a crash
+/// right after it leaves a source past the copy and a copy never written: recovery refuses.
+#[test]
+fn a_copy_is_written_before_its_source() {
+    for knob in [false, true] {
+        let mut refused = 0;
+        for crash_after in 0..3 {
+            let store = crash_store();
+            let pool = pool_over(store.clone());
+            pool.knobs()
+                .ignore_copy_order
+                .store(knob, Ordering::Relaxed);
+            let log = MemLog::new();
+            let (l, r) = split(&pool, &log);
+            store.budget.store(crash_after, Ordering::SeqCst);
+            let flushed = pool.flush_all();
+            let batches = store.written.lock().clone();
+            let first = |id: u64| batches.iter().position(|b| b.contains(&PageId(id)));
+            if !knob {
+                if let (Some(a), Some(b)) = (first(2), first(1)) {
+                    assert!(
+                        a < b,
+                        "the copy went in batch {a}, its source in {b}: {batches:?}"
+                    );
+                }
+                if first(1).is_some() {
+                    assert!(first(2).is_some(), "the source was written before its copy");
+                }
+            }
+            assert_eq!(flushed.is_ok(), crash_after >= 2, "{batches:?}");
+            drop(pool);
+            // Recover from what reached the store.
+            let fresh = pool_over(store.clone());
+            match fresh.apply_redo(Lsn::ZERO, &log.groups_since(Lsn::ZERO)) {
+                Ok(_) => {
+                    assert!(same(&fresh.read(PageId(1)).unwrap(), &l), "page 1 differs");
+                    assert!(same(&fresh.read(PageId(2)).unwrap(), &r), "page 2 differs");
+                }
+                Err(e @ PoolError::Unrecoverable { .. }) => {
+                    assert!(knob, "crash after {crash_after} writes: {e}");
+                    assert!(e.to_string().contains("made a copy of page"), "{e}");
+                    refused += 1;
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+        assert_eq!(
+            refused > 0,
+            knob,
+            "the knob ignore_copy_order should make a crash unrecoverable"
+        );
+    }
+}
+
+/// A copy freed before it was ever written: its source may be written once the free is
+/// durable, and recovery finds the copy's content dead instead of making it.
+#[test]
+fn a_freed_copy_lets_its_source_go_once_the_free_is_durable() {
+    let store = crash_store();
+    let pool = pool_over(store.clone());
+    let log = MemLog::new();
+    split(&pool, &log);
+    let t = pool.begin();
+    t.free_page(PageId(2)).unwrap();
+    t.commit(&log).unwrap();
+    // Write only the source (the copy left the pool unwritten).
+    pool.flush_all().unwrap();
+    let batches = store.written.lock().clone();
+    assert!(
+        batches.iter().flatten().all(|&p| p != PageId(2)),
+        "{batches:?}"
+    );
+    assert!(batches.iter().flatten().any(|&p| p == PageId(1)));
+    let fresh = pool_over(store.clone());
+    let rep = fresh
+        .apply_redo(Lsn::ZERO, &log.groups_since(Lsn::ZERO))
+        .unwrap();
+    assert!(rep.pages_freed >= 1, "{rep:?}");
+}
+
+/// No cycle of waits: a page that must wait for a copy of its own is not made a copy.
+#[test]
+fn a_page_waiting_for_its_copy_is_not_made_a_copy() {
+    let store = crash_store();
+    let pool = pool_over(store.clone());
+    let log = MemLog::new();
+    split(&pool, &log);
+    // Page 1 waits for page 2; a copy of page 2 into page 1 would close a cycle.
+    let t = pool.begin();
+    t.free_page(PageId(1)).unwrap();
+    drop(t.new_page(PageId(1), PageType::RAW).unwrap());
+    assert!(!t.copy_page(PageId(1), PageId(2)).unwrap());
+    drop(t);
+    pool.flush_all().unwrap();
+    let t = pool.begin();
+    t.free_page(PageId(1)).unwrap();
+    drop(t.new_page(PageId(1), PageType::RAW).unwrap());
+    assert!(
+        t.copy_page(PageId(1), PageId(2)).unwrap(),
+        "once the copy is written, page 1 waits for nothing"
+    );
+}
+
+/// The order under concurrency: one thread commits splits (a source changed, a copy made, the
+/// source changed again) while another flushes. Every write of a source at or past a copy
+/// must come after a write of the copy at or past it; the knob `ignore_copy_order` breaks it.
+/// (A flusher once took a copy that its own commit had not yet marked dirty for written: the
+/// source was listed first and unowned before the copy was dirty. The keel crash test
+/// `split_copies_survive_power_loss` met it about once in 6,000 runs; the window is too
+/// narrow for this test, so the commit now releases copies before their sources and a flush
+/// never counts an owned copy as durable.)
+#[test]
+fn a_copy_is_written_before_its_source_under_concurrent_flushes() {
+    for knob in [false, true] {
+        let violations = concurrent_splits(knob);
+        assert_eq!(
+            violations > 0,
+            knob,
+            "{violations} sources written before their copy"
+        );
+    }
+}
+
+/// Commits 400 splits beside a flushing thread; returns how many sources reached the store at
+/// or past a copy before the copy did.
+fn concurrent_splits(ignore_copy_order: bool) -> usize {
+    let store = crash_store();
+    let pool = Arc::new(pool_over(store.clone()));
+    pool.knobs()
+        .ignore_copy_order
+        .store(ignore_copy_order, Ordering::Relaxed);
+    let log = MemLog::new();
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let mut copies: Vec<(PageId, PageId, Lsn)> = Vec::new();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            while !stop.load(Ordering::Relaxed) {
+                pool.flush_all().unwrap();
+            }
+        });
+        for i in 0..400u64 {
+            let (src, dst) = (PageId(1 + i % 3), PageId(4 + i));
+            let t = pool.begin();
+            t.write(src).unwrap().write(P, &i.to_le_bytes()).unwrap();
+            drop(t.new_page(dst, PageType::RAW).unwrap());
+            let copied = t.copy_page(dst, src).unwrap();
+            t.write(src)
+                .unwrap()
+                .write(P + 8, &i.to_le_bytes())
+                .unwrap();
+            let end = t.commit(&log).unwrap();
+            if copied {
+                copies.push((src, dst, end));
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+    });
+    pool.flush_all().unwrap();
+    let writes = store.log.lock().clone();
+    assert!(copies.len() > 100, "{} copies", copies.len());
+    copies
+        .iter()
+        .filter(|&&(src, dst, at)| {
+            writes
+                .iter()
+                .position(|&(p, l)| p == src && l >= at)
+                .is_some_and(|s| !writes[..s].iter().any(|&(p, l)| p == dst && l >= at))
+        })
+        .count()
+}
