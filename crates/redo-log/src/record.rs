@@ -281,12 +281,18 @@ pub fn group_len_as(records: &[Record], encoding: Encoding) -> u64 {
     let mut n = GROUP_OVERHEAD as u64;
     let mut i = 0;
     while let Some(r) = records.get(i) {
-        match (encoding, compact_run(records, i)) {
-            (Encoding::Compact, Some((k, bytes))) => {
+        // Runs are looked for only where they count (the plain length needs none: it is
+        // computed for every group appended, and for every commit's log-space bound).
+        let run = match encoding {
+            Encoding::Compact => compact_run(records, i),
+            Encoding::Plain => None,
+        };
+        match run {
+            Some((k, bytes)) => {
                 n += bytes as u64;
                 i += k;
             }
-            _ => {
+            None => {
                 n += r.encoded_len() as u64;
                 i += 1;
             }
