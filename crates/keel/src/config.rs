@@ -17,6 +17,11 @@ use std::time::Duration;
 use crate::human;
 
 /// How torn pages are prevented or repaired.
+///
+/// The mode also decides how a B-tree leaf split is logged: with doublewrite and atomic writes
+/// (a page write is whole or repaired from the writer's own copy) the new right half is one
+/// page-copy record, and the store orders its page writes so that it can be replayed; with
+/// full-page writes and no protection it is logged as page bytes (about half a page).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum TornPage {
