@@ -269,15 +269,7 @@ impl BufferPool {
                             continue;
                         }
                         None | Some(PState::Freed) if rebuilds => {
-                            let f = self.blank_frame(pid)?;
-                            rep.pages_from_redo += 1;
-                            let t = Touched::Apply {
-                                f,
-                                freed: false,
-                                init: false,
-                            };
-                            touched.insert(pid, t);
-                            t
+                            self.defined_by_redo(pid, touched, rep)?
                         }
                         _ => {
                             // A PageWrite (or a free) on a page whose disk copy is needed.
@@ -309,15 +301,7 @@ impl BufferPool {
                                     Some(p) if p == (gi, ri) => {
                                         // This record (an init of a page made a copy later)
                                         // defines the page: its disk copy is not needed.
-                                        let f = self.blank_frame(pid)?;
-                                        rep.pages_from_redo += 1;
-                                        let t = Touched::Apply {
-                                            f,
-                                            freed: false,
-                                            init: false,
-                                        };
-                                        touched.insert(pid, t);
-                                        t
+                                        self.defined_by_redo(pid, touched, rep)?
                                     }
                                     Some((sg, sr)) => {
                                         states.insert(pid, PState::SkipUntil(sg, sr));
@@ -540,6 +524,24 @@ impl BufferPool {
                 }
             },
         }
+    }
+
+    /// A blank frame for page `pid`, which redo alone defines from here: touched, applying.
+    fn defined_by_redo(
+        &self,
+        pid: PageId,
+        touched: &mut HashMap<PageId, Touched>,
+        rep: &mut RedoApplyReport,
+    ) -> Result<Touched> {
+        let f = self.blank_frame(pid)?;
+        rep.pages_from_redo += 1;
+        let t = Touched::Apply {
+            f,
+            freed: false,
+            init: false,
+        };
+        touched.insert(pid, t);
+        Ok(t)
     }
 
     /// Drops page `pid` from the pool if it is resident (its changes are dead: it was freed).

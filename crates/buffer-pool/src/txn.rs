@@ -385,6 +385,11 @@ impl<'p> PageTxn<'p> {
                     ))
                 }
             }
+            // `dst` is the source of a copy this transaction made (freed and started afresh
+            // since): it will wait for that copy, so it may not become one (no cycles).
+            if st.entries.iter().any(|e| e.copied_from == Some(dst)) {
+                return Ok(false);
+            }
         }
         if pool.copy_deps_len.load(Ordering::Acquire) > 0 && pool.copy_deps.lock().waits(dst) {
             return Ok(false);

@@ -255,6 +255,15 @@ fn a_page_waiting_for_its_copy_is_not_made_a_copy() {
         t.copy_page(PageId(1), PageId(2)).unwrap(),
         "once the copy is written, page 1 waits for nothing"
     );
+    drop(t);
+    // The same within one transaction: page 3 made a copy of page 0, then page 0 freed and
+    // started afresh may not become a copy of page 3 (it will wait for page 3).
+    let t = pool.begin();
+    drop(t.new_page(PageId(3), PageType::RAW).unwrap());
+    assert!(t.copy_page(PageId(3), PageId(0)).unwrap());
+    t.free_page(PageId(0)).unwrap();
+    drop(t.new_page(PageId(0), PageType::RAW).unwrap());
+    assert!(!t.copy_page(PageId(0), PageId(3)).unwrap());
 }
 
 /// The order under concurrency: one thread commits splits (a source changed, a copy made, the

@@ -178,6 +178,25 @@ fn a_version_1_log_keeps_blocks_without_claims() {
     assert_eq!(st.version, 1);
 }
 
+/// An empty log in `/log` on a new SimFs (seeded `seed`) whose header says format `version`
+/// (what a build of that version would have created).
+fn log_of_version(seed: u64, version: u32) -> (SimFs, LogConfig) {
+    use keel_redo_log::inspect::{decode_header, HEADER_FILE};
+    let fs = SimFs::new(SimConfig::seeded(seed));
+    let dir = Path::new("/log");
+    let c = cfg(LogBlockSize::B512, layouts()[0]);
+    write(&fs, dir, &c, 0);
+    let hpath = dir.join(HEADER_FILE);
+    let (mut st, _) = decode_header(&hpath, &fs.contents(&hpath).unwrap()).unwrap();
+    st.version = version;
+    let f = fs
+        .open(&hpath, &OpenOptions::new(FileClass::Other))
+        .unwrap();
+    f.write_all_at(&st.encode(), 0).unwrap();
+    f.sync_all().unwrap();
+    (fs, c)
+}
+
 /// A log created before page-ops items (header version 2) keeps plain groups, so a build that
 /// reads only version 2 can still read it; a version 3 log writes runs of page ops compactly.
 /// Told by the LSNs each group takes, which are its encoded bytes.
@@ -185,18 +204,9 @@ fn a_version_1_log_keeps_blocks_without_claims() {
 fn a_version_2_log_keeps_plain_groups() {
     use keel_redo_log::inspect::{decode_header, group_len_as, Encoding, HEADER_FILE};
     for (version, enc) in [(2, Encoding::Plain), (3, Encoding::Compact)] {
-        let fs = SimFs::new(SimConfig::seeded(10));
+        let (fs, c) = log_of_version(10, version);
         let dir = Path::new("/log");
-        let c = cfg(LogBlockSize::B512, layouts()[0]);
-        write(&fs, dir, &c, 0);
         let hpath = dir.join(HEADER_FILE);
-        let (mut st, _) = decode_header(&hpath, &fs.contents(&hpath).unwrap()).unwrap();
-        st.version = version;
-        let f = fs
-            .open(&hpath, &OpenOptions::new(FileClass::Other))
-            .unwrap();
-        f.write_all_at(&st.encode(), 0).unwrap();
-        f.sync_all().unwrap();
         write(&fs, dir, &c, 40);
         let r = open(&fs, dir, &c, false).unwrap();
         assert_eq!(r.groups.len(), 40);
@@ -225,25 +235,14 @@ fn a_version_2_log_keeps_plain_groups() {
 #[test]
 fn a_version_3_log_refuses_page_copies() {
     use keel_page::PageId;
-    use keel_redo_log::inspect::{decode_header, HEADER_FILE};
     use keel_redo_log::Record;
     let copy = vec![Record::PageCopy {
         page_id: PageId(5),
         from: PageId(4),
     }];
     for version in [3, 4] {
-        let fs = SimFs::new(SimConfig::seeded(11));
+        let (fs, c) = log_of_version(11, version);
         let dir = Path::new("/log");
-        let c = cfg(LogBlockSize::B512, layouts()[0]);
-        write(&fs, dir, &c, 0);
-        let hpath = dir.join(HEADER_FILE);
-        let (mut st, _) = decode_header(&hpath, &fs.contents(&hpath).unwrap()).unwrap();
-        st.version = version;
-        let f = fs
-            .open(&hpath, &OpenOptions::new(FileClass::Other))
-            .unwrap();
-        f.write_all_at(&st.encode(), 0).unwrap();
-        f.sync_all().unwrap();
         let (log, _) = RedoLog::open(Arc::new(fs.clone()), dir, c.clone()).unwrap();
         assert_eq!(log.accepts_page_copies(), version >= 4);
         match log.append_range(&copy) {
