@@ -19,6 +19,31 @@
 
 use keel_page::{Lsn, PageId};
 use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+
+impl crate::BufferPool {
+    /// The group ending at `end` made the copies `made` (source, copy) and freed the pages
+    /// `freed`: the pending copies change as the commit (and the replay of its group at
+    /// recovery, so that the pending copies after recovery are those a run would have) says.
+    pub(crate) fn note_copies(
+        &self,
+        made: impl Iterator<Item = (PageId, PageId)>,
+        freed: &[PageId],
+        end: Lsn,
+    ) {
+        let mut d = self.copy_deps.lock();
+        for (src, dst) in made {
+            d.add(src, dst, end);
+        }
+        for &p in freed {
+            d.freed(p, end);
+        }
+        for &p in freed {
+            d.source_freed(p, end);
+        }
+        self.copy_deps_len.store(d.len(), Ordering::Release);
+    }
+}
 
 /// One pending copy: page `dst` was made from the source at the group ending at `at`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

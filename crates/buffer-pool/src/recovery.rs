@@ -146,6 +146,25 @@ impl BufferPool {
                 }
             }
             res?;
+            // The group's frees change the pending copies as its commit did (a copy freed; a
+            // freed source's copies that were freed before it resolved): without this, the
+            // copies replayed could wait in a cycle the run never had (module `copy_deps`).
+            let freed: Vec<PageId> = g
+                .records
+                .iter()
+                .filter_map(|r| match r {
+                    Record::PageFree { page_id } => Some(*page_id),
+                    _ => None,
+                })
+                .collect();
+            if !freed.is_empty()
+                && self
+                    .copy_deps_len
+                    .load(std::sync::atomic::Ordering::Acquire)
+                    > 0
+            {
+                self.note_copies(std::iter::empty(), &freed, g.end_lsn);
+            }
             rep.groups += 1;
             bump(&self.c.redo_groups, 1);
             // Keep frames available: write the oldest recovered pages when most are dirty.
@@ -421,10 +440,7 @@ impl BufferPool {
                             drop(s);
                             // Redo rebuilds it only with its source: never written unprotected.
                             init = false;
-                            let mut d = self.copy_deps.lock();
-                            d.add(*from, pid, g.end_lsn);
-                            self.copy_deps_len
-                                .store(d.len(), std::sync::atomic::Ordering::Release);
+                            self.note_copies(std::iter::once((*from, pid)), &[], g.end_lsn);
                         }
                         Record::Logical { .. } => {}
                     }

@@ -739,23 +739,26 @@ impl<'p> PageTxn<'p> {
         };
         // Module `copy_deps`: the copies this group made, and the copies it freed, are known
         // before any of its pages can be written (they are still owned).
+        let made = st
+            .entries
+            .iter()
+            .filter(|e| e.copied_from.is_some())
+            .count();
         let frees =
             pool.copy_deps_len.load(Ordering::Acquire) > 0 && st.entries.iter().any(|e| e.freed);
-        if frees || st.entries.iter().any(|e| e.copied_from.is_some()) {
-            let mut d = pool.copy_deps.lock();
-            for e in &st.entries {
-                if let Some(src) = e.copied_from {
-                    d.add(src, e.page_id, end);
-                    bump(&pool.c.page_copies, 1);
-                }
-            }
-            for e in st.entries.iter().filter(|e| e.freed) {
-                d.freed(e.page_id, end);
-            }
-            for e in st.entries.iter().filter(|e| e.freed) {
-                d.source_freed(e.page_id, end);
-            }
-            pool.copy_deps_len.store(d.len(), Ordering::Release);
+        if made > 0 || frees {
+            let freed: Vec<PageId> = st
+                .entries
+                .iter()
+                .filter(|e| e.freed)
+                .map(|e| e.page_id)
+                .collect();
+            let copies = st
+                .entries
+                .iter()
+                .filter_map(|e| e.copied_from.map(|src| (src, e.page_id)));
+            pool.note_copies(copies, &freed, end);
+            bump(&pool.c.page_copies, made as u64);
         }
         // The images kept as undo (and copies never used) are let go first, so the versions
         // can recycle them.
