@@ -432,6 +432,14 @@ impl BufferPool {
                             let Some(sf) = copy_src else {
                                 return Err(bad("a copy without its source".into()));
                             };
+                            // The source will wait for this page: if this page already waits
+                            // for the source, the two could never be written (no run makes a
+                            // cycle: `PageTxn::copy_page` refuses one).
+                            if self.copy_deps.lock().reaches(pid, *from) {
+                                return Err(bad(format!(
+                                    "made a copy of {from}, which already waits for this page through pending copies: a cycle no run makes (damaged redo)"
+                                )));
+                            }
                             let s = self.frames[sf as usize].shared();
                             if s.bytes().len() != page.len() {
                                 return Err(bad("a copy between pages of two sizes".into()));

@@ -379,3 +379,42 @@ fn recovery_resolves_copies_as_the_frees_did() {
         "recovered pages waiting for each other"
     );
 }
+
+/// Damaged redo that makes two pages copies of each other (a cycle of waits no run makes:
+/// neither could ever be written) is refused at recovery, naming the page.
+#[test]
+fn recovery_refuses_copies_that_wait_in_a_cycle() {
+    use keel_buffer_pool::{Record, RecoveredGroup};
+    let store = crash_store();
+    let pool = pool_over(store.clone());
+    let groups = vec![
+        RecoveredGroup {
+            start_lsn: Lsn(100),
+            end_lsn: Lsn(150),
+            records: vec![
+                Record::PageInit {
+                    page_id: PageId(5),
+                    page_type: PageType::RAW,
+                },
+                Record::PageCopy {
+                    page_id: PageId(5),
+                    from: PageId(1),
+                },
+            ],
+        },
+        RecoveredGroup {
+            start_lsn: Lsn(150),
+            end_lsn: Lsn(200),
+            records: vec![Record::PageCopy {
+                page_id: PageId(1),
+                from: PageId(5),
+            }],
+        },
+    ];
+    match pool.apply_redo(Lsn(100), &groups) {
+        Err(e @ PoolError::BadRedo { .. }) => {
+            assert!(e.to_string().contains("cycle"), "{e}");
+        }
+        other => panic!("a cycle of copies was accepted: {other:?}"),
+    }
+}
