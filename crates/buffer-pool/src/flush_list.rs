@@ -237,18 +237,19 @@ impl BufferPool {
             let Some(f) = self.pin_quiet(c.dst) else {
                 // Not resident: written and evicted (a dirty page is never evicted unwritten),
                 // or freed (marked before its frame left the pool: checked again below).
-                let d = self.copy_deps.lock();
-                match d.of(id).iter().find(|x| x.dst == c.dst && x.at == c.at) {
-                    Some(x) if x.freed.is_some() => {
-                        *log_to = (*log_to).max(x.freed.unwrap_or(x.at));
-                        resolved.push((id, *x));
-                        continue;
-                    }
-                    _ => {
-                        resolved.push((id, c));
-                        continue;
-                    }
+                let now = self
+                    .copy_deps
+                    .lock()
+                    .of(id)
+                    .iter()
+                    .find(|x| x.dst == c.dst && x.at == c.at)
+                    .copied()
+                    .unwrap_or(c);
+                if let Some(end) = now.freed {
+                    *log_to = (*log_to).max(end);
                 }
+                resolved.push((id, now));
+                continue;
             };
             let fr = &self.frames[f as usize];
             // Durable: not dirty, or dirty only since a write at or past the copy; and neither

@@ -293,27 +293,8 @@ impl BufferPool {
                         _ => {
                             // A PageWrite (or a free) on a page whose disk copy is needed.
                             let was_live = matches!(state, Some(PState::Live));
-                            match self.fix(pid) {
-                                Ok(f) => {
-                                    if !was_live {
-                                        rep.pages_read += 1;
-                                    }
-                                    let lsn = {
-                                        let x = self.frames[f as usize].shared();
-                                        BufferPool::header_lsn(x.bytes())
-                                    };
-                                    let t = if lsn < g.end_lsn {
-                                        Touched::Apply {
-                                            f,
-                                            freed: false,
-                                            init: false,
-                                        }
-                                    } else {
-                                        Touched::NoApply { f }
-                                    };
-                                    touched.insert(pid, t);
-                                    t
-                                }
+                            match self.touch_read(pid, g, was_live, touched, rep) {
+                                Ok(t) => t,
                                 Err(
                                     e @ (PoolError::Corruption(_) | PoolError::Unwritten { .. }),
                                 ) if !was_live => match at.next(pid, (gi, ri)) {
@@ -520,34 +501,44 @@ impl BufferPool {
                 Some(PState::Freed) => Err(bad("a copy of a freed page")),
                 state => {
                     let was_live = matches!(state, Some(PState::Live));
-                    match self.fix(src) {
-                        Ok(f) => {
-                            if !was_live {
-                                rep.pages_read += 1;
-                            }
-                            let lsn =
-                                BufferPool::header_lsn(self.frames[f as usize].shared().bytes());
-                            if lsn < g.end_lsn {
-                                touched.insert(
-                                    src,
-                                    Touched::Apply {
-                                        f,
-                                        freed: false,
-                                        init: false,
-                                    },
-                                );
-                                Ok(Some(f))
-                            } else {
-                                touched.insert(src, Touched::NoApply { f });
-                                Ok(None)
-                            }
-                        }
+                    match self.touch_read(src, g, was_live, touched, rep) {
+                        Ok(Touched::Apply { f, .. }) => Ok(Some(f)),
+                        Ok(_) => Ok(None),
                         Err(PoolError::Corruption(_) | PoolError::Unwritten { .. }) => Ok(None),
                         Err(e) => Err(e),
                     }
                 }
             },
         }
+    }
+
+    /// Page `pid` from the pool or its disk copy, touched by group `g`: applying if its LSN is
+    /// older than the group, else not (the rule of the module docs). Read errors are the
+    /// caller's to judge.
+    fn touch_read(
+        &self,
+        pid: PageId,
+        g: &RecoveredGroup,
+        was_live: bool,
+        touched: &mut HashMap<PageId, Touched>,
+        rep: &mut RedoApplyReport,
+    ) -> Result<Touched> {
+        let f = self.fix(pid)?;
+        if !was_live {
+            rep.pages_read += 1;
+        }
+        let lsn = BufferPool::header_lsn(self.frames[f as usize].shared().bytes());
+        let t = if lsn < g.end_lsn {
+            Touched::Apply {
+                f,
+                freed: false,
+                init: false,
+            }
+        } else {
+            Touched::NoApply { f }
+        };
+        touched.insert(pid, t);
+        Ok(t)
     }
 
     /// A blank frame for page `pid`, which redo alone defines from here: touched, applying.

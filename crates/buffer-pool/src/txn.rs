@@ -359,7 +359,8 @@ impl<'p> PageTxn<'p> {
     ///
     /// # Errors
     ///
-    /// [`PoolError::BadRedo`] if `dst` is `src` or was not started afresh by this transaction;
+    /// [`PoolError::BadRedo`] if `dst` is `src`, or was not changed by this transaction or was
+    /// freed by it since (a copy goes to a page the transaction started afresh);
     /// [`PoolError::AlreadyLatched`] if this transaction holds a write guard on either page;
     /// read errors of `src`.
     pub fn copy_page(&self, dst: PageId, src: PageId) -> Result<bool> {
@@ -769,7 +770,7 @@ impl<'p> PageTxn<'p> {
         pool.versions.publish(end);
         drop(order);
         // Copies first (module `copy_deps`): a copy is dirty before its source can be written.
-        if st.entries.iter().any(|e| e.copied_from.is_some()) {
+        if made > 0 {
             st.entries.sort_by_key(|e| e.copied_from.is_none());
         }
         for e in st.entries.drain(..) {

@@ -337,25 +337,7 @@ impl PageWriter {
     /// claims success but is not durable there.
     pub fn flush_log_to(&self, lsn: Lsn) -> Result<()> {
         self.poison.check()?;
-        let durable = self.log.durable_lsn();
-        if durable >= lsn {
-            return Ok(());
-        }
-        self.log.flush_to(lsn).map_err(|source| FlushError::Wal {
-            lsn,
-            page_id: PageId(0),
-            source,
-        })?;
-        add(&self.counters.forced_log_flushes, 1);
-        let durable = self.log.durable_lsn();
-        if durable < lsn {
-            return Err(FlushError::WalRule {
-                page_id: PageId(0),
-                needed: lsn,
-                durable,
-            });
-        }
-        Ok(())
+        self.log_durable_to(lsn, PageId(0))
     }
 
     /// Full-page-writes mode: must the first change of a page after a checkpoint log an image?
@@ -507,7 +489,12 @@ impl PageWriter {
     /// docs/design.md invariant 1: the log is durable up to the newest page LSN before any page byte
     /// is written.
     fn enforce_wal(&self, newest: &FlushPage<'_>) -> Result<()> {
-        let needed = newest.lsn;
+        self.log_durable_to(newest.lsn, newest.page_id)
+    }
+
+    /// Makes the log durable up to `needed` (if it is not yet) and checks that it is; errors
+    /// name `page_id`, the page the flush is for.
+    fn log_durable_to(&self, needed: Lsn, page_id: PageId) -> Result<()> {
         if needed == Lsn::ZERO {
             return Ok(());
         }
@@ -516,7 +503,7 @@ impl PageWriter {
                 .flush_to(needed)
                 .map_err(|source| FlushError::Wal {
                     lsn: needed,
-                    page_id: newest.page_id,
+                    page_id,
                     source,
                 })?;
             add(&self.counters.forced_log_flushes, 1);
@@ -525,7 +512,7 @@ impl PageWriter {
             let durable = self.log.durable_lsn();
             if durable < needed {
                 return Err(FlushError::WalRule {
-                    page_id: newest.page_id,
+                    page_id,
                     needed,
                     durable,
                 });
