@@ -22,6 +22,8 @@
 //!   the scanner and the getters keep beside it is the ceiling of the targets above for any
 //!   engine that makes each commit durable, measured rather than estimated.
 //!
+//! `KEEL_SNAP_SCANNER_CPU=N` pins the scanner threads to CPU N (with `taskset`).
+//!
 //! Prints the median of the repeats with min–max, and per case the process CPU µs per
 //! operation and the cores used (CPU seconds / wall seconds). Run on a quiet machine:
 //! `cargo bench -p keel-benches --bench snapshot_readers`.
@@ -54,6 +56,55 @@ struct Rates {
     gets: f64,
     cpu_us: u64,
     wall: f64,
+    /// Interrupts during the case, from `/proc/interrupts`: device interrupts (numbered
+    /// lines), rescheduling IPIs (`RES`: a thread woken on another CPU) and function-call IPIs
+    /// (`CAL`), summed over the CPUs.
+    irqs: Irqs,
+    /// The scanner threads' own CPU time (`RUSAGE_THREAD`), µs.
+    scan_cpu_us: u64,
+    /// The scanner threads' involuntary context switches (the scheduler gave their core to
+    /// another thread).
+    scan_preempted: u64,
+}
+
+/// Interrupt counts summed over the CPUs (see [`Rates::irqs`]).
+#[derive(Default, Clone, Copy)]
+struct Irqs {
+    device: u64,
+    resched: u64,
+    call: u64,
+}
+
+impl Irqs {
+    /// The counts now; zeros where `/proc/interrupts` cannot be read.
+    fn now() -> Irqs {
+        let mut n = Irqs::default();
+        let text = std::fs::read_to_string("/proc/interrupts").unwrap_or_default();
+        for line in text.lines().skip(1) {
+            let Some((name, rest)) = line.split_once(':') else {
+                continue;
+            };
+            let sum: u64 = rest
+                .split_whitespace()
+                .map_while(|w| w.parse::<u64>().ok())
+                .sum();
+            match name.trim() {
+                "RES" => n.resched += sum,
+                "CAL" => n.call += sum,
+                t if t.bytes().all(|b| b.is_ascii_digit()) => n.device += sum,
+                _ => {}
+            }
+        }
+        n
+    }
+
+    fn since(self, before: Irqs) -> Irqs {
+        Irqs {
+            device: self.device.saturating_sub(before.device),
+            resched: self.resched.saturating_sub(before.resched),
+            call: self.call.saturating_sub(before.call),
+        }
+    }
 }
 
 /// The writing thread of a case.
@@ -92,6 +143,28 @@ fn device_file(dir: &std::path::Path) -> std::fs::File {
     f
 }
 
+/// With `KEEL_SNAP_SCANNER_CPU=N`, pins the calling (scanner) thread to CPU N with
+/// `taskset`: to tell what the CPU that takes the block device's interrupts costs a scanner from
+/// what the engine beside it does.
+fn pin_scanner() {
+    let Ok(cpu) = std::env::var("KEEL_SNAP_SCANNER_CPU") else {
+        return;
+    };
+    let tid = std::fs::read_link("/proc/thread-self")
+        .ok()
+        .and_then(|p| p.file_name().map(|t| t.to_string_lossy().into_owned()));
+    let ok = tid.is_some_and(|tid| {
+        std::process::Command::new("taskset")
+            .args(["-pc", &cpu, &tid])
+            .stdout(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    });
+    if !ok {
+        eprintln!("NOTE: could not pin the scanner to CPU {cpu}");
+    }
+}
+
 /// Runs `writer`, `scanners` and `getters` threads for `secs`.
 fn case(
     store: &Arc<keel::Store>,
@@ -106,6 +179,7 @@ fn case(
     let scanned = Arc::new(AtomicU64::new(0));
     let got = Arc::new(AtomicU64::new(0));
     let u0 = ProcessUsage::now();
+    let i0 = Irqs::now();
     let t0 = Instant::now();
     let mut hs = Vec::new();
     if let Writer::Device = writer {
@@ -155,13 +229,18 @@ fn case(
         Writer::Keel(Some(_)) => "paced",
         Writer::Device => "device",
     };
+    let scan_cpu = Arc::new(AtomicU64::new(0));
+    let scan_preempted = Arc::new(AtomicU64::new(0));
     for _ in 0..scanners {
         let (s, stop, n) = (store.clone(), stop.clone(), scanned.clone());
+        let (cpu, pre) = (scan_cpu.clone(), scan_preempted.clone());
         let spawn = std::thread::Builder::new().name(format!("scan-{beside}"));
         hs.push(
             spawn
                 .spawn(move || {
-                    while !stop.load(Ordering::Relaxed) {
+                    pin_scanner();
+                    let u0 = ProcessUsage::thread_now();
+                    'scan: while !stop.load(Ordering::Relaxed) {
                         let r = s.read().expect("read");
                         let t = r.table("big").expect("table");
                         let mut c = t.cursor(..).expect("cursor");
@@ -171,12 +250,18 @@ fn case(
                             if k.is_multiple_of(4096) {
                                 n.fetch_add(4096, Ordering::Relaxed);
                                 if stop.load(Ordering::Relaxed) {
-                                    return;
+                                    break 'scan;
                                 }
                             }
                         }
                         n.fetch_add(k % 4096, Ordering::Relaxed);
                     }
+                    let u1 = ProcessUsage::thread_now();
+                    cpu.fetch_add(u1.cpu_us.saturating_sub(u0.cpu_us), Ordering::Relaxed);
+                    pre.fetch_add(
+                        u1.involuntary_cs.saturating_sub(u0.involuntary_cs),
+                        Ordering::Relaxed,
+                    );
                 })
                 .expect("spawn"),
         );
@@ -214,6 +299,9 @@ fn case(
         gets: got.load(Ordering::Relaxed) as f64 / wall,
         cpu_us: u1.cpu_us.saturating_sub(u0.cpu_us),
         wall,
+        irqs: Irqs::now().since(i0),
+        scan_cpu_us: scan_cpu.load(Ordering::Relaxed),
+        scan_preempted: scan_preempted.load(Ordering::Relaxed),
     }
 }
 
@@ -364,6 +452,61 @@ fn main() {
     println!("ceiling, no engine: the scanner keeps {:.0}% of its rows/s beside a bare pwrite + fdatasync loop (min {:.0}%, max {:.0}%)", m * 100.0, lo * 100.0, hi * 100.0);
     let (m, lo, hi) = ratio(10, |r| r.gets, 9, |r| r.gets);
     println!("ceiling, no engine: gets 2 threads / 1 thread beside a bare pwrite + fdatasync loop = {m:.2}x (min {lo:.2}, max {hi:.2})");
+    // What a durable commit costs the machine in interrupts, against the bare sync loop.
+    for (i, n) in [(0, "Keel's writer alone"), (7, "device loop alone")] {
+        let per = |f: fn(&Irqs) -> u64| {
+            median(
+                all[i]
+                    .iter()
+                    .map(|r| f(&r.irqs) as f64 / (r.commits * r.wall).max(1.0))
+                    .collect(),
+            )
+            .0
+        };
+        println!(
+            "  {n:<24} per commit/sync: {:.2} device interrupts, {:.2} rescheduling IPIs, {:.2} function-call IPIs",
+            per(|q| q.device),
+            per(|q| q.resched),
+            per(|q| q.call)
+        );
+    }
+    // Where a scanner's rows went: off its core (preempted: its CPU time below the wall time)
+    // or slower while on it (rows per CPU second: interrupts and softirqs run in its time, as
+    // does anything that makes its memory slower).
+    for (i, n) in [
+        (1, "alone"),
+        (2, "beside Keel's writer"),
+        (8, "beside the device loop"),
+    ] {
+        let on = median(
+            all[i]
+                .iter()
+                .map(|r| r.scan_cpu_us as f64 / 1e6 / r.wall)
+                .collect(),
+        );
+        let pre = median(
+            all[i]
+                .iter()
+                .map(|r| r.scan_preempted as f64 / r.wall)
+                .collect(),
+        );
+        let speed = median(
+            all[i]
+                .iter()
+                .map(|r| r.rows * r.wall / (r.scan_cpu_us.max(1) as f64 / 1e6) / 1e6)
+                .collect(),
+        );
+        println!(
+            "  scanner thread {n:<24} on CPU {:.0}% of the wall time (min {:.0}%, max {:.0}%); preempted {:.0}/s; {:.1}M rows per CPU second (min {:.1}, max {:.1})",
+            on.0 * 100.0,
+            on.1 * 100.0,
+            on.2 * 100.0,
+            pre.0,
+            speed.0,
+            speed.1,
+            speed.2
+        );
+    }
     for (i, n) in names.iter().enumerate() {
         let ops: f64 = median(
             all[i]

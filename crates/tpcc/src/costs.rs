@@ -33,10 +33,22 @@ pub struct ProcessUsage {
 impl ProcessUsage {
     /// The counters now; zeros if the call fails (it cannot with `RUSAGE_SELF`).
     pub fn now() -> ProcessUsage {
+        ProcessUsage::of(libc::RUSAGE_SELF)
+    }
+
+    /// The calling thread's counters now (`getrusage(RUSAGE_THREAD)`): its own CPU time and
+    /// context switches, e.g. to tell a thread that lost its core to others (involuntary
+    /// switches, CPU time below its wall time) from one slowed while it ran. Zeros if the call
+    /// fails.
+    pub fn thread_now() -> ProcessUsage {
+        ProcessUsage::of(libc::RUSAGE_THREAD)
+    }
+
+    fn of(who: libc::c_int) -> ProcessUsage {
         let mut ru = std::mem::MaybeUninit::<libc::rusage>::zeroed();
         // SAFETY: `getrusage` writes one `struct rusage` through the pointer, which points to a
         // live, properly aligned and sized (zero-initialised) buffer owned by this frame.
-        let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, ru.as_mut_ptr()) };
+        let rc = unsafe { libc::getrusage(who, ru.as_mut_ptr()) };
         if rc != 0 {
             return ProcessUsage::default();
         }
