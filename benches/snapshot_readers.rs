@@ -22,7 +22,9 @@
 //!   the scanner and the getters keep beside it is the ceiling of the targets above for any
 //!   engine that makes each commit durable, measured rather than estimated.
 //!
-//! `KEEL_SNAP_SCANNER_CPU=N` pins the scanner threads to CPU N (with `taskset`).
+//! `KEEL_SNAP_SCANNER_CPU=N` pins the scanner threads to CPU N (with `taskset`);
+//! `KEEL_SNAP_LOG_SYNC` (`fdatasync`, the default, `odirect`, `odsync` or `fsync`) sets the
+//! store's log sync method.
 //!
 //! Prints the median of the repeats with min–max, and per case the process CPU µs per
 //! operation and the cores used (CPU seconds / wall seconds). Run on a quiet machine:
@@ -321,6 +323,12 @@ fn main() {
             dir.path(),
             keel::Config {
                 pool_size: 512 << 20,
+                log_sync: match std::env::var("KEEL_SNAP_LOG_SYNC").as_deref() {
+                    Ok("odsync") => keel_io::SyncMethod::ODsync,
+                    Ok("odirect") => keel_io::SyncMethod::ODirect,
+                    Ok("fsync") => keel_io::SyncMethod::Fsync,
+                    _ => keel_io::SyncMethod::Fdatasync,
+                },
                 ..keel::Config::default()
             },
         )
