@@ -435,9 +435,7 @@ fn reread_pages(
     checksum: Checksum,
     report: &mut Report,
 ) -> Result<(), String> {
-    let src_path = dir.join(keel::layout::DATA_FILE_NAME);
-    let dst_path = dest.join(keel::layout::DATA_FILE_NAME);
-    let src = File::open(&src_path).map_err(|e| io(&src_path, "open", e))?;
+    let (src_path, src, dst_path) = open_data(dir, dest)?;
     let dst = std::fs::OpenOptions::new()
         .write(true)
         .open(&dst_path)
@@ -497,6 +495,13 @@ fn verified(
     }
 }
 
+/// The source data file's path, the file opened to read, and DEST's data file path.
+fn open_data(dir: &Path, dest: &Path) -> Result<(PathBuf, File, PathBuf), String> {
+    let src_path = dir.join(keel::layout::DATA_FILE_NAME);
+    let src = File::open(&src_path).map_err(|e| io(&src_path, "open", e))?;
+    Ok((src_path, src, dest.join(keel::layout::DATA_FILE_NAME)))
+}
+
 /// Copies the data file page by page, each verified (re-read while it fails), into DEST.
 fn copy_data(
     dir: &Path,
@@ -505,9 +510,7 @@ fn copy_data(
     checksum: Checksum,
     report: &mut Report,
 ) -> Result<(), String> {
-    let src_path = dir.join(keel::layout::DATA_FILE_NAME);
-    let dst_path = dest.join(keel::layout::DATA_FILE_NAME);
-    let src = File::open(&src_path).map_err(|e| io(&src_path, "open", e))?;
+    let (src_path, src, dst_path) = open_data(dir, dest)?;
     let len = src.metadata().map_err(|e| io(&src_path, "stat", e))?.len();
     let ps = page_size as u64;
     let pages = len / ps;

@@ -521,33 +521,42 @@ fn run_case_knob(case: Case, ignore_copy_order: bool) -> Result<Outcome, String>
     ))
 }
 
-fn matrix(cases_per_combo: u64, seed_base: u64) {
-    let mut total = 0;
-    let mut corruption_reports = 0;
-    let mut failures = Vec::new();
-    for mode in [
-        TornPage::Doublewrite,
-        TornPage::FullPageWrites,
-        TornPage::Atomic,
-        TornPage::None,
-    ] {
+/// The matrix's cases: each mode × log block size × sector size, `per_combo` seeds each.
+fn cases(modes: &[TornPage], per_combo: u64, seed_base: u64) -> Vec<Case> {
+    let mut out = Vec::new();
+    for &mode in modes {
         for log_block in [512u32, 4096] {
             for sector in [512u32, 4096] {
-                for i in 0..cases_per_combo {
-                    let case = Case {
+                for i in 0..per_combo {
+                    out.push(Case {
                         mode,
                         log_block,
                         sector,
                         seed: seed_base + i * 7919 + u64::from(log_block) * 31 + u64::from(sector),
-                    };
-                    total += 1;
-                    match run_case(case) {
-                        Ok(Outcome::Recovered(_)) => {}
-                        Ok(Outcome::ReportedCorruption) => corruption_reports += 1,
-                        Err(e) => failures.push(format!("{case:?}: {e}")),
-                    }
+                    });
                 }
             }
+        }
+    }
+    out
+}
+
+fn matrix(cases_per_combo: u64, seed_base: u64) {
+    let mut total = 0;
+    let mut corruption_reports = 0;
+    let mut failures = Vec::new();
+    let modes = [
+        TornPage::Doublewrite,
+        TornPage::FullPageWrites,
+        TornPage::Atomic,
+        TornPage::None,
+    ];
+    for case in cases(&modes, cases_per_combo, seed_base) {
+        total += 1;
+        match run_case(case) {
+            Ok(Outcome::Recovered(_)) => {}
+            Ok(Outcome::ReportedCorruption) => corruption_reports += 1,
+            Err(e) => failures.push(format!("{case:?}: {e}")),
         }
     }
     println!("crash matrix: {total} cases, {corruption_reports} torn pages reported in none mode, {} failures", failures.len());
@@ -572,26 +581,12 @@ fn matrix(cases_per_combo: u64, seed_base: u64) {
 /// cases must fail (before its cases grew past 120 keys, none did).
 #[test]
 fn the_matrix_notices_copies_written_out_of_order() {
-    let mut failed = 0;
-    let mut total = 0;
-    for mode in [TornPage::Doublewrite, TornPage::Atomic] {
-        for log_block in [512u32, 4096] {
-            for sector in [512u32, 4096] {
-                for i in 0..128u64 {
-                    let case = Case {
-                        mode,
-                        log_block,
-                        sector,
-                        seed: 1 + i * 7919 + u64::from(log_block) * 31 + u64::from(sector),
-                    };
-                    total += 1;
-                    if run_case_knob(case, true).is_err() {
-                        failed += 1;
-                    }
-                }
-            }
-        }
-    }
+    let all = cases(&[TornPage::Doublewrite, TornPage::Atomic], 128, 1);
+    let total = all.len();
+    let failed = all
+        .into_iter()
+        .filter(|&case| run_case_knob(case, true).is_err())
+        .count();
     println!("copies out of order: {failed} of {total} crash cases failed");
     assert!(
         failed > 0,
