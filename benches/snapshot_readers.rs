@@ -23,6 +23,7 @@
 //!   engine that makes each commit durable, measured rather than estimated.
 //!
 //! `KEEL_SNAP_SCANNER_CPU=N` pins the scanner threads to CPU N (with `taskset`);
+//! `KEEL_SNAP_DEVICE_IN_PLACE=1` makes the device loop rewrite one block in place;
 //! `KEEL_SNAP_LOG_SYNC` (`fdatasync`, the default, `odirect`, `odsync` or `fsync`) sets the
 //! store's log sync method.
 //!
@@ -187,6 +188,13 @@ fn case(
     if let Writer::Device = writer {
         let (stop, n) = (stop.clone(), commits.clone());
         let f = device_file(store.dir());
+        // `KEEL_SNAP_DEVICE_IN_PLACE=1`: the loop rewrites one block in place, as a log whose
+        // tail block takes each commit does, instead of writing the next block each time.
+        let step = if std::env::var("KEEL_SNAP_DEVICE_IN_PLACE").is_ok_and(|v| v == "1") {
+            0
+        } else {
+            4096
+        };
         hs.push(std::thread::spawn(move || {
             use std::os::unix::fs::FileExt;
             let buf = [7u8; 4096];
@@ -194,7 +202,7 @@ fn case(
             while !stop.load(Ordering::Relaxed) {
                 f.write_all_at(&buf, at).expect("device loop write");
                 f.sync_data().expect("device loop sync");
-                at = (at + 4096) % DEVICE_FILE_BYTES;
+                at = (at + step) % DEVICE_FILE_BYTES;
                 n.fetch_add(1, Ordering::Relaxed);
             }
         }));
