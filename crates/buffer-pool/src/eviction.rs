@@ -3,7 +3,8 @@
 //! Answers: how the CLOCK hand picks victims ([`BufferPool::clock_sweep`], the one sweep both
 //! a user thread claiming a frame and the cleaner refilling the free reserve use), how a clean
 //! page is dropped from its frame (`try_evict`), and what a thread that needs a frame does
-//! when none is clean (`claim_frame`'s slow path: it writes one cold dirty page itself).
+//! when none is clean (`claim_frame`'s slow path: it writes one cold dirty page itself, the
+//! first of up to [`SLOW_PATH_PAGES`] the hand met that can be written).
 //!
 //! Invariants kept:
 //! - **Only clean, unpinned frames are evicted**: `try_evict` takes the page's shard lock
@@ -31,6 +32,10 @@ use keel_page::PageId;
 use std::ops::ControlFlow;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
+
+/// The most cold dirty pages a thread that finds no clean frame tries, one at a time, in one
+/// round.
+const SLOW_PATH_PAGES: usize = 8;
 
 /// A frame the CLOCK sweep found cold (unpinned, holding a page, reference bit clear).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -132,11 +137,15 @@ impl BufferPool {
         let mut round = 0u32;
         loop {
             round += 1;
-            let mut dirty_victim: Option<(u32, PageId)> = None;
+            let mut dirty_victims: Vec<(u32, PageId)> = Vec::new();
             let evicted = self.clock_sweep(2 * n, |v| match v {
                 Victim::Evicted(f) => ControlFlow::Break(f),
                 Victim::ColdDirty(f, pid) => {
-                    dirty_victim.get_or_insert((f, pid));
+                    if dirty_victims.len() < SLOW_PATH_PAGES
+                        && !dirty_victims.iter().any(|&(g, _)| g == f)
+                    {
+                        dirty_victims.push((f, pid));
+                    }
                     ControlFlow::Continue(())
                 }
             });
@@ -146,14 +155,20 @@ impl BufferPool {
             if let Some(f) = self.pop_free() {
                 return Ok(f);
             }
-            if let Some((f, pid)) = dirty_victim {
-                // Slow path: no clean frame anywhere; write one cold dirty page ourselves.
-                let out = self.flush_pages(&[pid], FlushKind::Single)?;
-                if out.written > 0 && self.try_evict(f, pid) {
-                    return Ok(f);
-                }
-            } else {
+            if dirty_victims.is_empty() {
                 std::thread::yield_now();
+            } else {
+                // Slow path: no clean frame anywhere; write a cold dirty page ourselves, the
+                // first of those the hand met that can be written: one may not be yet (a
+                // split's left half waits for its copy while an open transaction holds the
+                // copy), and the hand meets the same one first every round (test
+                // `tests/page_copies.rs: a_frame_is_found_past_a_source_waiting_for_its_copy`).
+                for &(f, pid) in &dirty_victims {
+                    let out = self.flush_pages(&[pid], FlushKind::Single)?;
+                    if out.written > 0 && self.try_evict(f, pid) {
+                        return Ok(f);
+                    }
+                }
             }
             if round < 4 {
                 continue;

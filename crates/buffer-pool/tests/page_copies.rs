@@ -418,3 +418,40 @@ fn recovery_refuses_copies_that_wait_in_a_cycle() {
         other => panic!("a cycle of copies was accepted: {other:?}"),
     }
 }
+
+/// A thread that needs a frame when every unpinned frame is dirty writes a cold dirty page
+/// itself (`claim_frame`'s slow path). A split's left half cannot be written while its copy
+/// is held by an open transaction, so the slow path must not stake everything on the first
+/// dirty page the CLOCK hand meets: it tries others. (The first version retried the same
+/// blocked page four times and failed with `NoFreeFrame` while a dozen other dirty pages
+/// could be written; the widened crash matrix met it in CI as a snapshot read that failed.)
+#[test]
+fn a_frame_is_found_past_a_source_waiting_for_its_copy() {
+    let store = crash_store();
+    let pool = pool_over(store.clone());
+    let log = MemLog::new();
+    // Page 1 (a left half) waits for page 2 (its copy)...
+    split(&pool, &log);
+    // ...which an open transaction now holds, so page 1 cannot be written.
+    let open = pool.begin();
+    open.write(PageId(2)).unwrap().write(P, b"held").unwrap();
+    // Every other frame holds a committed, dirty page that could be written.
+    let frames = pool.frames() as u64;
+    for id in 10..10 + frames - 2 {
+        let t = pool.begin();
+        t.new_page(PageId(id), PageType::RAW)
+            .unwrap()
+            .write(P, b"dirty")
+            .unwrap();
+        t.commit(&log).unwrap();
+    }
+    // A read of a page that is not resident needs a frame.
+    let page = pool.read(PageId(3)).map(|g| g.to_vec());
+    assert!(
+        page.is_ok(),
+        "no frame found with {} of {frames} frames writable: {:?}",
+        frames - 2,
+        page.err()
+    );
+    drop(open);
+}
