@@ -494,24 +494,11 @@ fn main() {
         (2, "beside Keel's writer"),
         (8, "beside the device loop"),
     ] {
-        let on = median(
-            all[i]
-                .iter()
-                .map(|r| r.scan_cpu_us as f64 / 1e6 / r.wall)
-                .collect(),
-        );
-        let pre = median(
-            all[i]
-                .iter()
-                .map(|r| r.scan_preempted as f64 / r.wall)
-                .collect(),
-        );
-        let speed = median(
-            all[i]
-                .iter()
-                .map(|r| r.rows * r.wall / (r.scan_cpu_us.max(1) as f64 / 1e6) / 1e6)
-                .collect(),
-        );
+        let on = col(i, |r| r.scan_cpu_us as f64 / 1e6 / r.wall);
+        let pre = col(i, |r| r.scan_preempted as f64 / r.wall);
+        let speed = col(i, |r| {
+            r.rows * r.wall / (r.scan_cpu_us.max(1) as f64 / 1e6) / 1e6
+        });
         println!(
             "  scanner thread {n:<24} on CPU {:.0}% of the wall time (min {:.0}%, max {:.0}%); preempted {:.0}/s; {:.1}M rows per CPU second (min {:.1}, max {:.1})",
             on.0 * 100.0,

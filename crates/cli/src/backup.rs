@@ -362,12 +362,13 @@ fn copies_read_early(
 ) -> Result<Vec<PageId>, String> {
     let path = dest.join(keel::layout::DATA_FILE_NAME);
     let file = File::open(&path).map_err(|e| io(&path, "open", e))?;
+    let len = file.metadata().map_err(|e| io(&path, "stat", e))?.len();
     let mut lsns: HashMap<PageId, u64> = HashMap::new();
     let mut lsn_of = |id: PageId| -> Result<u64, String> {
         if let Some(l) = lsns.get(&id) {
             return Ok(*l);
         }
-        let l = page_lsn(&file, &path, id, page_size, checksum)?;
+        let l = page_lsn(&file, &path, len, id, page_size, checksum)?;
         lsns.insert(id, l);
         Ok(l)
     };
@@ -397,18 +398,19 @@ fn copies_read_early(
     Ok(late.into_iter().collect())
 }
 
-/// The LSN of page `id` in the data file `file`: 0 for a page past its end or never written.
+/// The LSN of page `id` in the data file `file` of `len` bytes: 0 for a page past its end or
+/// never written.
 ///
 /// # Errors
 /// A read error, or a page that fails verification (the data copy verified every page).
 fn page_lsn(
     file: &File,
     path: &Path,
+    len: u64,
     id: PageId,
     page_size: usize,
     checksum: Checksum,
 ) -> Result<u64, String> {
-    let len = file.metadata().map_err(|e| io(path, "stat", e))?.len();
     let ps = page_size as u64;
     let off =
         id.0.checked_mul(ps)

@@ -209,10 +209,11 @@ fn run_case_knob(case: Case, ignore_copy_order: bool) -> Result<Outcome, String>
     };
     fs.crash_at_call(1 + rng.below(260), None);
     // A third of the cases write over 600 keys instead of 120, with values of 100-400 bytes
-    // instead of 8-208: the table grows across more leaves before the crash, so more of them split, and a split's right half is a page copy
-    // in doublewrite and atomic modes (120 keys made about 0.4 copies per case, too few to
-    // meet copies beside removes, drops, concurrent writers, snapshots and small-pool
-    // recovery). Its own generator, so the other cases are those the seed always gave.
+    // instead of 8-208: the table grows across more leaves before the crash, so more of them
+    // split, and a split's right half is a page copy in doublewrite and atomic modes (120 keys
+    // made about 0.4 copies per case, too few to meet copies beside removes, drops, concurrent
+    // writers, snapshots and small-pool recovery). Its own generator, so the other cases are
+    // those the seed always gave.
     let key_space = if Rng(case.seed ^ 0x6b65_7973).below(3) == 0 {
         600
     } else {
