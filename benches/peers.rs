@@ -13,6 +13,8 @@
 //! - `KEEL_PEERS_ENGINES` (default all): a comma list of `keel,redb,sqlite,fjall`, where
 //!   `keel@4096` or `keel@8192` is Keel with that page size (16 KiB by default) and
 //!   `keel@buffered` Keel without O_DIRECT on its data file;
+//! - `KEEL_PEERS_SET` (default none): Keel settings over its defaults, `key=value` separated by
+//!   `;` as `keel-tpcc --set` takes them (`log_file_size=256MiB;torn_page=none`);
 //! - `KEEL_PEERS_DIR` (default the system temp dir): where the stores are made (each removed
 //!   after its case).
 //!
@@ -330,12 +332,7 @@ fn open(engine: &str, dir: &Path, cache: usize) -> Res<Arc<dyn Kv>> {
     Ok(match engine {
         "keel" => Arc::new(KeelKv(keel::Store::open(
             dir,
-            keel::Config {
-                pool_size: cache,
-                page_size,
-                direct_io,
-                ..keel::Config::default()
-            },
+            keel_config(cache, page_size, direct_io)?,
         )?)),
         "redb" => {
             let mut b = redb::Database::builder();
@@ -352,6 +349,29 @@ fn open(engine: &str, dir: &Path, cache: usize) -> Res<Arc<dyn Kv>> {
         }
         other => return Err(format!("unknown engine {other}").into()),
     })
+}
+
+/// Keel's configuration for a case: the defaults with this cache, page size and data-file mode,
+/// then each `key=value` of `KEEL_PEERS_SET` (separated by `;`, as `keel-tpcc --set` takes them:
+/// `log_file_size=256MiB;torn_page=none`).
+fn keel_config(cache: usize, page_size: usize, direct_io: bool) -> Res<keel::Config> {
+    let mut set = keel_tpcc::config::StoreConfig::default();
+    if let Ok(list) = std::env::var("KEEL_PEERS_SET") {
+        for assignment in list.split(';').filter(|a| !a.trim().is_empty()) {
+            set.set(assignment)?;
+        }
+    }
+    let mut cfg = set.keel_config()?;
+    if set.get("pool_size").is_none() {
+        cfg.pool_size = cache;
+    }
+    if set.get("page_size").is_none() {
+        cfg.page_size = page_size;
+    }
+    if set.get("direct_io").is_none() {
+        cfg.direct_io = direct_io;
+    }
+    Ok(cfg)
 }
 
 /// SplitMix64.
