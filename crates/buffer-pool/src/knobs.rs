@@ -39,6 +39,10 @@ pub struct TestKnobs {
     /// A write transaction does not copy a page's committed image before its first change
     /// (breaks invariant 1 of module `versions`: snapshot readers see uncommitted changes).
     pub skip_version_copy: AtomicBool,
+    /// A commit publishes without rebuilding the versions it kept as undo while a snapshot is
+    /// registered (breaks invariant 5 of module `versions`: a snapshot below the commit later
+    /// rebuilds a page from a frame that has moved on).
+    pub publish_undo_versions: AtomicBool,
     /// `checkpoint_lsn` ignores dirty pages that a commit freed before the free is durable
     /// (breaks the rule that a checkpoint never passes a change whose page was never written,
     /// unless the free that made it dead is durable).

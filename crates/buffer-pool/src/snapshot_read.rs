@@ -8,12 +8,14 @@
 //! holds the page's shared latch, or between an optimistic read's version load and its
 //! validation; a writer stores a page's version under the exclusive latch before its first
 //! change. So the lookup either finds the version or the page has not been changed since the
-//! snapshot. After the lookup the reader checks that its snapshot was not revoked (invariant
-//! 4). Tests: `tests/snapshots.rs`.
+//! snapshot. A version kept as undo (invariant 5) is rebuilt from the frame under the shared
+//! latch; an optimistic read that finds one falls back to the latched read. After the lookup
+//! the reader checks that its snapshot was not revoked (invariant 4). Tests:
+//! `tests/snapshots.rs`.
 
 use crate::guard::PageReadGuard;
 use crate::optimistic::OptimisticToken;
-use crate::versions::Snapshot;
+use crate::versions::{Found, Snapshot};
 use crate::{BufferPool, Result};
 use keel_page::PageId;
 use std::ops::Deref;
@@ -65,17 +67,21 @@ impl BufferPool {
     pub fn read_at(&self, id: PageId, snap: &Snapshot) -> Result<SnapPage<'_>> {
         // A version found before latching spares the read of a page that may have left the
         // pool (freed) or changed since.
-        if let Some(v) = snap.find(id) {
+        // (An undo version needs the frame: it is rebuilt under the latch below.)
+        if let Some(Found::Image(v)) = snap.find(id) {
             snap.check()?;
             return Ok(SnapPage::Version(v));
         }
         let g = self.read(id)?;
-        let found = snap.find(id);
-        snap.check()?;
-        Ok(match found {
-            Some(v) => SnapPage::Version(v),
+        let page = match snap.find(id) {
+            Some(Found::Image(v)) => SnapPage::Version(v),
+            // Module `versions`, invariant 5: under the shared latch the frame and the undo
+            // its owner recorded under the exclusive latch match.
+            Some(Found::Undo(u)) => SnapPage::Version(self.versions.rebuild(id, &g, &u)),
             None => SnapPage::Frame(g),
-        })
+        };
+        snap.check()?;
+        Ok(page)
     }
 
     /// [`read_optimistic`](Self::read_optimistic) as of `snap`: `None` also when the page has a

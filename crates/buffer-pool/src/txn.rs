@@ -10,7 +10,9 @@
 //!   (tests `abort_restores_pages_exactly`, `txn_too_large_changes_nothing`). A page whose
 //!   committed image the transaction copied for snapshot readers (module `versions`) before its
 //!   first change is restored from that copy and records no undo of its own; any other page
-//!   records the bytes each change overwrites (the test runs both ways).
+//!   records the bytes each change overwrites (the test runs both ways): in the page's own
+//!   [`PageUndo`] when that is its version for snapshot readers (taken while no snapshot was
+//!   registered: module `versions`, invariant 5), else in the transaction's arena.
 //! - **Full page images**: when the store wants them, the first change of a page after the
 //!   published horizon puts a `PageImage` of the page as it was before the transaction at the
 //!   start of the same group (test `full_page_image_logged_once_per_checkpoint`).
@@ -24,6 +26,7 @@ use crate::knobs::TestKnobs;
 use crate::page_store::RedoSink;
 use crate::redo::Record;
 use crate::stats::bump;
+use crate::versions::PageUndo;
 use crate::{BufferPool, PoolError, Result};
 use keel_page::{set_lsn, Lsn, PageHeader, PageId, PageType, PAGE_HEADER_SIZE, PAGE_TRAILER_SIZE};
 use std::cell::{Cell, RefCell};
@@ -60,6 +63,9 @@ struct Entry {
     /// records no undo (the copy is the undo: rollback and a full page image use it). Dropped
     /// before the versions are sealed, so a retired image can be recycled.
     before: Option<Arc<[u8]>>,
+    /// The page's pending version kept as undo (module `versions`, invariant 5): every change
+    /// records the bytes it overwrites here, not in the transaction's arena.
+    lazy: Option<Arc<PageUndo>>,
     /// The page was made a copy of this one ([`PageTxn::copy_page`]): it must be written
     /// before that page's next write (module `copy_deps`) and is never rebuildable from redo
     /// alone.
@@ -120,6 +126,10 @@ impl TxnState {
 
     /// Records that entry `entry`'s page had `old` at `offset`.
     fn push_undo(&mut self, entry: usize, offset: usize, old: &[u8]) {
+        if let Some(lazy) = &self.entries[entry].lazy {
+            lazy.push(offset, old);
+            return;
+        }
         self.undo.push(Undo {
             entry,
             offset,
@@ -306,6 +316,7 @@ impl<'p> PageTxn<'p> {
             latched: false,
             versioned: false,
             before: None,
+            lazy: None,
             copied_from: None,
         };
         // A resident page is held to leave the pool unwritten at commit, while the transaction
@@ -437,6 +448,16 @@ impl<'p> PageTxn<'p> {
         Some(self.pool.versions.add_pending_image(id, self.id, image))
     }
 
+    /// Keeps page `id`'s committed image as undo, this transaction's pending version (module
+    /// `versions`, invariant 5), or None with the test knob `skip_version_copy`. Call it under
+    /// the exclusive latch, before the first change.
+    fn keep_undo_version(&self, id: PageId) -> Option<Arc<PageUndo>> {
+        if TestKnobs::on(&self.pool.knobs.skip_version_copy) {
+            return None;
+        }
+        Some(self.pool.versions.add_pending_undo(id, self.id))
+    }
+
     /// Before page `id` is started afresh: if it is not resident and a snapshot may still
     /// read it (freed by this transaction, or by a commit newer than a registered snapshot),
     /// keeps its committed image from disk as this transaction's pending version. A page that
@@ -485,6 +506,7 @@ impl<'p> PageTxn<'p> {
                         latched: false,
                         versioned: true,
                         before: None,
+                        lazy: None,
                         copied_from: None,
                     });
                     st.index.insert(id, i);
@@ -608,15 +630,21 @@ impl<'p> PageTxn<'p> {
         };
         // Invariant 1 of module `versions`: the committed image is kept before the first
         // change, under the exclusive latch (a blank frame was nothing any snapshot can read).
-        let before = if already || fresh {
-            None
+        // With no snapshot registered it is kept as undo (invariant 5): a bulk load then copies
+        // nothing, and a reader that starts meanwhile rebuilds the image from the frame.
+        let (before, lazy) = if already || fresh {
+            (None, None)
         } else {
-            let copy = self
-                .current_copy(id, &latch)
-                .unwrap_or_else(|| pool.versions.copy_of(latch.bytes()));
-            self.keep_version(id, copy)
+            match self.current_copy(id, &latch) {
+                Some(copy) => (self.keep_version(id, copy), None),
+                None if !pool.versions.any_registered() => (None, self.keep_undo_version(id)),
+                None => (
+                    self.keep_version(id, pool.versions.copy_of(latch.bytes())),
+                    None,
+                ),
+            }
         };
-        let versioned = already || before.is_some();
+        let versioned = already || before.is_some() || lazy.is_some();
         pool.txn_pages.fetch_add(1, Ordering::Relaxed);
         let mut st = self.st.borrow_mut();
         st.held += 1;
@@ -630,6 +658,9 @@ impl<'p> PageTxn<'p> {
                 e.pre_lsn = pre_lsn;
                 e.versioned = versioned;
                 e.before = before;
+                if lazy.is_some() {
+                    e.lazy = lazy;
+                }
                 i
             }
             None => {
@@ -644,6 +675,7 @@ impl<'p> PageTxn<'p> {
                     latched: true,
                     versioned,
                     before,
+                    lazy,
                     copied_from: None,
                 });
                 st.index.insert(id, i);
@@ -713,6 +745,9 @@ impl<'p> PageTxn<'p> {
                             image[u.offset..u.offset + u.len]
                                 .copy_from_slice(&st.undo_bytes[u.at..u.at + u.len]);
                         }
+                        if let Some(lazy) = &e.lazy {
+                            lazy.undo(&mut image);
+                        }
                         image
                     }
                 };
@@ -765,9 +800,23 @@ impl<'p> PageTxn<'p> {
         // can recycle them.
         st.entries.iter_mut().for_each(|e| e.before = None);
         st.copies.clear();
-        // Module `versions`, invariant 2: seal, then publish.
+        // Module `versions`, invariant 2: seal, then publish. Invariant 5: versions kept as
+        // undo are rebuilt before the publish if a snapshot is registered (it reads below this
+        // commit); with none, the publish drops them in the same hold of the registry lock. The
+        // pages are still owned and unstamped, so frame + undo is the image before this commit.
         pool.versions.seal(self.id, &st.versioned_pages(), end);
-        pool.versions.publish(end);
+        let lazy = st.entries.iter().any(|e| e.lazy.is_some());
+        if !lazy || !pool.versions.publish_if_unregistered(end) {
+            if !TestKnobs::on(&pool.knobs.publish_undo_versions) {
+                for e in st.entries.iter() {
+                    if let (Some(u), Some(f)) = (&e.lazy, e.frame) {
+                        let frame = pool.frames[f as usize].shared();
+                        pool.versions.rebuild(e.page_id, frame.bytes(), u);
+                    }
+                }
+            }
+            pool.versions.publish(end);
+        }
         drop(order);
         // Copies first (module `copy_deps`): a copy is dirty before its source can be written.
         if made > 0 {
@@ -854,6 +903,18 @@ impl<'p> PageTxn<'p> {
             }
             let mut x = pool.frames[f as usize].exclusive();
             x.bytes_mut().copy_from_slice(&before);
+        }
+        // Pages whose version is undo: undo their own changes (newest first).
+        for e in &mut st.entries {
+            let lazy = e.lazy.take();
+            let (Some(lazy), Some(f), Some(_)) = (lazy, e.frame, e.first_init) else {
+                continue;
+            };
+            if e.fresh {
+                continue;
+            }
+            let mut x = pool.frames[f as usize].exclusive();
+            lazy.undo(x.bytes_mut());
         }
         for u in st.undo.drain(..).rev() {
             let e = &st.entries[u.entry];

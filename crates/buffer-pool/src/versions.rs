@@ -4,9 +4,11 @@
 //! page images are kept, and what happens when they would take too much memory.
 //!
 //! A snapshot is the LSN of the newest published commit ([`Versions::snapshot`]). A write
-//! transaction copies a page's committed image into this store the first time it takes the
-//! page, *before* it changes a byte (under the page's exclusive latch): a *pending* version,
-//! valid for every snapshot while the transaction runs. At commit (LSN `C`) the transaction
+//! transaction keeps a page's committed image in this store the first time it takes the page,
+//! *before* it changes a byte (under the page's exclusive latch): a *pending* version, valid
+//! for every snapshot while the transaction runs. It keeps it as a copy, or, when no snapshot
+//! is registered as it takes the page, as the undo of its changes (invariant 5): a bulk load
+//! with no reader then copies nothing. At commit (LSN `C`) the transaction
 //! seals its versions (valid for snapshots `S < C`) and only then publishes `C` as the newest
 //! snapshot; at abort it restores its pages and then discards them. A reader at `S` reading
 //! page `P` uses the version of `P` with the smallest end above `S` (pending counts as
@@ -30,6 +32,16 @@
 //!    is [`PoolError::SnapshotTooOld`]) and their versions dropped; a revoked flag is set
 //!    before any version it needed is dropped, and a reader checks it after its lookup, so it
 //!    never uses a newer page in place of a dropped version (`the_budget_revokes_the_oldest`).
+//! 5. **Undo versions are rebuilt while the page is the transaction's**: a version kept as
+//!    undo ([`PageUndo`], the bytes each change overwrote) is the page in its frame with those
+//!    bytes put back, which holds only while the transaction owns the page and has not yet
+//!    stamped it. So a reader rebuilds it under the page's shared latch (the transaction records
+//!    undo under the exclusive one) and keeps the copy as the version; and the commit, after
+//!    sealing, either publishes in the same hold of the registry lock that finds no snapshot
+//!    registered (none can then be below the commit, and the undo versions are dropped) or
+//!    rebuilds every undo version before it publishes (`tests/snapshots.rs:
+//!    undo_versions_are_rebuilt_for_registered_snapshots` and the seeded model, which the knob
+//!    `publish_undo_versions` breaks; `tests/versions_shuttle.rs`).
 
 // parking_lot's mutex and std's atomics, or shuttle's under `--cfg keel_shuttle` (module `sync`).
 use crate::sync::{Arc, AtomicBool, AtomicU64, AtomicUsize, Mutex, Ordering};
@@ -48,7 +60,77 @@ struct Version {
     until: u64,
     /// The write transaction that stored it.
     txn: u64,
-    image: Arc<[u8]>,
+    image: Image,
+}
+
+/// How a version holds its image.
+#[derive(Debug, Clone)]
+enum Image {
+    /// A copy of the page.
+    Copy(Arc<[u8]>),
+    /// The bytes the transaction's changes overwrote: the image is the page in its frame with
+    /// these undone (invariant 5). Only while the transaction owns the page.
+    Undo(Arc<PageUndo>),
+}
+
+impl Image {
+    fn bytes(&self) -> u64 {
+        match self {
+            Image::Copy(c) => c.len() as u64,
+            Image::Undo(_) => 0,
+        }
+    }
+}
+
+/// What a reader found for a page: an image to read, or the undo to rebuild one from the page's
+/// frame (under its shared latch: [`Versions::rebuild`]).
+#[derive(Debug, Clone)]
+pub(crate) enum Found {
+    /// The page as the snapshot sees it.
+    Image(Arc<[u8]>),
+    /// Rebuild it from the frame.
+    Undo(Arc<PageUndo>),
+}
+
+/// The bytes a write transaction's changes of one page overwrote, oldest first: the page's
+/// pending version kept as undo instead of a copy (invariant 5). The transaction appends under
+/// the page's exclusive latch; a reader reads them under the shared latch, so what it sees
+/// matches the frame.
+#[derive(Debug, Default)]
+pub struct PageUndo {
+    steps: Mutex<UndoSteps>,
+}
+
+#[derive(Debug, Default)]
+struct UndoSteps {
+    /// (offset in the page, length, position in `bytes`).
+    steps: Vec<(u32, u32, u32)>,
+    bytes: Vec<u8>,
+}
+
+impl PageUndo {
+    /// Records that the page had `old` at `offset` before a change.
+    pub(crate) fn push(&self, offset: usize, old: &[u8]) {
+        let mut u = self.steps.lock();
+        let at = u.bytes.len() as u32;
+        u.steps.push((offset as u32, old.len() as u32, at));
+        u.bytes.extend_from_slice(old);
+    }
+
+    /// Undoes every recorded change on `page`, newest first. A step outside the page (which
+    /// a page of the transaction's own size cannot have) is skipped.
+    pub(crate) fn undo(&self, page: &mut [u8]) {
+        let u = self.steps.lock();
+        for &(offset, len, at) in u.steps.iter().rev() {
+            let (o, l, a) = (offset as usize, len as usize, at as usize);
+            if let (Some(dst), Some(src)) = (
+                page.get_mut(o..o.saturating_add(l)),
+                u.bytes.get(a..a.saturating_add(l)),
+            ) {
+                dst.copy_from_slice(src);
+            }
+        }
+    }
 }
 
 /// Versions of the pages of one shard, by page id.
@@ -94,6 +176,9 @@ pub struct Versions {
     budget: u64,
     refused: AtomicU64,
     copied: AtomicU64,
+    /// Registered snapshots (kept with `reg.active`, read without its lock): with none, a write
+    /// transaction keeps undo instead of copying the pages it takes.
+    registered: AtomicUsize,
 }
 
 /// A registered snapshot: reads through it see the committed state at [`lsn`](Self::lsn).
@@ -121,6 +206,7 @@ impl Versions {
             budget,
             refused: AtomicU64::new(0),
             copied: AtomicU64::new(0),
+            registered: AtomicUsize::new(0),
         }
     }
 
@@ -138,12 +224,18 @@ impl Versions {
         let lsn = reg.latest;
         let revoked = Arc::new(AtomicBool::new(false));
         reg.active.insert((lsn, id), revoked.clone());
+        self.registered.store(reg.active.len(), Ordering::SeqCst);
         Snapshot {
             versions: self.clone(),
             lsn,
             id,
             revoked,
         }
+    }
+
+    /// Whether any snapshot is registered now (a hint: one may register right after).
+    pub(crate) fn any_registered(&self) -> bool {
+        self.registered.load(Ordering::SeqCst) > 0
     }
 
     /// Whether a registered snapshot is older than the newest published commit (such a
@@ -197,12 +289,74 @@ impl Versions {
             .push(Version {
                 until: PENDING,
                 txn,
-                image: image.clone(),
+                image: Image::Copy(image.clone()),
             });
         self.count.fetch_add(1, Ordering::AcqRel);
         self.bytes.fetch_add(len, Ordering::Relaxed);
         self.copied.fetch_add(1, Ordering::Relaxed);
         image
+    }
+
+    /// Stores an empty undo as transaction `txn`'s pending version of page `id` (invariant 5;
+    /// call it where [`add_pending_image`](Self::add_pending_image) would be called: under the
+    /// exclusive latch, before the first change). Every change of the page then records the
+    /// bytes it overwrites in the returned undo, under the same latch.
+    pub(crate) fn add_pending_undo(&self, id: PageId, txn: u64) -> Arc<PageUndo> {
+        let undo = Arc::new(PageUndo::default());
+        self.shard(id)
+            .lock()
+            .entry(id.0)
+            .or_default()
+            .push(Version {
+                until: PENDING,
+                txn,
+                image: Image::Undo(undo.clone()),
+            });
+        self.count.fetch_add(1, Ordering::AcqRel);
+        undo
+    }
+
+    /// Page `id`'s image before transaction `undo`'s changes: `frame` (the page's bytes, read
+    /// under its shared latch, or by its owner) with them undone. Kept as the version in
+    /// place of the undo (once: later readers and the commit use the copy).
+    pub(crate) fn rebuild(&self, id: PageId, frame: &[u8], undo: &Arc<PageUndo>) -> Arc<[u8]> {
+        let mut image = self.copy_of(frame);
+        match Arc::get_mut(&mut image) {
+            Some(buf) => undo.undo(buf),
+            None => {
+                let mut v = frame.to_vec();
+                undo.undo(&mut v);
+                image = Arc::from(v);
+            }
+        }
+        let mut shard = self.shard(id).lock();
+        if let Some(v) = shard.get_mut(&id.0).and_then(|vs| {
+            vs.iter_mut()
+                .find(|v| matches!(&v.image, Image::Undo(u) if Arc::ptr_eq(u, undo)))
+        }) {
+            v.image = Image::Copy(image.clone());
+            self.bytes.fetch_add(image.len() as u64, Ordering::Relaxed);
+            self.copied.fetch_add(1, Ordering::Relaxed);
+        }
+        image
+    }
+
+    /// Publishes `commit` (after [`seal`](Self::seal)) if no snapshot is registered, in one
+    /// hold of the registry lock, and returns true: then no snapshot below `commit` can exist
+    /// any more, and the versions it sealed (undo ones included) are dropped. Returns false,
+    /// publishing nothing, if one is registered: the caller rebuilds its undo versions
+    /// ([`rebuild`](Self::rebuild)) and then publishes (invariant 5).
+    pub(crate) fn publish_if_unregistered(&self, commit: Lsn) -> bool {
+        {
+            let mut reg = self.reg.lock();
+            if !reg.active.is_empty() {
+                return false;
+            }
+            debug_assert!(commit.0 >= reg.latest, "commits publish in LSN order");
+            reg.latest = reg.latest.max(commit.0);
+        }
+        self.collect();
+        true
     }
 
     /// Seals transaction `txn`'s pending versions of `pages` at its commit LSN `commit`.
@@ -244,8 +398,10 @@ impl Versions {
                 while i < vs.len() {
                     if vs[i].until == PENDING && vs[i].txn == txn {
                         let v = vs.swap_remove(i);
-                        freed += v.image.len() as u64;
-                        dropped.push(v.image);
+                        freed += v.image.bytes();
+                        if let Image::Copy(c) = v.image {
+                            dropped.push(c);
+                        }
                     } else {
                         i += 1;
                     }
@@ -265,7 +421,7 @@ impl Versions {
     /// The image of page `id` a reader at snapshot `lsn` must use instead of the current one,
     /// if any.
     #[inline]
-    pub(crate) fn find(&self, id: PageId, lsn: u64) -> Option<Arc<[u8]>> {
+    pub(crate) fn find(&self, id: PageId, lsn: u64) -> Option<Found> {
         if self.count.load(Ordering::Acquire) == 0 {
             return None;
         }
@@ -275,7 +431,10 @@ impl Versions {
             .iter()
             .filter(|v| v.until > lsn)
             .min_by_key(|v| v.until)
-            .map(|v| v.image.clone())
+            .map(|v| match &v.image {
+                Image::Copy(c) => Found::Image(c.clone()),
+                Image::Undo(u) => Found::Undo(u.clone()),
+            })
     }
 
     /// Drops sealed versions that no registered snapshot needs; past the budget, revokes the
@@ -313,6 +472,7 @@ impl Versions {
                 e.remove();
                 self.refused.fetch_add(1, Ordering::Relaxed);
             }
+            self.registered.store(reg.active.len(), Ordering::SeqCst);
         }
     }
 
@@ -342,9 +502,10 @@ impl Versions {
                 if let Some(i) = vs.iter().position(|v| v.until == until) {
                     let v = vs.swap_remove(i);
                     self.count.fetch_sub(1, Ordering::AcqRel);
-                    self.bytes
-                        .fetch_sub(v.image.len() as u64, Ordering::Relaxed);
-                    dropped = Some(v.image);
+                    self.bytes.fetch_sub(v.image.bytes(), Ordering::Relaxed);
+                    if let Image::Copy(c) = v.image {
+                        dropped = Some(c);
+                    }
                 }
                 if vs.is_empty() {
                     shard.remove(&page);
@@ -394,20 +555,31 @@ impl Snapshot {
 
     /// The version of page `id` this snapshot must read instead of the current page, if any.
     #[inline]
-    pub(crate) fn find(&self, id: PageId) -> Option<Arc<[u8]>> {
+    pub(crate) fn find(&self, id: PageId) -> Option<Found> {
         self.versions.find(id, self.lsn)
+    }
+
+    /// [`find`](Self::find), for a caller that cannot rebuild from the frame: an image if the
+    /// snapshot has one for the page (tests and the shuttle model).
+    #[cfg(any(test, keel_shuttle))]
+    pub(crate) fn find_image(&self, id: PageId) -> Option<Arc<[u8]>> {
+        match self.find(id)? {
+            Found::Image(c) => Some(c),
+            Found::Undo(_) => None,
+        }
     }
 }
 
 impl Drop for Snapshot {
     fn drop(&mut self) {
-        let removed = self
-            .versions
-            .reg
-            .lock()
-            .active
-            .remove(&(self.lsn, self.id))
-            .is_some();
+        let removed = {
+            let mut reg = self.versions.reg.lock();
+            let removed = reg.active.remove(&(self.lsn, self.id)).is_some();
+            self.versions
+                .registered
+                .store(reg.active.len(), Ordering::SeqCst);
+            removed
+        };
         if removed {
             self.versions.collect();
         }
@@ -437,6 +609,40 @@ impl Versions {
     pub fn shuttle_discard(&self, txn: u64, pages: &[PageId]) {
         self.discard(txn, pages);
     }
+
+    /// [`any_registered`](Self::any_registered).
+    pub fn shuttle_any_registered(&self) -> bool {
+        self.any_registered()
+    }
+
+    /// [`add_pending_undo`](Self::add_pending_undo).
+    pub fn shuttle_add_pending_undo(&self, id: PageId, txn: u64) -> Arc<PageUndo> {
+        self.add_pending_undo(id, txn)
+    }
+
+    /// [`rebuild`](Self::rebuild).
+    pub fn shuttle_rebuild(&self, id: PageId, frame: &[u8], undo: &Arc<PageUndo>) {
+        let _ = self.rebuild(id, frame, undo);
+    }
+
+    /// [`publish_if_unregistered`](Self::publish_if_unregistered).
+    pub fn shuttle_publish_if_unregistered(&self, commit: Lsn) -> bool {
+        self.publish_if_unregistered(commit)
+    }
+}
+
+/// See the `impl Versions` above.
+#[cfg(keel_shuttle)]
+impl PageUndo {
+    /// [`push`](Self::push).
+    pub fn shuttle_push(&self, offset: usize, old: &[u8]) {
+        self.push(offset, old);
+    }
+
+    /// [`undo`](Self::undo).
+    pub fn shuttle_undo(&self, page: &mut [u8]) {
+        self.undo(page);
+    }
 }
 
 /// See the `impl Versions` above.
@@ -444,7 +650,16 @@ impl Versions {
 impl Snapshot {
     /// [`find`](Self::find).
     pub fn shuttle_find(&self, id: PageId) -> Option<Arc<[u8]>> {
-        self.find(id)
+        self.find_image(id)
+    }
+
+    /// [`find`](Self::find) under the page's latch, with `frame` the page's bytes: an undo
+    /// version is rebuilt from them ([`Versions::rebuild`]).
+    pub fn shuttle_find_latched(&self, id: PageId, frame: &[u8]) -> Option<Arc<[u8]>> {
+        match self.find(id)? {
+            Found::Image(c) => Some(c),
+            Found::Undo(u) => Some(self.versions.rebuild(id, frame, &u)),
+        }
     }
 }
 
@@ -463,23 +678,23 @@ mod tests {
         // Transaction 1 changes page 5 and commits at LSN 10.
         v.add_pending(PageId(5), 1, &page(0));
         let during = v.snapshot();
-        assert_eq!(during.find(PageId(5)).as_deref(), Some(&page(0)[..]));
+        assert_eq!(during.find_image(PageId(5)).as_deref(), Some(&page(0)[..]));
         v.seal(1, &[PageId(5)], Lsn(10));
         v.publish(Lsn(10));
         let s10 = v.snapshot();
         assert_eq!(s10.lsn(), Lsn(10));
         assert!(
-            s10.find(PageId(5)).is_none(),
+            s10.find_image(PageId(5)).is_none(),
             "the page itself is at LSN 10"
         );
-        assert_eq!(s0.find(PageId(5)).as_deref(), Some(&page(0)[..]));
+        assert_eq!(s0.find_image(PageId(5)).as_deref(), Some(&page(0)[..]));
         // Transaction 2 changes it again (commit 20): s0 still sees the first image, s10 the
         // second.
         v.add_pending(PageId(5), 2, &page(1));
         v.seal(2, &[PageId(5)], Lsn(20));
         v.publish(Lsn(20));
-        assert_eq!(s0.find(PageId(5)).as_deref(), Some(&page(0)[..]));
-        assert_eq!(s10.find(PageId(5)).as_deref(), Some(&page(1)[..]));
+        assert_eq!(s0.find_image(PageId(5)).as_deref(), Some(&page(0)[..]));
+        assert_eq!(s10.find_image(PageId(5)).as_deref(), Some(&page(1)[..]));
         drop((s0, during));
         assert_eq!(v.counts().kept, 1, "only s10's version is left");
         drop(s10);
@@ -497,9 +712,9 @@ mod tests {
         drop(v.snapshot()); // collects, with no snapshot registered
         let between = v.snapshot();
         assert_eq!(between.lsn(), Lsn(0));
-        assert_eq!(between.find(PageId(4)).as_deref(), Some(&page(0)[..]));
+        assert_eq!(between.find_image(PageId(4)).as_deref(), Some(&page(0)[..]));
         v.publish(Lsn(10));
-        assert_eq!(between.find(PageId(4)).as_deref(), Some(&page(0)[..]));
+        assert_eq!(between.find_image(PageId(4)).as_deref(), Some(&page(0)[..]));
         drop(between);
         assert_eq!(v.counts().kept, 0);
     }
@@ -509,9 +724,9 @@ mod tests {
         let v = Arc::new(Versions::new(1 << 20));
         let s = v.snapshot();
         v.add_pending(PageId(1), 7, &page(3));
-        assert!(s.find(PageId(1)).is_some());
+        assert!(s.find_image(PageId(1)).is_some());
         v.discard(7, &[PageId(1)]);
-        assert!(s.find(PageId(1)).is_none());
+        assert!(s.find_image(PageId(1)).is_none());
         assert_eq!(v.counts().kept, 0);
     }
 
@@ -520,7 +735,9 @@ mod tests {
         let v = Versions::new(1 << 20);
         // Transaction 1 stores a version of page 1 and aborts while a reader holds its image.
         v.add_pending(PageId(1), 1, &[1u8; 64]);
-        let held = v.find(PageId(1), 0).expect("pending version");
+        let Some(Found::Image(held)) = v.find(PageId(1), 0) else {
+            panic!("pending version")
+        };
         v.discard(1, &[PageId(1)]);
         // Transaction 2 copies another image: the held one is not re-used.
         v.add_pending(PageId(2), 2, &[2u8; 64]);
@@ -531,7 +748,9 @@ mod tests {
         assert_eq!(v.spare.lock().len(), 1);
         v.add_pending(PageId(3), 3, &[3u8; 64]);
         assert!(v.spare.lock().is_empty());
-        let img = v.find(PageId(3), 0).expect("pending version");
+        let Some(Found::Image(img)) = v.find(PageId(3), 0) else {
+            panic!("pending version")
+        };
         assert!(img.iter().all(|&b| b == 3));
     }
 
@@ -544,9 +763,12 @@ mod tests {
         v.add_pending(PageId(2), 1, &page(0));
         v.publish(Lsn(10));
         let s = v.snapshot();
-        assert!(s.find(PageId(2)).is_some(), "the wrong order shows");
+        assert!(s.find_image(PageId(2)).is_some(), "the wrong order shows");
         v.seal(1, &[PageId(2)], Lsn(10));
-        assert!(s.find(PageId(2)).is_none(), "the right order hides it");
+        assert!(
+            s.find_image(PageId(2)).is_none(),
+            "the right order hides it"
+        );
     }
 
     #[test]

@@ -168,20 +168,23 @@ fn a_move_is_one_record_and_replays_to_the_same_page() {
     );
 }
 
-/// Abort restores every page exactly: pages whose image before the transaction is kept whole
-/// (the pending version, the normal case) and, with version copies switched off, pages restored
-/// from their recorded undo.
+/// Abort restores every page exactly, whichever way the page's image before the transaction is
+/// kept: whole (the pending version copied while a snapshot is registered), as the page's own
+/// undo (its pending version when no snapshot is registered: module `versions`, invariant 5),
+/// or, with versions switched off, as undo in the transaction's arena.
 #[test]
 fn abort_restores_pages_exactly() {
-    abort_restores_pages_exactly_with(false);
-    abort_restores_pages_exactly_with(true);
+    for (copies, undo_only) in [(true, false), (false, false), (false, true)] {
+        abort_restores_pages_exactly_with(copies, undo_only);
+    }
 }
 
-fn abort_restores_pages_exactly_with(undo_only: bool) {
+fn abort_restores_pages_exactly_with(copies: bool, undo_only: bool) {
     let (pool, store) = mem_pool(8);
     pool.knobs()
         .skip_version_copy
         .store(undo_only, std::sync::atomic::Ordering::Relaxed);
+    let _snapshot = copies.then(|| pool.snapshot());
     seed(&*store, 4);
     let before: Vec<Vec<u8>> = (0..4)
         .map(|i| pool.read(PageId(i)).unwrap().to_vec())

@@ -8,7 +8,7 @@ mod common;
 
 use common::*;
 use keel_buffer_pool::{BufferPool, MemLog, PoolError, RedoSink, Snapshot};
-use keel_page::{PageId, PageType, PAGE_HEADER_SIZE};
+use keel_page::{PageId, PageType, PAGE_HEADER_SIZE, PAGE_TRAILER_SIZE};
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -16,8 +16,9 @@ use std::sync::Arc;
 const P: usize = PAGE_HEADER_SIZE + 8;
 const PAGES: u64 = 48;
 
-/// What a page holds at a point in time: its 16 marker bytes, or freed.
-type State = HashMap<u64, Option<[u8; 16]>>;
+/// What a page holds at a point in time: its payload (every byte between header and trailer),
+/// or freed.
+type State = HashMap<u64, Option<Vec<u8>>>;
 
 fn marker(page: &[u8]) -> [u8; 16] {
     let mut m = [0u8; 16];
@@ -25,18 +26,22 @@ fn marker(page: &[u8]) -> [u8; 16] {
     m
 }
 
-/// Every live page of `want` read at `snap` holds its marker. Returns the first mismatch.
+fn payload(page: &[u8]) -> &[u8] {
+    &page[PAGE_HEADER_SIZE..page.len() - PAGE_TRAILER_SIZE]
+}
+
+/// Every live page of `want` read at `snap` holds exactly its payload. Returns the first
+/// mismatch.
 fn check(pool: &BufferPool, snap: &Snapshot, want: &State, what: &str) -> Result<(), String> {
     for (&id, m) in want {
         let Some(m) = m else { continue };
         match pool.read_at(PageId(id), snap) {
             Ok(g) => {
-                if marker(&g) != *m {
+                if payload(&g) != &m[..] {
+                    let at = payload(&g).iter().zip(m).position(|(a, b)| a != b);
                     return Err(format!(
-                        "{what}: page {id} at snapshot {}: {:?}, want {:?}",
+                        "{what}: page {id} at snapshot {}: payload differs first at byte {at:?}",
                         snap.lsn(),
-                        marker(&g),
-                        m
                     ));
                 }
             }
@@ -47,26 +52,46 @@ fn check(pool: &BufferPool, snap: &Snapshot, want: &State, what: &str) -> Result
     Ok(())
 }
 
-/// One seeded run: transactions that write, free and re-use pages, commit or abort, with
-/// snapshots taken and checked at random points (also in the middle of a transaction).
-fn run(seed: u64, skip_copy: bool, budget: u64) -> Result<(u64, u64), String> {
+/// What a run breaks on purpose.
+#[derive(Clone, Copy, Default)]
+struct Broken {
+    /// The writer keeps no committed image (invariant 1).
+    skip_copy: bool,
+    /// A commit publishes its undo-kept versions unrebuilt while snapshots are registered
+    /// (invariant 5).
+    publish_undo: bool,
+}
+
+/// One seeded run: transactions that write ranges, move bytes, free and re-use pages, commit
+/// or abort, with snapshots taken and checked at random points (also between the changes of
+/// a transaction). Half the transactions start with no snapshot registered, so they keep
+/// their versions as undo (module `versions`, invariant 5), and snapshots taken while they
+/// run rebuild pages from it.
+fn run(seed: u64, broken: Broken, budget: u64) -> Result<(u64, u64), String> {
     let (pool, store) = mem_pool_with(16, |c| c.version_budget = budget);
     pool.knobs()
         .skip_version_copy
-        .store(skip_copy, Ordering::Relaxed);
+        .store(broken.skip_copy, Ordering::Relaxed);
+    pool.knobs()
+        .publish_undo_versions
+        .store(broken.publish_undo, Ordering::Relaxed);
     seed_pages(&*store);
     let log = MemLog::new();
     let mut rng = Rng(seed);
     let mut committed: State = (0..PAGES)
         .map(|id| {
             let img = page_image(4096, id, 0, keel_page::Lsn(1));
-            (id, Some(marker(&img)))
+            (id, Some(payload(&img).to_vec()))
         })
         .collect();
+    let len = 4096 - PAGE_HEADER_SIZE - PAGE_TRAILER_SIZE;
     let mut snaps: Vec<(Snapshot, State)> = Vec::new();
     let mut checks = 0u64;
     for round in 0..60u32 {
-        if rng.below(3) == 0 || snaps.is_empty() {
+        if rng.below(2) == 0 {
+            // No snapshot while the transaction takes its first pages: undo versions.
+            snaps.clear();
+        } else if rng.below(3) == 0 || snaps.is_empty() {
             snaps.push((pool.snapshot(), committed.clone()));
         }
         if rng.below(4) == 0 && !snaps.is_empty() {
@@ -75,41 +100,70 @@ fn run(seed: u64, skip_copy: bool, budget: u64) -> Result<(u64, u64), String> {
         }
         let txn = pool.begin();
         let mut next = committed.clone();
-        for _ in 0..1 + rng.below(6) {
+        for _ in 0..1 + rng.below(8) {
             let id = rng.below(PAGES);
-            let m = [(round as u8).wrapping_mul(7) ^ rng.next() as u8; 16];
-            match (next[&id], rng.below(5)) {
-                (Some(_), 0) => {
+            match (next[&id].is_some(), rng.below(6)) {
+                (true, 0) => {
                     txn.free_page(PageId(id)).map_err(|e| e.to_string())?;
                     next.insert(id, None);
                 }
-                (Some(_), _) => {
+                (true, k) => {
                     let mut g = txn.write(PageId(id)).map_err(|e| e.to_string())?;
-                    g.write(P, &m).map_err(|e| e.to_string())?;
-                    next.insert(id, Some(m));
+                    let page = next.get_mut(&id).and_then(|p| p.as_mut()).ok_or("page")?;
+                    // Several changes, some overlapping: undo must run them back newest first.
+                    for _ in 0..1 + k % 3 {
+                        let n = 1 + rng.below(64) as usize;
+                        let at = rng.below((len - n) as u64) as usize;
+                        if rng.below(3) == 0 {
+                            let to = rng.below((len - n) as u64) as usize;
+                            g.move_within(PAGE_HEADER_SIZE + at, PAGE_HEADER_SIZE + to, n)
+                                .map_err(|e| e.to_string())?;
+                            page.copy_within(at..at + n, to);
+                        } else {
+                            let bytes: Vec<u8> = (0..n).map(|_| rng.next() as u8).collect();
+                            g.write(PAGE_HEADER_SIZE + at, &bytes)
+                                .map_err(|e| e.to_string())?;
+                            page[at..at + n].copy_from_slice(&bytes);
+                        }
+                    }
                 }
-                (None, _) => {
+                (false, _) => {
                     // Re-use a freed page (possibly freed by this same transaction).
                     let mut g = txn
                         .new_page(PageId(id), PageType::RAW)
                         .map_err(|e| e.to_string())?;
+                    let m = [(round as u8).wrapping_mul(7) ^ rng.next() as u8; 16];
                     g.write(P, &m).map_err(|e| e.to_string())?;
-                    next.insert(id, Some(m));
+                    let mut page = vec![0u8; len];
+                    page[P - PAGE_HEADER_SIZE..P - PAGE_HEADER_SIZE + 16].copy_from_slice(&m);
+                    next.insert(id, Some(page));
                 }
+            }
+            if rng.below(4) == 0 {
+                // A snapshot taken between two changes reads the committed state.
+                snaps.push((pool.snapshot(), committed.clone()));
             }
         }
         // Mid-transaction: no snapshot sees the uncommitted changes; a snapshot taken now
         // sees the committed state.
+        // (Not always: reading every page rebuilds every undo version, and the commit's own
+        // rebuild must be tested too.)
         let now = pool.snapshot();
-        check(
-            &pool,
-            &now,
-            &committed,
-            &format!("round {round} mid-txn, new"),
-        )?;
+        if rng.below(3) == 0 {
+            check(
+                &pool,
+                &now,
+                &committed,
+                &format!("round {round} mid-txn, new"),
+            )?;
+        }
+        // Each snapshot is read at some points only: a page a snapshot first reads rounds
+        // after it was changed must still read right.
         for (s, want) in &snaps {
-            check(&pool, s, want, &format!("round {round} mid-txn"))?;
-            checks += 1;
+            if rng.below(2) == 0 {
+                check(&pool, s, want, &format!("round {round} mid-txn"))?;
+                checks += 1;
+            }
         }
         drop(now);
         if rng.below(4) == 0 {
@@ -123,9 +177,18 @@ fn run(seed: u64, skip_copy: bool, budget: u64) -> Result<(u64, u64), String> {
             pool.flush_up_to(log.end_lsn()).map_err(|e| e.to_string())?;
         }
         for (s, want) in &snaps {
-            check(&pool, s, want, &format!("round {round} after"))?;
-            checks += 1;
+            if rng.below(3) == 0 {
+                check(&pool, s, want, &format!("round {round} after"))?;
+                checks += 1;
+            }
         }
+        // The pool itself holds the newest commit (aborts restored every byte).
+        let latest = pool.snapshot();
+        check(&pool, &latest, &committed, &format!("round {round} latest"))?;
+    }
+    for (s, want) in &snaps {
+        check(&pool, s, want, "at the end")?;
+        checks += 1;
     }
     let refused = pool.version_counts().refused;
     drop(snaps);
@@ -144,7 +207,8 @@ fn seed_pages(store: &dyn keel_buffer_pool::PageStore) {
 fn a_reader_never_sees_an_uncommitted_change() {
     let mut total = 0;
     for s in 0..40 {
-        let (checks, refused) = run(s, false, 64 << 20).unwrap_or_else(|e| panic!("seed {s}: {e}"));
+        let (checks, refused) =
+            run(s, Broken::default(), 64 << 20).unwrap_or_else(|e| panic!("seed {s}: {e}"));
         assert_eq!(refused, 0, "a budget of 64 MiB refuses nothing here");
         total += checks;
     }
@@ -155,8 +219,32 @@ fn a_reader_never_sees_an_uncommitted_change() {
 fn skipping_the_writers_copy_is_caught() {
     // Knob: the writer changes pages without keeping their committed image (invariant 1
     // broken). Some seed must show a snapshot reading a change it must not see.
-    let caught = (0..40).filter(|&s| run(s, true, 64 << 20).is_err()).count();
+    let broken = Broken {
+        skip_copy: true,
+        ..Broken::default()
+    };
+    let caught = (0..40)
+        .filter(|&s| run(s, broken, 64 << 20).is_err())
+        .count();
     assert!(caught > 0, "the model did not catch the missing copy");
+}
+
+#[test]
+fn publishing_undo_versions_unrebuilt_is_caught() {
+    // Knob: a commit publishes while a snapshot is registered without rebuilding the versions
+    // it kept as undo (invariant 5 broken). The snapshot later rebuilds from a frame that has
+    // been stamped and changed since: some seed must show a wrong page.
+    let broken = Broken {
+        publish_undo: true,
+        ..Broken::default()
+    };
+    let caught = (0..40)
+        .filter(|&s| run(s, broken, 64 << 20).is_err())
+        .count();
+    assert!(
+        caught > 0,
+        "the model did not catch unrebuilt undo versions"
+    );
 }
 
 #[test]
@@ -165,7 +253,8 @@ fn a_small_budget_refuses_old_snapshots_but_never_lies() {
     // returns a page (check() accepts only the right marker or the refusal).
     let mut refused = 0;
     for s in 0..40 {
-        let (_, r) = run(s, false, 3 * 4096).unwrap_or_else(|e| panic!("seed {s}: {e}"));
+        let (_, r) =
+            run(s, Broken::default(), 3 * 4096).unwrap_or_else(|e| panic!("seed {s}: {e}"));
         refused += r;
     }
     assert!(refused > 0, "the budget never bit");
@@ -263,4 +352,65 @@ fn readers_on_threads_see_whole_commits() {
     assert!(reads > 0);
     let c = pool.version_counts();
     assert_eq!((c.kept, c.snapshots), (0, 0), "{c:?}");
+}
+
+/// Module `versions`, invariant 5, step by step: a transaction that starts with no snapshot
+/// keeps undo, not a copy; a snapshot taken while it runs rebuilds the page from it; one
+/// registered at its commit makes the commit rebuild the image before it publishes, so a
+/// later change of the page (by the next transaction) cannot reach that snapshot. The knob
+/// `publish_undo_versions` (publish without rebuilding) breaks the last step.
+fn undo_versions_step_by_step(publish_undo: bool) -> Result<(), String> {
+    let (pool, store) = mem_pool(16);
+    pool.knobs()
+        .publish_undo_versions
+        .store(publish_undo, Ordering::Relaxed);
+    seed_pages(&*store);
+    let log = MemLog::new();
+    let e = |e: PoolError| e.to_string();
+    let original = |id: u64| -> Result<Vec<u8>, String> {
+        Ok(payload(&pool.read(PageId(id)).map_err(e)?).to_vec())
+    };
+    let (seven, eight) = (original(7)?, original(8)?);
+    let copied = pool.version_counts().copied;
+    let txn = pool.begin();
+    for id in [7, 8] {
+        txn.write(PageId(id))
+            .and_then(|mut g| g.write(P, &[1u8; 16]))
+            .map_err(e)?;
+    }
+    if pool.version_counts().copied != copied {
+        return Err("a transaction with no snapshot registered copied its pages".into());
+    }
+    // Page 7 is rebuilt by a reader mid-transaction; page 8 is left to the commit.
+    let during = pool.snapshot();
+    if payload(&pool.read_at(PageId(7), &during).map_err(e)?) != &seven[..] {
+        return Err("a snapshot taken mid-transaction did not rebuild the page".into());
+    }
+    txn.write(PageId(8))
+        .and_then(|mut g| g.write(P + 100, &[2u8; 16]))
+        .map_err(e)?;
+    txn.commit(&log).map_err(e)?;
+    // The next transaction changes page 8 where the first did not.
+    let txn = pool.begin();
+    txn.write(PageId(8))
+        .and_then(|mut g| g.write(P + 200, &[3u8; 16]))
+        .map_err(e)?;
+    txn.commit(&log).map_err(e)?;
+    for (id, want) in [(7, &seven), (8, &eight)] {
+        if payload(&pool.read_at(PageId(id), &during).map_err(e)?) != &want[..] {
+            return Err(format!(
+                "page {id}: a snapshot older than two commits read a changed page"
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn undo_versions_are_rebuilt_for_registered_snapshots() {
+    undo_versions_step_by_step(false).unwrap();
+    assert!(
+        undo_versions_step_by_step(true).is_err(),
+        "publishing undo versions unrebuilt went unnoticed"
+    );
 }
