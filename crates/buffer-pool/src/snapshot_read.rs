@@ -77,7 +77,7 @@ impl BufferPool {
             Some(Found::Image(v)) => SnapPage::Version(v),
             // Module `versions`, invariant 5: under the shared latch the frame and the undo
             // its owner recorded under the exclusive latch match.
-            Some(Found::Undo(u)) => SnapPage::Version(self.versions.rebuild(id, &g, &u)),
+            Some(Found::Undo(t, slot)) => SnapPage::Version(self.versions.rebuild(&g, &t, slot)),
             None => SnapPage::Frame(g),
         };
         snap.check()?;

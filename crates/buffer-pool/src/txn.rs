@@ -26,7 +26,7 @@ use crate::knobs::TestKnobs;
 use crate::page_store::RedoSink;
 use crate::redo::Record;
 use crate::stats::bump;
-use crate::versions::PageUndo;
+use crate::versions::TxnUndo;
 use crate::{BufferPool, PoolError, Result};
 use keel_page::{set_lsn, Lsn, PageHeader, PageId, PageType, PAGE_HEADER_SIZE, PAGE_TRAILER_SIZE};
 use std::cell::{Cell, RefCell};
@@ -63,9 +63,10 @@ struct Entry {
     /// records no undo (the copy is the undo: rollback and a full page image use it). Dropped
     /// before the versions are sealed, so a retired image can be recycled.
     before: Option<Arc<[u8]>>,
-    /// The page's pending version kept as undo (module `versions`, invariant 5): every change
-    /// records the bytes it overwrites here, not in the transaction's arena.
-    lazy: Option<Arc<PageUndo>>,
+    /// The page's pending version is kept as undo (module `versions`, invariant 5), in this
+    /// slot of the transaction's `TxnUndo`: every change records what undoes it there, not in
+    /// the transaction's arena.
+    lazy: Option<u32>,
     /// The page was made a copy of this one ([`PageTxn::copy_page`]): it must be written
     /// before that page's next write (module `copy_deps`) and is never rebuildable from redo
     /// alone.
@@ -109,25 +110,43 @@ struct TxnState {
     undo_bytes: Vec<u8>,
     /// Committed images offered for pages the transaction may take (module `precopy`).
     copies: HashMap<PageId, Arc<[u8]>, crate::page_table::BuildIdHash>,
+    /// This transaction's registration of the pages it keeps as undo (module `versions`,
+    /// invariant 5), from its first such page on.
+    undo_txn: Option<Arc<TxnUndo>>,
     /// Entries that hold a frame.
     held: usize,
     redo_bytes: usize,
 }
 
 impl TxnState {
-    /// The pages whose committed image this transaction keeps as a pending version.
+    /// The pages whose committed image this transaction keeps as a pending version in the
+    /// store (not those it keeps as undo: they are registered with `undo_txn`).
     fn versioned_pages(&self) -> Vec<PageId> {
         self.entries
             .iter()
-            .filter(|e| e.versioned)
+            .filter(|e| e.versioned && e.lazy.is_none())
             .map(|e| e.page_id)
             .collect()
     }
 
+    /// Records what undoes `op` (checked, about to be applied to `page`, entry `entry`'s page):
+    /// a move into the page's own undo as the move back plus the bytes it uncovers; anything
+    /// else as the bytes it overwrites.
+    fn push_undo_op(&mut self, entry: usize, op: keel_page::PageOp<'_>, page: &[u8]) {
+        if let (Some(slot), Some(t), keel_page::PageOp::Move { src, dst, len }) =
+            (self.entries[entry].lazy, &self.undo_txn, op)
+        {
+            t.push_move(slot, page, src, dst, len);
+            return;
+        }
+        let (at, len) = op.target();
+        self.push_undo(entry, at, &page[at..at + len]);
+    }
+
     /// Records that entry `entry`'s page had `old` at `offset`.
     fn push_undo(&mut self, entry: usize, offset: usize, old: &[u8]) {
-        if let Some(lazy) = &self.entries[entry].lazy {
-            lazy.push(offset, old);
+        if let (Some(slot), Some(t)) = (self.entries[entry].lazy, &self.undo_txn) {
+            t.push(slot, offset, old);
             return;
         }
         self.undo.push(Undo {
@@ -451,11 +470,14 @@ impl<'p> PageTxn<'p> {
     /// Keeps page `id`'s committed image as undo, this transaction's pending version (module
     /// `versions`, invariant 5), or None with the test knob `skip_version_copy`. Call it under
     /// the exclusive latch, before the first change.
-    fn keep_undo_version(&self, id: PageId) -> Option<Arc<PageUndo>> {
+    fn keep_undo_version(&self, id: PageId) -> Option<u32> {
         if TestKnobs::on(&self.pool.knobs.skip_version_copy) {
             return None;
         }
-        Some(self.pool.versions.add_pending_undo(id, self.id))
+        let versions = &self.pool.versions;
+        let mut st = self.st.borrow_mut();
+        let t = st.undo_txn.get_or_insert_with(|| versions.begin_undo());
+        Some(t.add_page(id.0))
     }
 
     /// Before page `id` is started afresh: if it is not resident and a snapshot may still
@@ -745,8 +767,8 @@ impl<'p> PageTxn<'p> {
                             image[u.offset..u.offset + u.len]
                                 .copy_from_slice(&st.undo_bytes[u.at..u.at + u.len]);
                         }
-                        if let Some(lazy) = &e.lazy {
-                            lazy.undo(&mut image);
+                        if let (Some(slot), Some(t)) = (e.lazy, &st.undo_txn) {
+                            t.undo_copy(slot, &mut image);
                         }
                         image
                     }
@@ -805,17 +827,30 @@ impl<'p> PageTxn<'p> {
         // commit); with none, the publish drops them in the same hold of the registry lock. The
         // pages are still owned and unstamped, so frame + undo is the image before this commit.
         pool.versions.seal(self.id, &st.versioned_pages(), end);
-        let lazy = st.entries.iter().any(|e| e.lazy.is_some());
-        if !lazy || !pool.versions.publish_if_unregistered(end) {
-            if !TestKnobs::on(&pool.knobs.publish_undo_versions) {
-                for e in st.entries.iter() {
-                    if let (Some(u), Some(f)) = (&e.lazy, e.frame) {
-                        let frame = pool.frames[f as usize].shared();
-                        pool.versions.rebuild(e.page_id, frame.bytes(), u);
+        match st.undo_txn.take() {
+            None => pool.versions.publish(end),
+            Some(t) => {
+                pool.versions.seal_undo(&t, end);
+                if !pool.versions.publish_if_unregistered(end) {
+                    if !TestKnobs::on(&pool.knobs.publish_undo_versions) {
+                        let mut kept = Vec::new();
+                        for e in st.entries.iter() {
+                            if let (Some(slot), Some(f)) = (e.lazy, e.frame) {
+                                let frame = pool.frames[f as usize].shared();
+                                let image = pool.versions.rebuild(frame.bytes(), &t, slot);
+                                pool.versions.add_pending_image(e.page_id, self.id, image);
+                                kept.push(e.page_id);
+                            }
+                        }
+                        pool.versions.seal(self.id, &kept, end);
                     }
+                    pool.versions.publish(end);
                 }
+                // Published: no snapshot reads the undo any more (those below the commit
+                // read the images just kept). Let go of it before the pages are stamped.
+                st.entries.iter_mut().for_each(|e| e.lazy = None);
+                pool.versions.end_undo(t);
             }
-            pool.versions.publish(end);
         }
         drop(order);
         // Copies first (module `copy_deps`): a copy is dirty before its source can be written.
@@ -904,17 +939,21 @@ impl<'p> PageTxn<'p> {
             let mut x = pool.frames[f as usize].exclusive();
             x.bytes_mut().copy_from_slice(&before);
         }
-        // Pages whose version is undo: undo their own changes (newest first).
+        // Pages whose version is undo: undo their own changes (newest first), and empty the
+        // undo under the same exclusive latch (a reader then rebuilds from the restored page
+        // with nothing to undo; undoing a move twice would not give the page back).
         for e in &mut st.entries {
             let lazy = e.lazy.take();
-            let (Some(lazy), Some(f), Some(_)) = (lazy, e.frame, e.first_init) else {
+            let (Some(slot), Some(t), Some(f), Some(_)) =
+                (lazy, &st.undo_txn, e.frame, e.first_init)
+            else {
                 continue;
             };
             if e.fresh {
                 continue;
             }
             let mut x = pool.frames[f as usize].exclusive();
-            lazy.undo(x.bytes_mut());
+            t.roll_back(slot, x.bytes_mut());
         }
         for u in st.undo.drain(..).rev() {
             let e = &st.entries[u.entry];
@@ -931,6 +970,9 @@ impl<'p> PageTxn<'p> {
         let versioned = st.versioned_pages();
         if !versioned.is_empty() {
             pool.versions.discard(self.id, &versioned);
+        }
+        if let Some(t) = st.undo_txn.take() {
+            pool.versions.end_undo(t);
         }
         for e in st.entries.drain(..) {
             let Some(f) = e.frame else { continue };

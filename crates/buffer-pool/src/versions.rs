@@ -33,7 +33,7 @@
 //!    before any version it needed is dropped, and a reader checks it after its lookup, so it
 //!    never uses a newer page in place of a dropped version (`the_budget_revokes_the_oldest`).
 //! 5. **Undo versions are rebuilt while the page is the transaction's**: a version kept as
-//!    undo ([`PageUndo`], the bytes each change overwrote) is the page in its frame with those
+//!    undo ([`TxnUndo`], module `txn_undo`: the bytes each change overwrote) is the page in its frame with those
 //!    bytes put back, which holds only while the transaction owns the page and has not yet
 //!    stamped it. So a reader rebuilds it under the page's shared latch (the transaction records
 //!    undo under the exclusive one) and keeps the copy as the version; and the commit, after
@@ -49,6 +49,9 @@ use crate::{PoolError, Result};
 use keel_page::{Lsn, PageId};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
+mod txn_undo;
+pub use txn_undo::TxnUndo;
+
 const SHARDS: usize = 64;
 /// The end of a pending version (its transaction has not committed).
 const PENDING: u64 = u64::MAX;
@@ -60,77 +63,17 @@ struct Version {
     until: u64,
     /// The write transaction that stored it.
     txn: u64,
-    image: Image,
+    image: Arc<[u8]>,
 }
 
-/// How a version holds its image.
-#[derive(Debug, Clone)]
-enum Image {
-    /// A copy of the page.
-    Copy(Arc<[u8]>),
-    /// The bytes the transaction's changes overwrote: the image is the page in its frame with
-    /// these undone (invariant 5). Only while the transaction owns the page.
-    Undo(Arc<PageUndo>),
-}
-
-impl Image {
-    fn bytes(&self) -> u64 {
-        match self {
-            Image::Copy(c) => c.len() as u64,
-            Image::Undo(_) => 0,
-        }
-    }
-}
-
-/// What a reader found for a page: an image to read, or the undo to rebuild one from the page's
-/// frame (under its shared latch: [`Versions::rebuild`]).
+/// What a reader found for a page: an image to read, or a transaction's undo to rebuild one
+/// from the page's frame (under its shared latch: [`Versions::rebuild`]).
 #[derive(Debug, Clone)]
 pub(crate) enum Found {
     /// The page as the snapshot sees it.
     Image(Arc<[u8]>),
-    /// Rebuild it from the frame.
-    Undo(Arc<PageUndo>),
-}
-
-/// The bytes a write transaction's changes of one page overwrote, oldest first: the page's
-/// pending version kept as undo instead of a copy (invariant 5). The transaction appends under
-/// the page's exclusive latch; a reader reads them under the shared latch, so what it sees
-/// matches the frame.
-#[derive(Debug, Default)]
-pub struct PageUndo {
-    steps: Mutex<UndoSteps>,
-}
-
-#[derive(Debug, Default)]
-struct UndoSteps {
-    /// (offset in the page, length, position in `bytes`).
-    steps: Vec<(u32, u32, u32)>,
-    bytes: Vec<u8>,
-}
-
-impl PageUndo {
-    /// Records that the page had `old` at `offset` before a change.
-    pub(crate) fn push(&self, offset: usize, old: &[u8]) {
-        let mut u = self.steps.lock();
-        let at = u.bytes.len() as u32;
-        u.steps.push((offset as u32, old.len() as u32, at));
-        u.bytes.extend_from_slice(old);
-    }
-
-    /// Undoes every recorded change on `page`, newest first. A step outside the page (which
-    /// a page of the transaction's own size cannot have) is skipped.
-    pub(crate) fn undo(&self, page: &mut [u8]) {
-        let u = self.steps.lock();
-        for &(offset, len, at) in u.steps.iter().rev() {
-            let (o, l, a) = (offset as usize, len as usize, at as usize);
-            if let (Some(dst), Some(src)) = (
-                page.get_mut(o..o.saturating_add(l)),
-                u.bytes.get(a..a.saturating_add(l)),
-            ) {
-                dst.copy_from_slice(src);
-            }
-        }
-    }
+    /// Rebuild it from the frame with this transaction's undo of the page (its slot).
+    Undo(Arc<TxnUndo>, u32),
 }
 
 /// Versions of the pages of one shard, by page id.
@@ -173,6 +116,11 @@ pub struct Versions {
     /// Images of dropped versions that nothing else holds, kept for the next copies (one
     /// allocation of a page per copy otherwise: most of a transaction's allocator time).
     spare: Mutex<Vec<Arc<[u8]>>>,
+    /// A finished transaction's undo, emptied, for the next one (its buffers kept).
+    spare_undo: Mutex<Option<Arc<TxnUndo>>>,
+    /// Transactions keeping pages as undo (at most one per writer), and how many.
+    lazy: Mutex<Vec<Arc<TxnUndo>>>,
+    lazy_count: AtomicUsize,
     budget: u64,
     refused: AtomicU64,
     copied: AtomicU64,
@@ -203,6 +151,9 @@ impl Versions {
             reg: Mutex::new(Registry::default()),
             sealed: Mutex::new(VecDeque::new()),
             spare: Mutex::new(Vec::new()),
+            spare_undo: Mutex::new(None),
+            lazy: Mutex::new(Vec::new()),
+            lazy_count: AtomicUsize::new(0),
             budget,
             refused: AtomicU64::new(0),
             copied: AtomicU64::new(0),
@@ -289,7 +240,7 @@ impl Versions {
             .push(Version {
                 until: PENDING,
                 txn,
-                image: Image::Copy(image.clone()),
+                image: image.clone(),
             });
         self.count.fetch_add(1, Ordering::AcqRel);
         self.bytes.fetch_add(len, Ordering::Relaxed);
@@ -297,48 +248,52 @@ impl Versions {
         image
     }
 
-    /// Stores an empty undo as transaction `txn`'s pending version of page `id` (invariant 5;
-    /// call it where [`add_pending_image`](Self::add_pending_image) would be called: under the
-    /// exclusive latch, before the first change). Every change of the page then records the
-    /// bytes it overwrites in the returned undo, under the same latch.
-    pub(crate) fn add_pending_undo(&self, id: PageId, txn: u64) -> Arc<PageUndo> {
-        let undo = Arc::new(PageUndo::default());
-        self.shard(id)
-            .lock()
-            .entry(id.0)
-            .or_default()
-            .push(Version {
-                until: PENDING,
-                txn,
-                image: Image::Undo(undo.clone()),
-            });
-        self.count.fetch_add(1, Ordering::AcqRel);
-        undo
+    /// Registers a transaction as one that keeps pages as undo (invariant 5), before its
+    /// first such page. Each page is then added with [`TxnUndo::add_page`] under its exclusive
+    /// latch, before its first change, and every change records what undoes it there, under
+    /// the same latch.
+    pub(crate) fn begin_undo(&self) -> Arc<TxnUndo> {
+        let t = match self.spare_undo.lock().take() {
+            Some(t) => {
+                t.reset(PENDING);
+                t
+            }
+            None => Arc::new(TxnUndo::new(PENDING)),
+        };
+        let mut lazy = self.lazy.lock();
+        lazy.push(t.clone());
+        self.lazy_count.store(lazy.len(), Ordering::SeqCst);
+        t
     }
 
-    /// Page `id`'s image before transaction `undo`'s changes: `frame` (the page's bytes, read
-    /// under its shared latch, or by its owner) with them undone. Kept as the version in
-    /// place of the undo (once: later readers and the commit use the copy).
-    pub(crate) fn rebuild(&self, id: PageId, frame: &[u8], undo: &Arc<PageUndo>) -> Arc<[u8]> {
+    /// Marks transaction `t`'s undo versions valid for snapshots below `commit` only (its
+    /// [`seal`](Self::seal)).
+    pub(crate) fn seal_undo(&self, t: &TxnUndo, commit: Lsn) {
+        t.until.store(commit.0, Ordering::SeqCst);
+    }
+
+    /// Unregisters transaction `t` (after its publish, or after its rollback restored its
+    /// pages) and keeps its buffers for the next one if no reader still holds it.
+    pub(crate) fn end_undo(&self, t: Arc<TxnUndo>) {
+        {
+            let mut lazy = self.lazy.lock();
+            lazy.retain(|x| !Arc::ptr_eq(x, &t));
+            self.lazy_count.store(lazy.len(), Ordering::SeqCst);
+        }
+        if Arc::strong_count(&t) == 1 {
+            *self.spare_undo.lock() = Some(t);
+        }
+    }
+
+    /// The page of `slot` before transaction `t`'s changes: `frame` (the page's bytes, read
+    /// under its shared latch, or by its owner) with them undone. Kept with the undo, so it is
+    /// rebuilt once: later readers and the commit use the copy.
+    pub(crate) fn rebuild(&self, frame: &[u8], t: &TxnUndo, slot: u32) -> Arc<[u8]> {
+        if let Some(img) = t.rebuilt(slot) {
+            return img;
+        }
         let mut image = self.copy_of(frame);
-        match Arc::get_mut(&mut image) {
-            Some(buf) => undo.undo(buf),
-            None => {
-                let mut v = frame.to_vec();
-                undo.undo(&mut v);
-                image = Arc::from(v);
-            }
-        }
-        let mut shard = self.shard(id).lock();
-        if let Some(v) = shard.get_mut(&id.0).and_then(|vs| {
-            vs.iter_mut()
-                .find(|v| matches!(&v.image, Image::Undo(u) if Arc::ptr_eq(u, undo)))
-        }) {
-            v.image = Image::Copy(image.clone());
-            self.bytes.fetch_add(image.len() as u64, Ordering::Relaxed);
-            self.copied.fetch_add(1, Ordering::Relaxed);
-        }
-        image
+        t.rebuild_into(slot, &mut image)
     }
 
     /// Publishes `commit` (after [`seal`](Self::seal)) if no snapshot is registered, in one
@@ -398,10 +353,8 @@ impl Versions {
                 while i < vs.len() {
                     if vs[i].until == PENDING && vs[i].txn == txn {
                         let v = vs.swap_remove(i);
-                        freed += v.image.bytes();
-                        if let Image::Copy(c) = v.image {
-                            dropped.push(c);
-                        }
+                        freed += v.image.len() as u64;
+                        dropped.push(v.image);
                     } else {
                         i += 1;
                     }
@@ -422,19 +375,33 @@ impl Versions {
     /// if any.
     #[inline]
     pub(crate) fn find(&self, id: PageId, lsn: u64) -> Option<Found> {
-        if self.count.load(Ordering::Acquire) == 0 {
-            return None;
+        let mut best: Option<(u64, Found)> = None;
+        if self.count.load(Ordering::Acquire) > 0 {
+            let shard = self.shard(id).lock();
+            best = shard.get(&id.0).and_then(|vs| {
+                vs.iter()
+                    .filter(|v| v.until > lsn)
+                    .min_by_key(|v| v.until)
+                    .map(|v| (v.until, Found::Image(v.image.clone())))
+            });
         }
-        let shard = self.shard(id).lock();
-        shard
-            .get(&id.0)?
-            .iter()
-            .filter(|v| v.until > lsn)
-            .min_by_key(|v| v.until)
-            .map(|v| match &v.image {
-                Image::Copy(c) => Found::Image(c.clone()),
-                Image::Undo(u) => Found::Undo(u.clone()),
-            })
+        if self.lazy_count.load(Ordering::SeqCst) > 0 {
+            for t in self.lazy.lock().iter() {
+                let until = t.until.load(Ordering::SeqCst);
+                // A stored version ending no later wins (same image, or an older one needed).
+                if until <= lsn || best.as_ref().is_some_and(|(b, _)| *b <= until) {
+                    continue;
+                }
+                if let Some(slot) = t.slot_of(id.0) {
+                    let found = match t.rebuilt(slot) {
+                        Some(img) => Found::Image(img),
+                        None => Found::Undo(t.clone(), slot),
+                    };
+                    best = Some((until, found));
+                }
+            }
+        }
+        best.map(|(_, f)| f)
     }
 
     /// Drops sealed versions that no registered snapshot needs; past the budget, revokes the
@@ -502,10 +469,9 @@ impl Versions {
                 if let Some(i) = vs.iter().position(|v| v.until == until) {
                     let v = vs.swap_remove(i);
                     self.count.fetch_sub(1, Ordering::AcqRel);
-                    self.bytes.fetch_sub(v.image.bytes(), Ordering::Relaxed);
-                    if let Image::Copy(c) = v.image {
-                        dropped = Some(c);
-                    }
+                    self.bytes
+                        .fetch_sub(v.image.len() as u64, Ordering::Relaxed);
+                    dropped = Some(v.image);
                 }
                 if vs.is_empty() {
                     shard.remove(&page);
@@ -565,7 +531,7 @@ impl Snapshot {
     pub(crate) fn find_image(&self, id: PageId) -> Option<Arc<[u8]>> {
         match self.find(id)? {
             Found::Image(c) => Some(c),
-            Found::Undo(_) => None,
+            Found::Undo(..) => None,
         }
     }
 }
@@ -615,14 +581,26 @@ impl Versions {
         self.any_registered()
     }
 
-    /// [`add_pending_undo`](Self::add_pending_undo).
-    pub fn shuttle_add_pending_undo(&self, id: PageId, txn: u64) -> Arc<PageUndo> {
-        self.add_pending_undo(id, txn)
+    /// [`begin_undo`](Self::begin_undo).
+    pub fn shuttle_begin_undo(&self) -> Arc<TxnUndo> {
+        self.begin_undo()
     }
 
-    /// [`rebuild`](Self::rebuild).
-    pub fn shuttle_rebuild(&self, id: PageId, frame: &[u8], undo: &Arc<PageUndo>) {
-        let _ = self.rebuild(id, frame, undo);
+    /// [`seal_undo`](Self::seal_undo).
+    pub fn shuttle_seal_undo(&self, t: &TxnUndo, commit: Lsn) {
+        self.seal_undo(t, commit);
+    }
+
+    /// [`end_undo`](Self::end_undo).
+    pub fn shuttle_end_undo(&self, t: Arc<TxnUndo>) {
+        self.end_undo(t);
+    }
+
+    /// [`rebuild`](Self::rebuild), kept as `txn`'s pending version of page `id` (what a
+    /// commit with a snapshot registered does).
+    pub fn shuttle_keep_rebuilt(&self, id: PageId, txn: u64, frame: &[u8], t: &TxnUndo, slot: u32) {
+        let image = self.rebuild(frame, t, slot);
+        self.add_pending_image(id, txn, image);
     }
 
     /// [`publish_if_unregistered`](Self::publish_if_unregistered).
@@ -633,15 +611,20 @@ impl Versions {
 
 /// See the `impl Versions` above.
 #[cfg(keel_shuttle)]
-impl PageUndo {
-    /// [`push`](Self::push).
-    pub fn shuttle_push(&self, offset: usize, old: &[u8]) {
-        self.push(offset, old);
+impl TxnUndo {
+    /// [`add_page`](Self::add_page).
+    pub fn shuttle_add_page(&self, id: PageId) -> u32 {
+        self.add_page(id.0)
     }
 
-    /// [`undo`](Self::undo).
-    pub fn shuttle_undo(&self, page: &mut [u8]) {
-        self.undo(page);
+    /// [`push`](Self::push).
+    pub fn shuttle_push(&self, slot: u32, offset: usize, old: &[u8]) {
+        self.push(slot, offset, old);
+    }
+
+    /// [`roll_back`](Self::roll_back).
+    pub fn shuttle_roll_back(&self, slot: u32, page: &mut [u8]) {
+        self.roll_back(slot, page);
     }
 }
 
@@ -658,7 +641,7 @@ impl Snapshot {
     pub fn shuttle_find_latched(&self, id: PageId, frame: &[u8]) -> Option<Arc<[u8]>> {
         match self.find(id)? {
             Found::Image(c) => Some(c),
-            Found::Undo(u) => Some(self.versions.rebuild(id, frame, &u)),
+            Found::Undo(t, slot) => Some(self.versions.rebuild(frame, &t, slot)),
         }
     }
 }

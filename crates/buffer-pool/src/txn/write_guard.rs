@@ -73,9 +73,8 @@ impl PageWriteGuard<'_> {
         let id = self.id;
         let page = self.latch.bytes_mut();
         let mut st = self.txn.st.borrow_mut();
-        let (at, len) = op.target();
         if st.entries[self.entry].needs_undo() {
-            st.push_undo(self.entry, at, &page[at..at + len]);
+            st.push_undo_op(self.entry, op, page);
         }
         op.apply(page).map_err(|e| outside(id, e))?;
         st.redo_bytes += match op {
