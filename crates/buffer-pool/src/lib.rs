@@ -90,12 +90,16 @@
 //! loads, pins), `free_list`, `eviction` (the CLOCK sweep), `prefetch`, `flush_list` (dirty
 //! pages and write batches), `checkpoint` (the checkpoint-LSN rule), `optimistic` (latch-free
 //! reads), `cleaner` (the page cleaner's thread and policies), `txn` (write transactions; `txn::precopy`: page copies made before a hold),
+//! [`versions`] (page versions and snapshots; `versions::txn_undo`: pages a transaction keeps
+//! as undo while no snapshot is registered), `snapshot_read` (reads at a snapshot),
 //! [`recovery`] (redo application) and `page_store` (what the pool reads from and writes to).
 //!
 //! # Lock order
 //!
 //! checkpoint decision lock → frame latch → frame meta → flush list → page-table shard
 //! (the shard lock is innermost: nothing is acquired while holding it except atomics).
+//! Version store: snapshot registry → sealed list → version shard; frame latch → the list of
+//! undo registrations → one transaction's undo.
 
 mod checkpoint;
 mod cleaner;
