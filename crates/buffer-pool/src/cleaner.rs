@@ -1,11 +1,18 @@
 //! The page cleaner thread.
 //!
 //! Each round (every `cleaner_interval_ms`, or at once when a user thread finds the free list
-//! below half the reserve) it:
+//! below half the reserve or a commit leaves a backed-off cleaner too many dirty pages) it:
 //! 1. refills the free list to the reserve: cold clean frames are evicted to it; if that is not
 //!    enough, a batch of cold dirty pages is written through the page writer and then evicted;
 //! 2. while more than `dirty_target_pct` of the frames are dirty, writes batches of the oldest
 //!    dirty pages, so `oldest_dirty_lsn` (and the checkpoint) can advance.
+//!
+//! A round with nothing to do (the reserve is full and the pool is within its dirty target)
+//! doubles the wait, up to one second, so an idle store does not wake the cleaner every
+//! interval; any round with work resets it. A backed-off cleaner is woken by whatever makes
+//! work: a user thread short of free frames, or a commit that leaves the pool past its dirty
+//! target (the flag `cleaner_backoff` is set before the cleaner looks and read after the
+//! commit dirtied its pages, so one of the two sees the other).
 //!
 //! It never writes a page held by an uncommitted transaction (no-steal) and the page writer
 //! makes the log durable up to each page's LSN first (WAL rule). Errors are counted
@@ -51,6 +58,7 @@ impl BufferPool {
             c.stop = false;
             c.running = true;
         }
+        self.cleaner_backoff.store(true, Ordering::SeqCst);
         let pool = Arc::clone(self);
         let thread = std::thread::Builder::new()
             .name("keel-page-cleaner".into())
@@ -69,6 +77,21 @@ impl BufferPool {
 }
 
 impl BufferPool {
+    /// Whether a cleaner round would do nothing: the free list holds the reserve and no more
+    /// than `dirty_target_pct` of the frames are dirty.
+    fn cleaner_has_nothing_to_do(&self) -> bool {
+        let limit = self.frames.len() * self.cfg.dirty_target_pct as usize / 100;
+        self.free_len.load(Ordering::Relaxed) >= self.free_reserve && self.dirty_pages() <= limit
+    }
+
+    /// Called by a commit that made pages dirty: wakes a backed-off cleaner if the pool is now
+    /// past its dirty target (one atomic load otherwise).
+    pub(crate) fn note_dirtied(&self) {
+        if self.cleaner_backoff.load(Ordering::SeqCst) && !self.cleaner_has_nothing_to_do() {
+            self.wake_cleaner();
+        }
+    }
+
     /// Wakes the cleaner, if one is running and not already woken.
     pub(crate) fn wake_cleaner(&self) {
         let mut c = self.ctl.lock();
@@ -142,21 +165,36 @@ impl BufferPool {
     }
 }
 
+/// The longest an idle cleaner sleeps (it doubles its wait from `cleaner_interval_ms` while it
+/// finds nothing to do).
+const MAX_IDLE_WAIT: Duration = Duration::from_secs(1);
+
 fn cleaner_loop(pool: &BufferPool) {
     let interval = Duration::from_millis(pool.cfg.cleaner_interval_ms.max(1));
+    let mut wait = interval;
     loop {
         {
             let mut c = pool.ctl.lock();
             if !c.wake && !c.stop {
-                pool.cv.wait_for(&mut c, interval);
+                pool.cv.wait_for(&mut c, wait);
             }
             if c.stop {
                 c.running = false;
+                pool.cleaner_backoff.store(false, Ordering::SeqCst);
                 return;
             }
             c.wake = false;
         }
         bump(&pool.c.cleaner_rounds, 1);
+        // Idle back-off: announce it before looking, so a commit that dirties pages after the
+        // look sees the flag and wakes the cleaner (`note_dirtied`; both sides SeqCst).
+        pool.cleaner_backoff.store(true, Ordering::SeqCst);
+        if pool.cleaner_has_nothing_to_do() {
+            wait = (wait * 2).min(MAX_IDLE_WAIT.max(interval));
+            continue;
+        }
+        pool.cleaner_backoff.store(false, Ordering::SeqCst);
+        wait = interval;
         let res = pool
             .refill_free_reserve()
             .and_then(|()| pool.flush_oldest_if_needed());

@@ -25,7 +25,7 @@ use keel_page::{Lsn, PageHeader, PageId};
 use parking_lot::{Condvar, Mutex, RwLock};
 use std::collections::BTreeSet;
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize};
 use std::sync::Arc;
 
 /// The buffer pool. `Send + Sync`; share it with `Arc` (the page cleaner needs an `Arc`).
@@ -86,6 +86,10 @@ pub struct BufferPool {
     pub(crate) next_txn: AtomicU64,
     pub(crate) ctl: Mutex<CleanerCtl>,
     pub(crate) cv: Condvar,
+    /// A commit that leaves the pool past its dirty target wakes the cleaner (module
+    /// `cleaner`): set while a running cleaner has found nothing to do, and from its start to
+    /// its first look.
+    pub(crate) cleaner_backoff: AtomicBool,
     pub(crate) c: Counters,
     /// Page-sized buffers flushers copy pages into (module `flush_list`).
     pub(crate) bufs: Mutex<Vec<AlignedBuf>>,
@@ -176,6 +180,7 @@ impl BufferPool {
             next_txn: AtomicU64::new(1),
             ctl: Mutex::new(CleanerCtl::default()),
             cv: Condvar::new(),
+            cleaner_backoff: AtomicBool::new(false),
             c: Counters::default(),
             bufs: Mutex::new(Vec::new()),
             max_txn_pages: sizing.max_txn_pages,

@@ -904,6 +904,7 @@ impl<'p> PageTxn<'p> {
             pool.txn_pages.fetch_sub(1, Ordering::Relaxed);
         }
         drop(decision);
+        pool.note_dirtied();
         bump(&pool.c.commits, 1);
         if images > 0 {
             bump(&pool.c.full_page_images, images as u64);

@@ -689,6 +689,50 @@ fn the_slow_path_is_counted_when_no_clean_frame_exists() {
     assert_eq!(pool.dirty_pages(), 7);
 }
 
+/// Module `cleaner`: an idle cleaner backs off (before, it woke every interval: ~75 times in
+/// this test's 1.5 s), and a commit that leaves the pool past its dirty target wakes it even
+/// when its interval is a minute away.
+#[test]
+fn an_idle_cleaner_backs_off_and_a_commit_past_the_dirty_target_wakes_it() {
+    let (pool, store) = mem_pool_with(64, |c| {
+        c.cleaner_interval_ms = 20;
+    });
+    seed(&*store, 64);
+    let cleaner = pool.start_cleaner().unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let rounds = pool.stats().cleaner_rounds;
+    cleaner.stop();
+    assert!(
+        rounds <= 20,
+        "an idle cleaner woke {rounds} times in 1.5 s at a 20 ms interval"
+    );
+
+    let (pool, store) = mem_pool_with(64, |c| {
+        c.cleaner_interval_ms = 60_000;
+        c.dirty_target_pct = 25;
+        c.free_reserve = 0;
+    });
+    seed(&*store, 64);
+    let cleaner = pool.start_cleaner().unwrap();
+    let log = MemLog::new();
+    let t = pool.begin();
+    for id in 0..40 {
+        t.write(PageId(id)).unwrap().write(P, b"dirty").unwrap();
+    }
+    t.commit(&log).unwrap();
+    let t0 = std::time::Instant::now();
+    while pool.dirty_pages() > 64 * 25 / 100 && t0.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let dirty = pool.dirty_pages();
+    assert!(cleaner.last_error().is_none());
+    cleaner.stop();
+    assert!(
+        dirty <= 64 * 25 / 100,
+        "the commit left {dirty} of 64 pages dirty and the cleaner slept on"
+    );
+}
+
 #[test]
 fn the_cleaner_keeps_a_free_reserve_and_writes_cold_pages() {
     let (pool, store) = mem_pool_with(64, |c| {
