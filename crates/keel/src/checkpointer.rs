@@ -10,7 +10,9 @@
 //! few pages and records the final checkpoint.
 //!
 //! Two thresholds on log space in use (a fraction of the preallocated log's capacity): past
-//! `checkpoint_log_fraction` the background checkpointer starts one (asynchronous point); past
+//! `checkpoint_log_fraction` the background checkpointer starts one (asynchronous point: a
+//! writer starting a transaction there kicks it awake; otherwise it sleeps until its
+//! `checkpoint_interval` is due, so an idle store does not wake it); past
 //! [`sync_point`] a writer about to start a transaction parks and waits for space
 //! ([`wait_for_log_space`]) — InnoDB's async and sync checkpoint ages.
 //!
@@ -33,7 +35,7 @@ use keel_page::Lsn;
 use keel_redo_log::RedoLog;
 use parking_lot::{Condvar, Mutex, RwLock, RwLockWriteGuard};
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -59,6 +61,11 @@ pub(crate) struct CheckpointShared {
     /// Notified (under `progress_lock`) whenever a checkpoint records progress or ends.
     progress: Condvar,
     progress_lock: Mutex<()>,
+    /// Set by a writer that found the log past the asynchronous checkpoint point, cleared by
+    /// the checkpointer as it wakes ([`CheckpointShared::kick`]).
+    kicked: AtomicBool,
+    /// Times the checkpointer thread woke up (a kick, its interval, or a stop).
+    wakeups: AtomicU64,
 }
 
 impl CheckpointShared {
@@ -82,10 +89,27 @@ impl CheckpointShared {
             parked_writers: AtomicU64::new(0),
             progress: Condvar::new(),
             progress_lock: Mutex::new(()),
+            kicked: AtomicBool::new(false),
+            wakeups: AtomicU64::new(0),
         }
     }
 
     /// Checkpoints completed since the open.
+    /// Times the checkpointer thread woke up.
+    pub(crate) fn wakeups(&self) -> u64 {
+        self.wakeups.load(Ordering::Relaxed)
+    }
+
+    /// Wakes the checkpointer thread (waiting on `stop`'s condition variable) because the log is
+    /// past the asynchronous checkpoint point; only the first kick before it wakes notifies.
+    pub(crate) fn kick(&self, stop: &(Mutex<bool>, Condvar)) {
+        if !self.kicked.swap(true, Ordering::SeqCst) {
+            let (m, cv) = stop;
+            let _g = m.lock();
+            cv.notify_all();
+        }
+    }
+
     pub(crate) fn count(&self) -> u64 {
         self.count.load(Ordering::Relaxed)
     }
@@ -254,12 +278,22 @@ pub(crate) fn spawn_checkpointer(
                     if *stopped {
                         return;
                     }
-                    cv.wait_for(&mut stopped, Duration::from_millis(20));
+                    // Sleep until the interval is due unless kicked: checked under `m`, which a
+                    // kick takes to notify, so no kick is lost between the check and the wait.
+                    if !c.kicked.load(Ordering::SeqCst) {
+                        let due = interval.saturating_sub(last.elapsed());
+                        if !due.is_zero() {
+                            cv.wait_for(&mut stopped, due);
+                        }
+                    }
                     if *stopped {
                         return;
                     }
                 }
+                c.kicked.store(false, Ordering::SeqCst);
+                c.wakeups.fetch_add(1, Ordering::Relaxed);
                 if c.poison.is_poisoned() {
+                    last = Instant::now();
                     continue;
                 }
                 let pressure = c

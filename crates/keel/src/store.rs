@@ -104,6 +104,11 @@ pub struct StoreStats {
     pub conflicts: u64,
     /// Checkpoints taken.
     pub checkpoints: u64,
+    /// Times the background checkpointer woke up: a writer past the asynchronous checkpoint
+    /// point kicked it, or its `checkpoint_interval` was due (an idle store wakes it once per
+    /// interval).
+    #[serde(default)]
+    pub checkpointer_wakeups: u64,
     /// Times a writer found the log past the synchronous checkpoint point in `Store::write`
     /// (InnoDB's "sync flush"): it waited for a running checkpoint and, if still needed, took
     /// one itself before starting.
@@ -501,6 +506,7 @@ impl Store {
             aborts: i.aborts.load(Ordering::Relaxed),
             conflicts: i.conflicts.load(Ordering::Relaxed),
             checkpoints: i.ckpt.count(),
+            checkpointer_wakeups: i.ckpt.wakeups(),
             log: i.log.stats(),
             flush: i.writer.stats(),
             pool: i.pool.stats(),
@@ -624,6 +630,15 @@ impl Inner {
                     > sync_point(self.config.checkpoint_log_fraction) * cap as f64
             })
         };
+        // Asynchronous point: wake the checkpointer (it sleeps until its interval otherwise).
+        let fraction = self.config.checkpoint_log_fraction;
+        if self
+            .log
+            .capacity()
+            .is_some_and(|cap| self.log.space_used() as f64 > fraction * cap as f64)
+        {
+            self.ckpt.kick(&self.stop);
+        }
         if over_sync_point() {
             // A running checkpoint records its progress step by step: wait until one of its
             // steps frees enough, or take a checkpoint here if none is running.

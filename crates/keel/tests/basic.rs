@@ -304,6 +304,34 @@ fn tiny_log(checkpoint_interval_ms: u64) -> Config {
     }
 }
 
+/// The checkpointer sleeps until its interval is due (before, it polled every 20 ms: about 50
+/// wake-ups in this test's idle second), and a writer that finds the log past the
+/// asynchronous checkpoint point wakes it long before that.
+#[test]
+fn an_idle_store_leaves_its_checkpointer_asleep_and_log_pressure_wakes_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), tiny_log(60_000)).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1000));
+    let idle = store.stats().checkpointer_wakeups;
+    assert_eq!(idle, 0, "an idle store woke its checkpointer {idle} times");
+    let t0 = std::time::Instant::now();
+    let mut i = 0u32;
+    while store.stats().checkpointer_wakeups == 0 && t0.elapsed().as_secs() < 20 {
+        let tx = store.write().unwrap();
+        tx.table("t")
+            .unwrap()
+            .insert(&i.wrapping_mul(2_654_435_761).to_be_bytes(), &[7u8; 200])
+            .unwrap();
+        tx.commit().unwrap();
+        i += 1;
+    }
+    let s = store.stats();
+    assert!(
+        s.checkpointer_wakeups > 0,
+        "{i} transactions and the checkpointer still slept: {s:?}"
+    );
+}
+
 /// A log far smaller than the work makes writers reach the synchronous checkpoint point; the
 /// stats count those waits and their time, and nothing is lost.
 #[test]
