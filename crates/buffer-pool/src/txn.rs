@@ -131,23 +131,34 @@ impl TxnState {
 
     /// Records what undoes `op` (checked, about to be applied to `page`, entry `entry`'s page):
     /// a move into the page's own undo as the move back plus the bytes it uncovers; anything
-    /// else as the bytes it overwrites.
-    fn push_undo_op(&mut self, entry: usize, op: keel_page::PageOp<'_>, page: &[u8]) {
+    /// else as the bytes it overwrites. True if the page's undo is past its bound: call
+    /// [`after_change`](Self::after_change) once the change is made.
+    #[must_use]
+    fn push_undo_op(&mut self, entry: usize, op: keel_page::PageOp<'_>, page: &[u8]) -> bool {
         if let (Some(slot), Some(t), keel_page::PageOp::Move { src, dst, len }) =
             (self.entries[entry].lazy, &self.undo_txn, op)
         {
-            t.push_move(slot, page, src, dst, len);
-            return;
+            return t.push_move(slot, page, src, dst, len);
         }
         let (at, len) = op.target();
-        self.push_undo(entry, at, &page[at..at + len]);
+        self.push_undo(entry, at, &page[at..at + len])
     }
 
-    /// Records that entry `entry`'s page had `old` at `offset`.
-    fn push_undo(&mut self, entry: usize, offset: usize, old: &[u8]) {
+    /// After a change of entry `entry`'s page (`page`, as it is now) whose undo passed its
+    /// bound: the page's undo keeps its image instead (module `versions::txn_undo`, invariant
+    /// 4).
+    fn after_change(&self, entry: usize, page: &[u8]) {
         if let (Some(slot), Some(t)) = (self.entries[entry].lazy, &self.undo_txn) {
-            t.push(slot, offset, old);
-            return;
+            t.after_change(slot, page);
+        }
+    }
+
+    /// Records that entry `entry`'s page had `old` at `offset`; true as for
+    /// [`push_undo_op`](Self::push_undo_op).
+    #[must_use]
+    fn push_undo(&mut self, entry: usize, offset: usize, old: &[u8]) -> bool {
+        if let (Some(slot), Some(t)) = (self.entries[entry].lazy, &self.undo_txn) {
+            return t.push(slot, offset, old);
         }
         self.undo.push(Undo {
             entry,
@@ -156,6 +167,7 @@ impl TxnState {
             len: old.len(),
         });
         self.undo_bytes.extend_from_slice(old);
+        false
     }
 }
 
@@ -477,7 +489,7 @@ impl<'p> PageTxn<'p> {
         let versions = &self.pool.versions;
         let mut st = self.st.borrow_mut();
         let t = st.undo_txn.get_or_insert_with(|| versions.begin_undo());
-        Some(t.add_page(id.0))
+        Some(t.add_page(id.0, self.pool.page_size))
     }
 
     /// Before page `id` is started afresh: if it is not resident and a snapshot may still
@@ -736,7 +748,7 @@ impl<'p> PageTxn<'p> {
         }
         let decision = pool.decision.read();
         let horizon = pool.horizon();
-        let mut group: Vec<Record> = Vec::with_capacity(st.records.len() + 4);
+        let mut group: Vec<Record> = Vec::new();
         let mut fpi_bytes = 0usize;
         if pool.store.wants_full_page_images() && !TestKnobs::on(&pool.knobs.skip_full_page_images)
         {
@@ -781,7 +793,12 @@ impl<'p> PageTxn<'p> {
             }
         }
         let images = group.len();
-        group.append(&mut st.records);
+        if images == 0 {
+            // No images to put first: the records are the group (no copy of them).
+            group = std::mem::take(&mut st.records);
+        } else {
+            group.append(&mut st.records);
+        }
         // Commits that append concurrently (several page transactions committing at once; the
         // store serialises its writers, other users of the pool may not) publish in LSN order.
         let order = pool.publish_order.lock();

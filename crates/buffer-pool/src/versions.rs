@@ -613,13 +613,13 @@ impl Versions {
 #[cfg(keel_shuttle)]
 impl TxnUndo {
     /// [`add_page`](Self::add_page).
-    pub fn shuttle_add_page(&self, id: PageId) -> u32 {
-        self.add_page(id.0)
+    pub fn shuttle_add_page(&self, id: PageId, page_len: usize) -> u32 {
+        self.add_page(id.0, page_len)
     }
 
     /// [`push`](Self::push).
     pub fn shuttle_push(&self, slot: u32, offset: usize, old: &[u8]) {
-        self.push(slot, offset, old);
+        let _ = self.push(slot, offset, old);
     }
 
     /// [`roll_back`](Self::roll_back).

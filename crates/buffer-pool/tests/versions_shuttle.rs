@@ -154,7 +154,7 @@ impl World {
                     self.v.shuttle_add_pending(PageId(p), t.id, &g);
                 } else {
                     let ut = undo_txn.get_or_insert_with(|| self.v.shuttle_begin_undo());
-                    let slot = ut.shuttle_add_page(PageId(p));
+                    let slot = ut.shuttle_add_page(PageId(p), IMAGE);
                     ut.shuttle_push(slot, half(t).start, &g[half(t)]);
                     undo.push((p, slot));
                 }

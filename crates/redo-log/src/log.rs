@@ -270,6 +270,14 @@ impl Handle {
     }
 }
 
+/// The most a thread's encoding scratch buffer keeps between appends.
+const SCRATCH_KEEP: usize = 16 << 20;
+
+thread_local! {
+    /// Each appending thread's buffer for encoding a group (see `RedoLog::append_range`).
+    static ENCODE_SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 impl RedoLog {
     fn sh(&self) -> &Shared {
         &self.h.sh
@@ -301,14 +309,31 @@ impl RedoLog {
                 });
             }
         }
-        let mut buf = Vec::new();
-        let len = encode_group_as(records, &mut buf, sh.encoding).map_err(|bytes| {
-            LogError::GroupTooLarge {
+        // The encoding goes to this thread's scratch buffer, kept between appends: a fresh
+        // buffer per group cost a big transaction its page faults again on every commit (the
+        // allocator returns large freed blocks to the system).
+        ENCODE_SCRATCH.with(|cell| match cell.try_borrow_mut() {
+            Ok(mut buf) => {
+                buf.clear();
+                let r = self.append_encoded(records, &mut buf);
+                if buf.capacity() > SCRATCH_KEEP {
+                    *buf = Vec::new();
+                }
+                r
+            }
+            Err(_) => self.append_encoded(records, &mut Vec::new()),
+        })
+    }
+
+    /// Encodes `records` into `buf` (empty) and appends them as one group.
+    fn append_encoded(&self, records: &[Record], buf: &mut Vec<u8>) -> Result<Range<Lsn>> {
+        let sh = self.sh();
+        let len =
+            encode_group_as(records, buf, sh.encoding).map_err(|bytes| LogError::GroupTooLarge {
                 bytes,
                 limit: u32::MAX as u64,
                 why: "32-bit group length",
-            }
-        })? as u64;
+            })? as u64;
         if let Some(cap) = sh.max_group() {
             if len > cap {
                 return Err(LogError::GroupTooLarge {
@@ -319,7 +344,7 @@ impl RedoLog {
             }
         }
         let start = sh.reserve(len)?;
-        sh.copy_in(start, &buf)?;
+        sh.copy_in(start, buf)?;
         Counters::add(&sh.stats.bytes_appended, len);
         Counters::add(&sh.stats.groups_appended, 1);
         Ok(Lsn(start)..Lsn(start + len))

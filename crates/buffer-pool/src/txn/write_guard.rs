@@ -73,10 +73,11 @@ impl PageWriteGuard<'_> {
         let id = self.id;
         let page = self.latch.bytes_mut();
         let mut st = self.txn.st.borrow_mut();
-        if st.entries[self.entry].needs_undo() {
-            st.push_undo_op(self.entry, op, page);
-        }
+        let over = st.entries[self.entry].needs_undo() && st.push_undo_op(self.entry, op, page);
         op.apply(page).map_err(|e| outside(id, e))?;
+        if over {
+            st.after_change(self.entry, page);
+        }
         st.redo_bytes += match op {
             PageOp::Write { bytes, .. } => bytes.len() + 12,
             PageOp::Move { .. } => 21,
@@ -128,8 +129,9 @@ impl PageWriteGuard<'_> {
         let b = (a..len).rev().find(|&i| old[i] != new[i]).map_or(a, |i| i) + 1;
         let bytes = new[a..b].to_vec();
         let mut st = self.txn.st.borrow_mut();
-        if st.entries[self.entry].needs_undo() {
-            st.push_undo(self.entry, offset + a, &old[a..b]);
+        if st.entries[self.entry].needs_undo() && st.push_undo(self.entry, offset + a, &old[a..b]) {
+            // The change is made already: frame and undo match.
+            st.after_change(self.entry, self.latch.bytes());
         }
         st.redo_bytes += bytes.len() + 12;
         st.records.push(Record::PageWrite {
@@ -178,10 +180,11 @@ impl PageWriteGuard<'_> {
         let id = self.id;
         let page = self.latch.bytes_mut();
         let mut st = self.txn.st.borrow_mut();
-        if st.entries[self.entry].needs_undo() {
-            st.push_undo(self.entry, 0, page);
-        }
+        let over = st.entries[self.entry].needs_undo() && st.push_undo(self.entry, 0, page);
         apply_copy(page, src, id);
+        if over {
+            st.after_change(self.entry, page);
+        }
         st.redo_bytes += 17;
         st.records.push(Record::PageCopy {
             page_id: id,
@@ -195,10 +198,11 @@ impl PageWriteGuard<'_> {
         let id = self.id;
         let page = self.latch.bytes_mut();
         let mut st = self.txn.st.borrow_mut();
-        if st.entries[self.entry].needs_undo() {
-            st.push_undo(self.entry, 0, page);
-        }
+        let over = st.entries[self.entry].needs_undo() && st.push_undo(self.entry, 0, page);
         apply_init(page, id, page_type);
+        if over {
+            st.after_change(self.entry, page);
+        }
         st.redo_bytes += 10;
         st.records.push(Record::PageInit {
             page_id: id,
