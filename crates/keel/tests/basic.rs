@@ -304,6 +304,16 @@ fn tiny_log(checkpoint_interval_ms: u64) -> Config {
     }
 }
 
+/// Commits one 200-byte row under a key hashed from `i`.
+fn insert_one(store: &Store, i: u32) {
+    let tx = store.write().unwrap();
+    tx.table("t")
+        .unwrap()
+        .insert(&i.wrapping_mul(2_654_435_761).to_be_bytes(), &[7u8; 200])
+        .unwrap();
+    tx.commit().unwrap();
+}
+
 /// The checkpointer sleeps until its interval is due (before, it polled every 20 ms: about 50
 /// wake-ups in this test's idle second), and a writer that finds the log past the
 /// asynchronous checkpoint point wakes it long before that.
@@ -317,12 +327,7 @@ fn an_idle_store_leaves_its_checkpointer_asleep_and_log_pressure_wakes_it() {
     let t0 = std::time::Instant::now();
     let mut i = 0u32;
     while store.stats().checkpointer_wakeups == 0 && t0.elapsed().as_secs() < 20 {
-        let tx = store.write().unwrap();
-        tx.table("t")
-            .unwrap()
-            .insert(&i.wrapping_mul(2_654_435_761).to_be_bytes(), &[7u8; 200])
-            .unwrap();
-        tx.commit().unwrap();
+        insert_one(&store, i);
         i += 1;
     }
     let s = store.stats();
@@ -339,12 +344,7 @@ fn sync_checkpoint_waits_are_counted() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path(), tiny_log(60_000)).unwrap();
     for i in 0..4000u32 {
-        let tx = store.write().unwrap();
-        tx.table("t")
-            .unwrap()
-            .insert(&i.wrapping_mul(2_654_435_761).to_be_bytes(), &[7u8; 200])
-            .unwrap();
-        tx.commit().unwrap();
+        insert_one(&store, i);
     }
     let s = store.stats();
     assert!(s.sync_checkpoint_waits > 0, "{s:?}");
