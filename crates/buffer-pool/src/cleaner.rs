@@ -80,8 +80,14 @@ impl BufferPool {
     /// Whether a cleaner round would do nothing: the free list holds the reserve and no more
     /// than `dirty_target_pct` of the frames are dirty.
     fn cleaner_has_nothing_to_do(&self) -> bool {
-        let limit = self.frames.len() * self.cfg.dirty_target_pct as usize / 100;
-        self.free_len.load(Ordering::Relaxed) >= self.free_reserve && self.dirty_pages() <= limit
+        self.free_len.load(Ordering::Relaxed) >= self.free_reserve
+            && self.dirty_pages() <= self.dirty_limit()
+    }
+
+    /// The most pages that may be dirty before the cleaner writes the oldest
+    /// (`dirty_target_pct` of the frames).
+    fn dirty_limit(&self) -> usize {
+        self.frames.len() * self.cfg.dirty_target_pct as usize / 100
     }
 
     /// Called by a commit that made pages dirty: wakes a backed-off cleaner if the pool is now
@@ -152,7 +158,7 @@ impl BufferPool {
     /// the oldest. Returns whether more work remains.
     pub(crate) fn flush_oldest_if_needed(&self) -> Result<bool> {
         let dirty = self.dirty_pages();
-        let limit = self.frames.len() * self.cfg.dirty_target_pct as usize / 100;
+        let limit = self.dirty_limit();
         if dirty <= limit {
             return Ok(false);
         }

@@ -10,9 +10,9 @@
 //!   (tests `abort_restores_pages_exactly`, `txn_too_large_changes_nothing`). A page whose
 //!   committed image the transaction copied for snapshot readers (module `versions`) before its
 //!   first change is restored from that copy and records no undo of its own; any other page
-//!   records the bytes each change overwrites (the test runs both ways): in the page's own
-//!   [`PageUndo`] when that is its version for snapshot readers (taken while no snapshot was
-//!   registered: module `versions`, invariant 5), else in the transaction's arena.
+//!   records the bytes each change overwrites (the test runs three ways): in its slot of the
+//!   transaction's [`TxnUndo`] when that is its version for snapshot readers (taken while no
+//!   snapshot was registered: module `versions`, invariant 5), else in the transaction's arena.
 //! - **Full page images**: when the store wants them, the first change of a page after the
 //!   published horizon puts a `PageImage` of the page as it was before the transaction at the
 //!   start of the same group (test `full_page_image_logged_once_per_checkpoint`).
@@ -957,8 +957,8 @@ impl<'p> PageTxn<'p> {
             let mut x = pool.frames[f as usize].exclusive();
             x.bytes_mut().copy_from_slice(&before);
         }
-        // Pages whose version is undo: undo their own changes (newest first), and empty the
-        // undo under the same exclusive latch (a reader then rebuilds from the restored page
+        // Pages whose version is undo: undo their own changes (newest first) and mark the slot
+        // restored under the same exclusive latch (a reader then rebuilds from the restored page
         // with nothing to undo; undoing a move twice would not give the page back).
         for e in &mut st.entries {
             let lazy = e.lazy.take();

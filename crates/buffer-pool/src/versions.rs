@@ -292,8 +292,7 @@ impl Versions {
         if let Some(img) = t.rebuilt(slot) {
             return img;
         }
-        let mut image = self.copy_of(frame);
-        t.rebuild_into(slot, &mut image)
+        t.rebuild_into(slot, self.copy_of(frame))
     }
 
     /// Publishes `commit` (after [`seal`](Self::seal)) if no snapshot is registered, in one
@@ -302,9 +301,16 @@ impl Versions {
     /// publishing nothing, if one is registered: the caller rebuilds its undo versions
     /// ([`rebuild`](Self::rebuild)) and then publishes (invariant 5).
     pub(crate) fn publish_if_unregistered(&self, commit: Lsn) -> bool {
+        self.publish_unless_registered(commit, true)
+    }
+
+    /// [`publish`](Self::publish) and [`publish_if_unregistered`](Self::publish_if_unregistered):
+    /// publishes `commit` and collects, unless `only_if_unregistered` and a snapshot is
+    /// registered (then returns false, publishing nothing).
+    fn publish_unless_registered(&self, commit: Lsn, only_if_unregistered: bool) -> bool {
         {
             let mut reg = self.reg.lock();
-            if !reg.active.is_empty() {
+            if only_if_unregistered && !reg.active.is_empty() {
                 return false;
             }
             debug_assert!(commit.0 >= reg.latest, "commits publish in LSN order");
@@ -332,12 +338,7 @@ impl Versions {
     /// Publishes `commit` as the newest snapshot (after [`seal`](Self::seal)) and drops the
     /// versions no snapshot needs any more.
     pub(crate) fn publish(&self, commit: Lsn) {
-        {
-            let mut reg = self.reg.lock();
-            debug_assert!(commit.0 >= reg.latest, "commits publish in LSN order");
-            reg.latest = reg.latest.max(commit.0);
-        }
-        self.collect();
+        self.publish_unless_registered(commit, false);
     }
 
     /// Drops transaction `txn`'s pending versions of `pages` (abort, after its pages were

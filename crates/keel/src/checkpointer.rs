@@ -45,6 +45,13 @@ pub(crate) fn sync_point(fraction: f64) -> f64 {
     (fraction + 1.0) / 2.0
 }
 
+/// Whether the log's space in use is past `fraction` of its capacity (never for a log
+/// without one).
+pub(crate) fn log_past(log: &RedoLog, fraction: f64) -> bool {
+    log.capacity()
+        .is_some_and(|cap| log.space_used() as f64 > fraction * cap as f64)
+}
+
 /// What a checkpoint needs, shared with the checkpointer thread.
 pub(crate) struct CheckpointShared {
     log: RedoLog,
@@ -296,11 +303,7 @@ pub(crate) fn spawn_checkpointer(
                     last = Instant::now();
                     continue;
                 }
-                let pressure = c
-                    .log
-                    .capacity()
-                    .is_some_and(|cap| c.log.space_used() as f64 > fraction * cap as f64);
-                if pressure || last.elapsed() >= interval {
+                if log_past(&c.log, fraction) || last.elapsed() >= interval {
                     if let Err(e) = checkpoint(&c, Exclusive::Try(Duration::from_millis(100))) {
                         tracing::warn!(error = %e, "checkpoint failed");
                     }

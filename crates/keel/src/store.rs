@@ -4,7 +4,7 @@
 
 use crate::check::CheckReport;
 use crate::checkpointer::{
-    checkpoint, spawn_checkpointer, sync_point, wait_for_log_space, CheckpointShared,
+    checkpoint, log_past, spawn_checkpointer, sync_point, wait_for_log_space, CheckpointShared,
     Exclusive as CheckpointExclusive,
 };
 use crate::config::Config;
@@ -624,19 +624,10 @@ impl Inner {
         // Synchronous checkpoint point (InnoDB's "sync flush" of the checkpoint age): with the
         // writer lock held no page is owned by a transaction, so every dirty page can be
         // written and the checkpoint can free log space before this transaction appends.
-        let over_sync_point = || {
-            self.log.capacity().is_some_and(|cap| {
-                self.log.space_used() as f64
-                    > sync_point(self.config.checkpoint_log_fraction) * cap as f64
-            })
-        };
-        // Asynchronous point: wake the checkpointer (it sleeps until its interval otherwise).
         let fraction = self.config.checkpoint_log_fraction;
-        if self
-            .log
-            .capacity()
-            .is_some_and(|cap| self.log.space_used() as f64 > fraction * cap as f64)
-        {
+        let over_sync_point = || log_past(&self.log, sync_point(fraction));
+        // Asynchronous point: wake the checkpointer (it sleeps until its interval otherwise).
+        if log_past(&self.log, fraction) {
             self.ckpt.kick(&self.stop);
         }
         if over_sync_point() {

@@ -1,6 +1,6 @@
 //! Pages a write transaction keeps as undo instead of copies (module `versions`, invariant 5):
 //! how the undo is recorded, how a reader rebuilds a page's committed image from it, and how a
-//! rollback empties it.
+//! rollback marks it spent.
 //!
 //! One [`TxnUndo`] per transaction, registered with the version store once: a slot per page
 //! (found by page id, for readers), and every change's saved bytes in one arena, each step
@@ -50,7 +50,7 @@ struct Inner {
     /// Each page's slot, by page id.
     index: HashMap<u64, u32, crate::page_table::BuildIdHash>,
     slots: Vec<Slot>,
-    /// The page size (a page's steps may save this much before it is frozen).
+    /// The page size (a page's steps may save [`BOUND_PAGES`] times this before it is frozen).
     page_len: usize,
     steps: Vec<Step>,
     /// The saved bytes of every step, back to back.
@@ -67,8 +67,8 @@ struct Slot {
     restored: bool,
     /// Bytes its steps saved so far.
     saved: usize,
-    /// Its steps saved more than a page: `rebuilt` holds the image and no more steps are
-    /// recorded (invariant 4).
+    /// Its steps passed the bound: `rebuilt` holds the image and no more steps are recorded
+    /// (invariant 4).
     frozen: bool,
 }
 
@@ -84,6 +84,39 @@ struct Step {
     move_src: u32,
     move_dst: u32,
     move_len: u32,
+}
+
+impl Inner {
+    /// Whether `slot`'s steps have saved more than the bound and it is not frozen yet.
+    fn past_bound(&self, slot: u32) -> bool {
+        self.slots
+            .get(slot as usize)
+            .is_some_and(|s| !s.frozen && s.saved > self.page_len.saturating_mul(BOUND_PAGES))
+    }
+
+    /// `slot`'s page before the transaction: the kept image, or `image` (a copy of the page as
+    /// it is now) with the changes undone, then kept (invariant 3).
+    fn rebuild(&mut self, slot: u32, mut image: Arc<[u8]>) -> Arc<[u8]> {
+        if let Some(img) = self
+            .slots
+            .get(slot as usize)
+            .and_then(|s| s.rebuilt.clone())
+        {
+            return img;
+        }
+        match Arc::get_mut(&mut image) {
+            Some(buf) => TxnUndo::undo_into(self, slot, buf),
+            None => {
+                let mut v = image.to_vec();
+                TxnUndo::undo_into(self, slot, &mut v);
+                image = Arc::from(v);
+            }
+        }
+        if let Some(s) = self.slots.get_mut(slot as usize) {
+            s.rebuilt = Some(image.clone());
+        }
+        image
+    }
 }
 
 impl TxnUndo {
@@ -135,7 +168,6 @@ impl TxnUndo {
             return false;
         }
         s.saved = s.saved.saturating_add(saved.len());
-        let over = s.saved > g.page_len.saturating_mul(BOUND_PAGES);
         let at = g.bytes.len() as u32;
         g.steps.push(Step {
             prev: s.last,
@@ -148,7 +180,7 @@ impl TxnUndo {
         });
         s.last = (g.steps.len() - 1) as u32;
         g.bytes.extend_from_slice(saved);
-        over
+        g.past_bound(slot)
     }
 
     /// Records that the page of `slot` had `old` at `offset` before a change; true if the
@@ -189,23 +221,11 @@ impl TxnUndo {
     /// (invariant 4).
     pub(crate) fn after_change(&self, slot: u32, page: &[u8]) {
         let mut g = self.inner.lock();
-        let over = g
-            .slots
-            .get(slot as usize)
-            .is_some_and(|s| !s.frozen && s.saved > g.page_len.saturating_mul(BOUND_PAGES));
-        if !over {
+        if !g.past_bound(slot) {
             return;
         }
-        let image = match g.slots.get(slot as usize).and_then(|s| s.rebuilt.clone()) {
-            Some(img) => img,
-            None => {
-                let mut v = page.to_vec();
-                TxnUndo::undo_into(&g, slot, &mut v);
-                Arc::from(v)
-            }
-        };
+        g.rebuild(slot, Arc::from(page));
         if let Some(s) = g.slots.get_mut(slot as usize) {
-            s.rebuilt = Some(image);
             s.frozen = true;
         }
     }
@@ -266,23 +286,8 @@ impl TxnUndo {
     /// `slot`'s page before the transaction: the kept image, or `image` (a copy of the frame,
     /// read under its shared latch or by its owner) with the changes undone, then kept
     /// (invariant 3).
-    pub(super) fn rebuild_into(&self, slot: u32, image: &mut Arc<[u8]>) -> Arc<[u8]> {
-        let mut g = self.inner.lock();
-        if let Some(img) = g.slots.get(slot as usize).and_then(|s| s.rebuilt.clone()) {
-            return img;
-        }
-        match Arc::get_mut(image) {
-            Some(buf) => TxnUndo::undo_into(&g, slot, buf),
-            None => {
-                let mut v = image.to_vec();
-                TxnUndo::undo_into(&g, slot, &mut v);
-                *image = Arc::from(v);
-            }
-        }
-        if let Some(s) = g.slots.get_mut(slot as usize) {
-            s.rebuilt = Some(image.clone());
-        }
-        image.clone()
+    pub(super) fn rebuild_into(&self, slot: u32, image: Arc<[u8]>) -> Arc<[u8]> {
+        self.inner.lock().rebuild(slot, image)
     }
 
     /// Empties it for the next transaction, keeping its buffers (up to a bound).
@@ -373,8 +378,8 @@ mod tests {
         let mut copy = page.clone();
         t.undo_copy(slot, &mut copy);
         assert_eq!(copy, orig);
-        let mut image: Arc<[u8]> = Arc::from(page.clone());
-        assert_eq!(&*t.rebuild_into(slot, &mut image), &orig[..]);
+        let image: Arc<[u8]> = Arc::from(page.clone());
+        assert_eq!(&*t.rebuild_into(slot, image), &orig[..]);
         t.roll_back(slot, &mut page);
         assert_eq!(page, orig);
     }
@@ -398,7 +403,7 @@ mod tests {
         );
         t.roll_back(slot, &mut page);
         assert_eq!(page, orig);
-        let mut image: Arc<[u8]> = Arc::from(page.clone());
-        assert_eq!(&*t.rebuild_into(slot, &mut image), &orig[..]);
+        let image: Arc<[u8]> = Arc::from(page.clone());
+        assert_eq!(&*t.rebuild_into(slot, image), &orig[..]);
     }
 }
