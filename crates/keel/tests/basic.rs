@@ -413,12 +413,7 @@ fn checkpoints_and_writers_at_the_sync_point_never_wait_for_each_other() {
         });
         s.spawn(move || {
             for i in 0..3000u32 {
-                let tx = st.write().unwrap();
-                tx.table("t")
-                    .unwrap()
-                    .insert(&i.wrapping_mul(2_654_435_761).to_be_bytes(), &[7u8; 200])
-                    .unwrap();
-                tx.commit().unwrap();
+                insert_one(st, i);
             }
             done_tx.send(()).unwrap();
         });
