@@ -81,6 +81,8 @@ impl Store {
         let dir = dir.as_ref().to_path_buf();
         let read_only = config.read_only;
         let (fs, dir_lock, created) = lock_and_classify(fs, &dir, &config)?;
+        let mut config = config;
+        config.resolve_log_file_size(fs.as_ref(), &dir, created);
         let log_mode = if created {
             LogOpenMode::CreateIfMissing
         } else if read_only {

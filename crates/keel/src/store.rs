@@ -73,7 +73,7 @@ pub struct RecoveryReport {
 /// The settings in force, including what `auto` chose and why.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Effective {
-    /// The configuration as given.
+    /// The configuration as given, with `log_file_size` 0 resolved to the size in use.
     pub config: Config,
     /// The torn-page protection in force (`doublewrite`, `atomic`, ...).
     pub torn_page: String,

@@ -606,3 +606,47 @@ fn recovery_with_a_pool_too_small_for_a_logged_transaction_says_what_it_needs() 
     assert_eq!(t.len().unwrap(), 4000);
     assert_eq!(t.get(&0u32.to_be_bytes()).unwrap(), Some(vec![2u8; 100]));
 }
+
+// ---------------------------------------------------------------------------------------------
+// The log sized to the pool (`log_file_size` 0).
+
+/// `log_file_size` 0 gives a new store a log as large as its pool (split over the files); the
+/// size is fixed at creation: reopening with another pool keeps it (a size computed from the
+/// new pool would not match the log and the open would fail), and an explicit size must still
+/// match the log.
+#[test]
+fn a_pool_sized_log_is_fixed_at_creation() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = |pool: usize, log_file_size: u64| Config {
+        pool_size: pool,
+        log_file_size,
+        ..Config::default()
+    };
+    let s = Store::open(dir.path(), cfg(160 << 20, 0)).unwrap();
+    assert_eq!(s.effective().config.log_file_size, 80 << 20);
+    fill(&s, 10);
+    s.close().unwrap();
+    let sizes = |dir: &Path| -> Vec<u64> {
+        let mut v: Vec<u64> = std::fs::read_dir(dir.join(LOG_DIR))
+            .unwrap()
+            .map(|e| e.unwrap())
+            .filter(|e| e.file_name().to_string_lossy() != "log.header")
+            .map(|e| e.metadata().unwrap().len())
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(sizes(dir.path()), vec![80 << 20, 80 << 20]);
+
+    let s = Store::open(dir.path(), cfg(16 << 20, 0)).unwrap();
+    assert_eq!(s.effective().config.log_file_size, 80 << 20);
+    assert_eq!(count(&s), 10);
+    fill(&s, 1);
+    s.close().unwrap();
+    assert_eq!(sizes(dir.path()), vec![80 << 20, 80 << 20]);
+
+    let Err(e) = Store::open(dir.path(), cfg(16 << 20, 64 << 20)) else {
+        panic!("an explicit size that differs from the log's is refused");
+    };
+    assert!(e.to_string().contains("log file size"), "{e}");
+}
