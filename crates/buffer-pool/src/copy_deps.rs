@@ -93,6 +93,11 @@ impl CopyDeps {
         self.by_src.get(&src).map_or(&[], |v| v.as_slice())
     }
 
+    /// Whether page `id` is a pending copy (of any source).
+    pub fn is_copy(&self, id: PageId) -> bool {
+        self.by_dst.contains_key(&id)
+    }
+
     /// Whether page `id` waits for a copy of its own.
     pub fn waits(&self, id: PageId) -> bool {
         self.by_src.contains_key(&id)

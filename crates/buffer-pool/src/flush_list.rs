@@ -18,7 +18,8 @@
 //! - **init-on-flush** (crate docs, invariant 4): a page is handed to the writer as
 //!   rebuildable from redo only if its PageInit lies at or after the published horizon, decided
 //!   under the flush-list mutex; while that write is in flight the page's key is lowered to the
-//!   PageInit, so the checkpoint (module `checkpoint`) stays at or below it.
+//!   PageInit, so the checkpoint (module `checkpoint`) stays at or below it. A page made a copy
+//!   qualifies only while its copy is pending (module `copy_deps`: its source waits for it).
 //!
 //! Tests: `tests/pool.rs: flush_list_is_ordered_by_oldest_modification`,
 //! `uncommitted_pages_are_never_written`,
@@ -344,7 +345,12 @@ impl BufferPool {
             m.copy_lsn = m.newest;
             m.next_oldest = None;
             let mut rebuildable = false;
-            if m.rebuildable || claim_all {
+            // A page made a copy is rebuildable only while the copy is pending: its source
+            // then waits for this write (and stays at or before the copy on disk).
+            let copy_ok = !m.rebuild_by_copy
+                || TestKnobs::on(&self.knobs.copies_always_rebuildable)
+                || self.copy_deps.lock().is_copy(id);
+            if (m.rebuildable && copy_ok) || claim_all {
                 // Decide under the flush-list mutex, atomically with checkpoint computation: if
                 // the page may skip protection, hold the checkpoint at or below its PageInit
                 // until the write is durable.

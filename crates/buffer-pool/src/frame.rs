@@ -45,10 +45,15 @@ pub(crate) struct FrameMeta {
     pub newest: Lsn,
     /// Id of the uncommitted transaction that holds changes to the page (0: none).
     pub owner: u64,
-    /// Redo since some checkpoint begins with a PageInit of this page at `rebuild_from`.
+    /// Redo since some checkpoint begins with a PageInit of this page at `rebuild_from` (or,
+    /// with `rebuild_by_copy`, with the PageCopy that made it).
     pub rebuildable: bool,
-    /// Start-LSN lower bound of the group holding the newest PageInit of the page.
+    /// Start-LSN lower bound of the group holding the newest PageInit (or PageCopy) of the page.
     pub rebuild_from: Lsn,
+    /// The rebuild point is a PageCopy: redo rebuilds the page from its source only while the
+    /// source is not on disk past the copy, that is, while the copy is pending (module
+    /// `copy_deps`), so only then may a write of it skip the torn-page protection.
+    pub rebuild_by_copy: bool,
     /// A flusher copied the page and is writing it.
     pub flushing: bool,
     /// `newest` when the flusher copied the page.

@@ -55,6 +55,10 @@ pub struct TestKnobs {
     /// of module `copy_deps`: a source's later version reaches disk before its copy, and
     /// recovery cannot make the copy).
     pub ignore_copy_order: AtomicBool,
+    /// A page made a copy is handed to the writer as rebuildable from redo even once its copy
+    /// is no longer pending (breaks init-on-flush for copies: its source may be on disk past
+    /// the copy, so a torn write of it can be rebuilt from neither).
+    pub copies_always_rebuildable: AtomicBool,
 }
 
 impl TestKnobs {

@@ -57,8 +57,14 @@
 //! 4. **Init-on-flush**: a page is handed to the writer as rebuildable from redo only if a
 //!    PageInit of it lies at or after the published horizon, and while that write is in flight
 //!    the page holds the checkpoint at or below that PageInit (decided under the flush-list
-//!    mutex, atomically with checkpoint computation). Tests: `tests/crash.rs:
+//!    mutex, atomically with checkpoint computation). A page made a copy (its PageInit then
+//!    its PageCopy in one group) is so only while the copy is pending (module `copy_deps`):
+//!    its source waits for that write, so redo can still make the copy; once the copy is
+//!    durable the source may pass it on disk and the page's later writes are protected.
+//!    Tests: `tests/crash.rs:
 //!    init_on_flush_claimed_wrongly_on_purpose_is_caught` (knob `claim_all_rebuildable`),
+//!    `tests/page_copies.rs: a_pending_copy_skips_the_protection_and_is_rebuilt_from_its_source`
+//!    (knob `copies_always_rebuildable`),
 //!    `tests/pool.rs: a_rebuildable_page_in_flight_holds_the_checkpoint_at_its_init`,
 //!    `init_on_flush_state_follows_the_checkpoint`, `tests/recovery.rs:
 //!    fresh_pages_skip_the_doublewrite_e2`.

@@ -192,6 +192,7 @@ impl BufferPool {
         if init {
             m.rebuildable = true;
             m.rebuild_from = g.start_lsn;
+            m.rebuild_by_copy = false;
         }
     }
 

@@ -68,8 +68,8 @@ struct Entry {
     /// the transaction's arena.
     lazy: Option<u32>,
     /// The page was made a copy of this one ([`PageTxn::copy_page`]): it must be written
-    /// before that page's next write (module `copy_deps`) and is never rebuildable from redo
-    /// alone.
+    /// before that page's next write (module `copy_deps`), and redo rebuilds it from that
+    /// page only while the copy is pending.
     copied_from: Option<PageId>,
 }
 
@@ -909,11 +909,16 @@ impl<'p> PageTxn<'p> {
                 }
                 m.set_newest(end);
                 if e.copied_from.is_some() {
-                    // Redo rebuilds it only with its source: it goes through the protection.
-                    m.rebuildable = false;
+                    // Redo rebuilds it from its source while the copy is pending (the source
+                    // is not written past the copy before the copy is durable): until then a
+                    // write of it may skip the protection (`flush_list`, init-on-flush).
+                    m.rebuildable = true;
+                    m.rebuild_from = start;
+                    m.rebuild_by_copy = true;
                 } else if e.first_init == Some(true) {
                     m.rebuildable = true;
                     m.rebuild_from = start;
+                    m.rebuild_by_copy = false;
                 }
             }
             drop(x);

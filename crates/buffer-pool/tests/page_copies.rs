@@ -131,11 +131,12 @@ fn a_copy_replays_to_the_page_the_transaction_made() {
     assert_eq!(rep.pages_read, 2, "a copy's disk copy is read, not assumed");
     assert!(same(&fresh.read(PageId(1)).unwrap(), &l), "page 1 differs");
     assert!(same(&fresh.read(PageId(2)).unwrap(), &r), "page 2 differs");
-    // A copy began with an init but is not rebuildable from redo alone (it needs its source):
-    // neither the recovered pages nor the committed ones skip the protection when written.
+    // Recovered pages are never written as rebuildable from a copy (the source's disk copy may
+    // be past it); the committed copy's first write is (its source waits for it).
     fresh.flush_all().unwrap();
-    pool.flush_all().unwrap();
     assert_eq!(store.inner.stats().pages_rebuildable, 0);
+    pool.flush_all().unwrap();
+    assert_eq!(store.inner.stats().pages_rebuildable, 1);
     // A copy to itself, or to a page the transaction did not start, is refused.
     let t = pool.begin();
     assert!(matches!(
@@ -205,6 +206,67 @@ fn a_copy_is_written_before_its_source() {
             knob,
             "the knob ignore_copy_order should make a crash unrecoverable"
         );
+    }
+}
+
+/// A page made a copy is written without the torn-page protection while the copy is pending
+/// (its source waits for that write, so the source's disk copy is not past the copy): torn,
+/// recovery rebuilds it from the PageInit that starts every copy and the copy from the
+/// source. Once the copy is durable the source may be written
+/// past it, and later writes of the copy are protected; the knob `copies_always_rebuildable`
+/// keeps skipping the protection, and a torn later write is then beyond repair.
+#[test]
+fn a_pending_copy_skips_the_protection_and_is_rebuilt_from_its_source() {
+    // A tear of the copy's first write (budget 1: the copy written, then the crash).
+    let store = crash_store();
+    let pool = pool_over(store.clone());
+    let log = MemLog::new();
+    let (l, r) = split(&pool, &log);
+    store.budget.store(1, Ordering::SeqCst);
+    assert!(pool.flush_all().is_err());
+    assert_eq!(store.inner.stats().pages_rebuildable, 1, "the copy skipped");
+    drop(pool);
+    let mut torn = store.inner.stored(PageId(2)).unwrap();
+    torn[100] ^= 0xff;
+    store.inner.put_raw(PageId(2), torn);
+    let fresh = pool_over(store.clone());
+    let rep = fresh
+        .apply_redo(Lsn::ZERO, &log.groups_since(Lsn::ZERO))
+        .unwrap();
+    assert_eq!(rep.pages_from_redo, 1, "{rep:?}");
+    assert!(same(&fresh.read(PageId(1)).unwrap(), &l), "page 1 differs");
+    assert!(same(&fresh.read(PageId(2)).unwrap(), &r), "page 2 differs");
+
+    // After both are written, a later write of the copy.
+    for knob in [false, true] {
+        let store = crash_store();
+        let pool = pool_over(store.clone());
+        pool.knobs()
+            .copies_always_rebuildable
+            .store(knob, Ordering::Relaxed);
+        let log = MemLog::new();
+        split(&pool, &log);
+        pool.flush_all().unwrap();
+        assert_eq!(store.inner.stats().pages_rebuildable, 1);
+        let t = pool.begin();
+        t.write(PageId(2)).unwrap().write(P + 20, b"later").unwrap();
+        t.commit(&log).unwrap();
+        pool.flush_all().unwrap();
+        let skipped = store.inner.stats().pages_rebuildable;
+        assert_eq!(skipped, if knob { 2 } else { 1 }, "knob {knob}");
+        if knob {
+            // The write that skipped the protection, torn: the source on disk is past the
+            // copy, so redo cannot make it, and recovery says so.
+            drop(pool);
+            let mut torn = store.inner.stored(PageId(2)).unwrap();
+            torn[100] ^= 0xff;
+            store.inner.put_raw(PageId(2), torn);
+            let fresh = pool_over(store.clone());
+            let e = fresh
+                .apply_redo(Lsn::ZERO, &log.groups_since(Lsn::ZERO))
+                .expect_err("a torn copy whose source is past it cannot be rebuilt");
+            assert!(matches!(e, PoolError::Unrecoverable { .. }), "{e}");
+        }
     }
 }
 
