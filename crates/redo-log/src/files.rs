@@ -47,11 +47,22 @@ impl LogFileSet {
             return Ok(());
         }
         for i in 0..geo.files as u64 {
-            let f = fs.open(&dir.join(file_name(i)), &opts.create(true))?;
+            let path = dir.join(file_name(i));
+            let f = fs.open(&path, &opts.create(true))?;
             if f.len()? != file_size {
                 f.set_len(file_size)?;
             }
-            preallocate(&*f, file_size, Preallocation::Zeroed)?;
+            // The zeros go through O_DIRECT where the file system takes it: they bypass the
+            // page cache, which a log sized to a large pool would otherwise fill (measured: a
+            // 928 MiB log took 0.55-2.3 s to create buffered, the slow end when the memory had
+            // to be reclaimed first, and 0.45 s direct). Elsewhere, or if a direct write
+            // fails, the buffered handle writes them all.
+            let direct = fs.open(&path, &opts.direct(true)).ok();
+            let filled =
+                direct.is_some_and(|d| preallocate(&*d, file_size, Preallocation::Zeroed).is_ok());
+            if !filled {
+                preallocate(&*f, file_size, Preallocation::Zeroed)?;
+            }
         }
         Ok(())
     }
