@@ -79,6 +79,8 @@ impl BufferPool {
             "free frame {f} holds a page"
         );
         fr.pin.store(1, Ordering::Release);
+        self.prefault
+            .note_use((f as usize + 1).saturating_mul(self.page_size));
         Some(f)
     }
 }

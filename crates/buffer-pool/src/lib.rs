@@ -122,6 +122,7 @@ mod optimistic;
 mod page_store;
 mod page_table;
 mod pool;
+mod prefault;
 mod prefetch;
 pub mod recovery;
 pub mod redo;

@@ -108,7 +108,9 @@ pub struct BufferPool {
     #[allow(clippy::type_complexity)]
     pub(crate) after_last_unpin: Mutex<Option<Box<dyn Fn(u32) + Send + Sync>>>,
     // Declared last: dropped after the frames that point into it.
-    _arena: AlignedBuf,
+    _arena: Arc<AlignedBuf>,
+    /// Faults the arena in ahead of the frames in use (module `prefault`).
+    pub(crate) prefault: crate::prefault::Prefault,
 }
 
 impl std::fmt::Debug for BufferPool {
@@ -139,6 +141,7 @@ impl BufferPool {
         let n = sizing.frames;
         let mut arena = AlignedBuf::huge(n * page_size);
         let base = arena.as_mut_ptr();
+        let arena = Arc::new(arena);
         if base.is_null() || !(base as usize).is_multiple_of(8) || !page_size.is_multiple_of(8) {
             // Frame::optimistic_words relies on 8-byte aligned frames.
             return Err(PoolError::Config(
@@ -191,6 +194,7 @@ impl BufferPool {
             #[cfg(test)]
             after_last_unpin: Mutex::new(None),
             cfg: config,
+            prefault: crate::prefault::Prefault::new(arena.clone()),
             _arena: arena,
         })
     }

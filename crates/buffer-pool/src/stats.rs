@@ -71,6 +71,11 @@ pool_stats! {
         /// Committed page images copied for snapshots (a write transaction's first change of
         /// each page).
         versions_copied,
+        /// Bytes of the pool's memory faulted in ahead of use by a helper thread (module
+        /// `prefault`).
+        prefaulted_bytes,
+        /// Helper threads started to fault the pool's memory in.
+        prefault_helpers,
     }
     counters {
         /// Pages read from the store (misses, prefetch, recovery).
@@ -192,6 +197,8 @@ impl BufferPool {
             snapshots: v.snapshots,
             snapshots_refused: v.refused,
             versions_copied: v.copied,
+            prefaulted_bytes: self.prefault.populated() as u64,
+            prefault_helpers: self.prefault.helpers(),
             ..self.c.snapshot()
         }
     }
@@ -244,11 +251,12 @@ mod tests {
         assert_eq!(s.redo_records_skipped, 23);
         let json = serde_json::to_value(s).unwrap();
         let obj = json.as_object().unwrap();
-        // The computed fields (frames .. misses, and the five version-store fields) are zero.
-        assert_eq!(obj.len(), 10 + fields.len());
+        // The computed fields (frames .. misses, the five version-store fields and the two of
+        // the prefault helper) are zero.
+        assert_eq!(obj.len(), 12 + fields.len());
         let mut values: Vec<u64> = obj.values().map(|v| v.as_u64().unwrap()).collect();
         values.sort_unstable();
-        let mut want = vec![0; 10];
+        let mut want = vec![0; 12];
         want.extend(1..=fields.len() as u64);
         assert_eq!(values, want);
     }
