@@ -72,8 +72,12 @@ struct Slot {
     frozen: bool,
 }
 
+/// `Step::at` of bytes that were all zero: nothing saved, zeroes put back.
+const ZEROS: u32 = u32::MAX;
+
 /// One change to undo: a move back (if `move_len` > 0: `move_len` bytes from `move_dst` to
-/// `move_src`), then `len` saved bytes at `at` in `Inner::bytes` back to `offset`.
+/// `move_src`), then `len` saved bytes at `at` in `Inner::bytes` back to `offset` (zeroes if
+/// `at` is [`ZEROS`]).
 #[derive(Debug, Clone, Copy)]
 struct Step {
     /// The page's previous step.
@@ -168,7 +172,10 @@ impl TxnUndo {
             return false;
         }
         s.saved = s.saved.saturating_add(saved.len());
-        let at = g.bytes.len() as u32;
+        // Bytes that were all zero (free space an insert fills) are recorded as such, not
+        // copied: `ZEROS` in place of an arena offset.
+        let zeros = saved.len() >= 16 && saved.iter().all(|&b| b == 0);
+        let at = if zeros { ZEROS } else { g.bytes.len() as u32 };
         g.steps.push(Step {
             prev: s.last,
             offset: offset as u32,
@@ -179,7 +186,9 @@ impl TxnUndo {
             move_len: mv.2 as u32,
         });
         s.last = (g.steps.len() - 1) as u32;
-        g.bytes.extend_from_slice(saved);
+        if !zeros {
+            g.bytes.extend_from_slice(saved);
+        }
         g.past_bound(slot)
     }
 
@@ -258,7 +267,11 @@ impl TxnUndo {
                 page.copy_within(md..md + ml, ms);
             }
             let (o, l, a) = (st.offset as usize, st.len as usize, st.at as usize);
-            if let (Some(dst), Some(src)) = (
+            if st.at == ZEROS {
+                if let Some(dst) = page.get_mut(o..o.saturating_add(l)) {
+                    dst.fill(0);
+                }
+            } else if let (Some(dst), Some(src)) = (
                 page.get_mut(o..o.saturating_add(l)),
                 g.bytes.get(a..a.saturating_add(l)),
             ) {
@@ -309,6 +322,29 @@ impl TxnUndo {
 mod tests {
     use super::*;
 
+    /// A write over zeroed bytes saves none of them, and its undo zeroes them again.
+    #[test]
+    fn writes_over_zeroes_save_no_bytes() {
+        let t = TxnUndo::new(u64::MAX);
+        let slot = t.add_page(10, 512);
+        let orig: Vec<u8> = (0..512)
+            .map(|i| if i >= 256 { 0 } else { i as u8 })
+            .collect();
+        let mut page = orig.clone();
+        t.push(slot, 300, &page[300..424]);
+        page[300..424].fill(0xab);
+        t.push(slot, 250, &page[250..270]);
+        page[250..270].fill(0xcd);
+        assert_eq!(
+            t.inner.lock().bytes.len(),
+            20,
+            "only the non-zero write saved bytes"
+        );
+        let mut copy = page.clone();
+        t.undo_copy(slot, &mut copy);
+        assert_eq!(copy, orig);
+    }
+
     /// A seeded mix of writes and moves (overlapping both ways, and apart) on two pages: the
     /// undo of each gives its page back exactly, whatever the other page did.
     #[test]
@@ -320,10 +356,22 @@ mod tests {
                 .wrapping_add(1442695040888963407);
             (seed >> 33) as usize
         };
-        for _ in 0..200 {
+        for round in 0..200 {
             let t = TxnUndo::new(u64::MAX);
+            // Every other round the pages have zeroed free space in their middle, as a node's
+            // gap between slots and cells (writes over it save no bytes: `ZEROS`).
             let orig: Vec<Vec<u8>> = (0..2)
-                .map(|p| (0..512).map(|i| (i * 7 + p * 3) as u8).collect())
+                .map(|p| {
+                    (0..512)
+                        .map(|i| {
+                            if round % 2 == 1 && (128..384).contains(&i) {
+                                0
+                            } else {
+                                (i * 7 + p * 3) as u8
+                            }
+                        })
+                        .collect()
+                })
                 .collect();
             let mut pages = orig.clone();
             let slots = [t.add_page(10, 512), t.add_page(11, 512)];
