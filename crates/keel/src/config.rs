@@ -97,7 +97,9 @@ pub struct Config {
     /// Wait this long before a log sync so more committers share it (`"0s"`, `"50us"`).
     #[serde(with = "human::duration")]
     pub group_commit_delay: Duration,
-    /// Take a checkpoint at least this often (`"5s"`).
+    /// Take a checkpoint at least this often (default `"60s"`; log pressure starts one sooner,
+    /// at `checkpoint_log_fraction`). Each writes every dirty page, so a short interval rewrites
+    /// hot pages often; recovery replays at most about half the log whatever it is.
     #[serde(with = "human::duration")]
     pub checkpoint_interval: Duration,
     /// Take a checkpoint when this fraction of the log space is in use.
