@@ -33,6 +33,7 @@ use crate::stats::bump;
 use crate::{BufferPool, Result};
 use keel_io::AlignedBuf;
 use keel_page::{Lsn, PageId};
+use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -167,48 +168,56 @@ impl BufferPool {
     /// their own (each durable before the next starts); a page whose copies are not all
     /// durable then is skipped.
     pub(crate) fn flush_pages(&self, ids: &[PageId], kind: FlushKind) -> Result<FlushOutcome> {
-        self.flush_pages_depth(ids, kind, 0)
-    }
-
-    fn flush_pages_depth(
-        &self,
-        ids: &[PageId],
-        kind: FlushKind,
-        depth: usize,
-    ) -> Result<FlushOutcome> {
         if self.copy_deps_len.load(Ordering::Acquire) == 0
             || TestKnobs::on(&self.knobs.ignore_copy_order)
         {
             return self.flush_batch(ids, kind);
         }
-        let first: Vec<PageId> = {
+        // Levels: `ids`, then the copies they wait for, then the copies those wait for, and so
+        // on, however deep (a chain grows by one copy per split of its newest page while no
+        // write cuts it). Each page is written once, at the deepest level it appears on, after
+        // every copy it waits for. No cycles (module `copy_deps`), so the levels end; the bound
+        // (one level per pending copy) only guards damaged state. (The flush once followed
+        // chains 64 levels deep and no further: the pages above waited for copies no batch
+        // reached, and a synchronous checkpoint spun on them for good.)
+        let mut levels: Vec<Vec<PageId>> = vec![ids.to_vec()];
+        let mut deepest: HashMap<PageId, usize> = ids.iter().map(|&id| (id, 0)).collect();
+        {
             let d = self.copy_deps.lock();
-            let mut v: Vec<PageId> = ids
-                .iter()
-                .flat_map(|&id| d.of(id).iter().filter(|c| c.freed.is_none()))
-                .map(|c| c.dst)
-                .collect();
-            v.sort_unstable();
-            v.dedup();
-            v
-        };
+            let bound = d.len() + 1;
+            while levels.len() <= bound {
+                let Some(last) = levels.last() else { break };
+                let mut next: Vec<PageId> = last
+                    .iter()
+                    .flat_map(|&id| d.of(id).iter().filter(|c| c.freed.is_none()))
+                    .map(|c| c.dst)
+                    .collect();
+                if next.is_empty() {
+                    break;
+                }
+                next.sort_unstable();
+                next.dedup();
+                for &p in &next {
+                    deepest.insert(p, levels.len());
+                }
+                levels.push(next);
+            }
+        }
         let mut out = FlushOutcome::default();
-        // No cycles (module `copy_deps`), so chains end; the bound is a guard only.
-        if !first.is_empty() && depth < 64 {
-            let o = self.flush_pages_depth(&first, kind, depth + 1)?;
+        for (k, level) in levels.iter().enumerate().rev() {
+            let batch: Vec<PageId> = level
+                .iter()
+                .copied()
+                .filter(|p| deepest.get(p) == Some(&k))
+                .collect();
+            if batch.is_empty() {
+                continue;
+            }
+            let o = self.flush_batch(&batch, kind)?;
             out.written += o.written;
             out.owned += o.owned;
             out.busy += o.busy;
         }
-        let rest: Vec<PageId> = ids
-            .iter()
-            .copied()
-            .filter(|id| first.binary_search(id).is_err())
-            .collect();
-        let o = self.flush_batch(&rest, kind)?;
-        out.written += o.written;
-        out.owned += o.owned;
-        out.busy += o.busy;
         Ok(out)
     }
 

@@ -461,3 +461,46 @@ fn readable_table_serves_write_and_read_tables_alike() {
     let r = s.read().unwrap();
     assert_eq!(summary(&r.table("t").unwrap()), in_write);
 }
+
+/// Ascending keys below a fixed greatest key split the rightmost leaf again and again, in its
+/// middle (not the append fast path: the greatest key stays last), and each split makes its
+/// new right half a page copy of the leaf before it, itself a copy not yet written: a chain of
+/// copies as long as the splits between two writes (every leaf waits for the next). A
+/// checkpoint must still write every page. (The flush followed such chains 64 levels deep and
+/// no further; the checkpoint then left the chain dirty, and a writer at the synchronous
+/// checkpoint point spun on it for good: a `keel-tpcc` load with a pool-sized log hung so.)
+#[test]
+fn a_long_chain_of_split_copies_is_checkpointed() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = Config {
+        page_size: 4096,
+        pool_size: 8 << 20,
+        log_file_size: 16 << 20,
+        durability: Durability::Lazy,
+        checkpoint_interval: std::time::Duration::from_secs(3600),
+        ..Config::default()
+    };
+    let store = Store::open(dir.path(), cfg).unwrap();
+    let tx = store.write().unwrap();
+    tx.table("t")
+        .unwrap()
+        .insert(&u32::MAX.to_be_bytes(), b"greatest")
+        .unwrap();
+    tx.commit().unwrap();
+    for i in 0..1500u32 {
+        let tx = store.write().unwrap();
+        tx.table("t")
+            .unwrap()
+            .insert(&i.to_be_bytes(), &[i as u8; 300])
+            .unwrap();
+        tx.commit().unwrap();
+    }
+    let s = store.stats();
+    assert!(s.pool.page_copies > 100, "{} copies", s.pool.page_copies);
+    store.checkpoint().unwrap();
+    assert_eq!(store.stats().pool.dirty_pages, 0, "the whole chain written");
+    store.close().unwrap();
+    let store = Store::open(dir.path(), Config::for_store(dir.path()).unwrap()).unwrap();
+    let r = store.read().unwrap();
+    assert_eq!(r.table("t").unwrap().range(..).unwrap().count(), 1501);
+}
