@@ -202,6 +202,33 @@ fn rewrite_page_1(w: &mut World, byte: u8) {
     });
 }
 
+/// Flushes every dirty page and crashes with the in-place write torn, then recovers. A page
+/// that skipped the protection (`skips`: the test's knob is on) is synced in place before the
+/// flush returns: the crash comes at that sync, the write pending. A protected page returns
+/// once its doublewrite slot is synced (the data sync waits for the slot's reuse), so the
+/// flush has no data sync: the crash comes after it, the unsynced in-place write torn.
+fn flush_torn(w: &mut World, skips: bool) -> Result<Recovery, String> {
+    w.fs.trigger.arm_when(
+        |k, c| k == OpKind::Sync && c == FileClass::Data,
+        Some(CrashPolicy::tear_all()),
+    );
+    let flushed = w.pool.flush_all();
+    if skips {
+        assert!(
+            flushed.is_err(),
+            "the skipped page's data sync is where it crashes"
+        );
+        w.crash_and_recover(None)
+    } else {
+        flushed.unwrap();
+        assert!(
+            !w.fs.trigger.fired(),
+            "no data sync inside a protected flush"
+        );
+        w.crash_and_recover(Some(CrashPolicy::tear_all()))
+    }
+}
+
 /// docs/design.md invariant 1 (WAL rule), broken: the log lies that it is durable, so the writer
 /// puts a page on disk whose redo is lost in the crash. The check finds a page ahead of the log.
 #[test]
@@ -281,29 +308,7 @@ fn init_on_flush_claimed_wrongly_on_purpose_is_caught() {
             .knobs()
             .claim_all_rebuildable
             .store(knob, Ordering::Relaxed);
-        // A page that skipped protection is synced in place before the flush returns: crash at
-        // that sync, the in-place write pending and torn. A protected page returns once its
-        // doublewrite slot is synced (the data sync waits for the slot's reuse): crash after the
-        // flush, the unsynced in-place write torn.
-        w.fs.trigger.arm_when(
-            |k, c| k == OpKind::Sync && c == FileClass::Data,
-            Some(CrashPolicy::tear_all()),
-        );
-        let flushed = w.pool.flush_all();
-        let r = if knob {
-            assert!(
-                flushed.is_err(),
-                "the skipped page's data sync is where it crashes"
-            );
-            w.crash_and_recover(None)
-        } else {
-            flushed.unwrap();
-            assert!(
-                !w.fs.trigger.fired(),
-                "no data sync inside a protected flush"
-            );
-            w.crash_and_recover(Some(CrashPolicy::tear_all()))
-        };
+        let r = flush_torn(&mut w, knob);
         if knob {
             let e = r.expect_err("a torn page that skipped protection must be caught");
             assert!(e.contains("page 1 cannot be recovered"), "{e}");
@@ -374,29 +379,9 @@ fn copies_claimed_rebuildable_too_long_on_purpose_is_caught() {
         w.pool.flush_all().unwrap();
         let skipped = w.pool.stats().pages_written_rebuildable - before;
         assert_eq!(skipped, 1, "the copy's first write skipped the protection");
-        // The copy changed again, then written: crash at the data sync a page that skipped
-        // the protection gets, tearing the in-place write; a protected write has none (as in
-        // `init_on_flush_claimed_wrongly_on_purpose_is_caught`).
+        // The copy changed again, then written, torn.
         commit_changes(&mut w, None, &[(2, 200, b"again")]);
-        w.fs.trigger.arm_when(
-            |k, c| k == OpKind::Sync && c == FileClass::Data,
-            Some(CrashPolicy::tear_all()),
-        );
-        let flushed = w.pool.flush_all();
-        let r = if knob {
-            assert!(
-                flushed.is_err(),
-                "the skipped copy's data sync is where it crashes"
-            );
-            w.crash_and_recover(None)
-        } else {
-            flushed.unwrap();
-            assert!(
-                !w.fs.trigger.fired(),
-                "no data sync inside a protected flush"
-            );
-            w.crash_and_recover(Some(CrashPolicy::tear_all()))
-        };
+        let r = flush_torn(&mut w, knob);
         if knob {
             let e = r.expect_err("a torn copy whose source is past it must be caught");
             assert!(e.contains("page 2 cannot be recovered"), "{e}");
