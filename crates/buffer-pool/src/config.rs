@@ -41,6 +41,12 @@ pub struct PoolConfig {
     /// The most bytes of old page versions kept for snapshot readers (module `versions`);
     /// past it the oldest snapshots are refused ([`PoolError::SnapshotTooOld`]).
     pub version_budget: u64,
+    /// The most pending page copies a chain may hold (module `copy_deps`): a copy whose source
+    /// is already this many copies deep is refused (the caller logs the page's bytes), so a
+    /// flush writes at most this many levels of copies, one durable batch each, before the
+    /// page that waits for them. Keys ascending below a greatest key would otherwise grow a
+    /// chain by one copy per split until a write cut it.
+    pub max_copy_chain: usize,
 }
 
 impl Default for PoolConfig {
@@ -55,6 +61,7 @@ impl Default for PoolConfig {
             max_txn_pct: 75,
             frame_wait_ms: 5000,
             version_budget: 64 << 20,
+            max_copy_chain: 32,
         }
     }
 }

@@ -93,6 +93,11 @@ impl CopyDeps {
         self.by_src.get(&src).map_or(&[], |v| v.as_slice())
     }
 
+    /// A source page `id` is a pending copy of, if it is one (the first, if several).
+    pub fn source_of(&self, id: PageId) -> Option<PageId> {
+        self.by_dst.get(&id).and_then(|v| v.first().copied())
+    }
+
     /// Whether page `id` is a pending copy (of any source).
     pub fn is_copy(&self, id: PageId) -> bool {
         self.by_dst.contains_key(&id)

@@ -396,8 +396,10 @@ impl<'p> PageTxn<'p> {
     ///
     /// Returns false, doing nothing, when the pool does not make copies (off, see
     /// [`BufferPool::set_page_copies`], or the store can leave a torn page that only redo
-    /// could rebuild) or `dst` must itself wait for a copy of its own (no cycles of waits);
-    /// the caller then writes `dst`'s bytes through a guard.
+    /// could rebuild), `dst` must itself wait for a copy of its own (no cycles of waits), or
+    /// `src` is already `max_copy_chain` pending copies deep (bounded chains, see
+    /// [`PoolConfig::max_copy_chain`](crate::PoolConfig::max_copy_chain)); the caller then
+    /// writes `dst`'s bytes through a guard.
     ///
     /// # Errors
     ///
@@ -437,10 +439,39 @@ impl<'p> PageTxn<'p> {
         if pool.copy_deps_len.load(Ordering::Acquire) > 0 && pool.copy_deps.lock().waits(dst) {
             return Ok(false);
         }
+        if self.copy_depth(src) >= pool.cfg.max_copy_chain {
+            return Ok(false);
+        }
         let s = self.read(src)?;
         let mut d = self.write(dst)?;
         d.copy_from(&s, src);
         Ok(true)
+    }
+
+    /// How many pending copies deep page `src` is (it is a copy of a page that is a copy of
+    /// ...), counting this transaction's copies and the pool's pending ones, up to
+    /// `max_copy_chain`.
+    fn copy_depth(&self, src: PageId) -> usize {
+        let cap = self.pool.cfg.max_copy_chain;
+        let st = self.st.borrow();
+        let deps = (self.pool.copy_deps_len.load(Ordering::Acquire) > 0)
+            .then(|| self.pool.copy_deps.lock());
+        let (mut depth, mut p) = (0, src);
+        while depth < cap {
+            let from = st
+                .index
+                .get(&p)
+                .and_then(|&i| st.entries[i].copied_from)
+                .or_else(|| deps.as_ref().and_then(|d| d.source_of(p)));
+            match from {
+                Some(f) => {
+                    depth += 1;
+                    p = f;
+                }
+                None => break,
+            }
+        }
+        depth
     }
 
     /// Appends a non-page record (e.g. `Record::Logical`) to the transaction's group.

@@ -271,7 +271,8 @@ fn a_pending_copy_skips_the_protection_and_is_rebuilt_from_its_source() {
 }
 
 /// A chain of copies longer than any fixed bound (page k+1 made a copy of page k, each in its
-/// own transaction, none written in between: page k waits for k+1, which waits for k+2, ...):
+/// own transaction, none written in between: page k waits for k+1, which waits for k+2, ...;
+/// `max_copy_chain` lifted, as recovery can replay such a chain whatever the bound):
 /// a flush writes the copies deepest first, level by level, and ends with every page written.
 /// (The flush once followed such chains only 64 levels deep; past that, the pages at the top
 /// waited for copies no batch reached, and the synchronous checkpoint of a `keel-tpcc` load
@@ -282,6 +283,7 @@ fn a_chain_of_copies_longer_than_any_bound_is_written_deepest_first() {
     let cfg = PoolConfig {
         page_size: PageSize::K4,
         pool_bytes: 512 * 4096,
+        max_copy_chain: usize::MAX,
         ..Default::default()
     };
     let pool = BufferPool::new(cfg, store.clone()).unwrap();
@@ -312,6 +314,55 @@ fn a_chain_of_copies_longer_than_any_bound_is_written_deepest_first() {
         let page = store.stored(PageId(k)).unwrap();
         assert_eq!(&page[P..P + 8], &k.to_le_bytes(), "page {k}");
     }
+}
+
+/// Chains are bounded: a copy whose source is already `max_copy_chain` pending copies deep is
+/// refused (the caller logs the bytes), counting copies made earlier in the same transaction
+/// and pending ones of earlier transactions; a write of the chain resets the depth.
+#[test]
+fn a_copy_past_the_chain_bound_is_refused() {
+    let store = Arc::new(MemStore::new(PageSize::K4));
+    let cfg = PoolConfig {
+        page_size: PageSize::K4,
+        pool_bytes: 256 * 4096,
+        max_copy_chain: 4,
+        ..Default::default()
+    };
+    let pool = BufferPool::new(cfg, store.clone()).unwrap();
+    pool.set_page_copies(true);
+    let log = MemLog::new();
+    let t = pool.begin();
+    drop(t.new_page(PageId(1), PageType::RAW).unwrap());
+    t.commit(&log).unwrap();
+    // Pages 2 and 3 in one transaction, 4 and 5 in two more: 5 is 4 copies deep.
+    let t = pool.begin();
+    for k in 1..3u64 {
+        drop(t.new_page(PageId(k + 1), PageType::RAW).unwrap());
+        assert!(t.copy_page(PageId(k + 1), PageId(k)).unwrap(), "copy {k}");
+    }
+    t.commit(&log).unwrap();
+    for k in 3..5u64 {
+        let t = pool.begin();
+        drop(t.new_page(PageId(k + 1), PageType::RAW).unwrap());
+        assert!(t.copy_page(PageId(k + 1), PageId(k)).unwrap(), "copy {k}");
+        t.commit(&log).unwrap();
+    }
+    let t = pool.begin();
+    drop(t.new_page(PageId(6), PageType::RAW).unwrap());
+    assert!(
+        !t.copy_page(PageId(6), PageId(5)).unwrap(),
+        "a fifth copy in the chain is refused"
+    );
+    // Not deep through another page of the chain's: page 3 is 2 deep.
+    drop(t.new_page(PageId(7), PageType::RAW).unwrap());
+    assert!(t.copy_page(PageId(7), PageId(3)).unwrap());
+    t.commit(&log).unwrap();
+    // Written, the chain is no longer pending: page 5 may be copied again.
+    pool.flush_all().unwrap();
+    let t = pool.begin();
+    drop(t.new_page(PageId(8), PageType::RAW).unwrap());
+    assert!(t.copy_page(PageId(8), PageId(5)).unwrap());
+    t.commit(&log).unwrap();
 }
 
 /// A copy freed before it was ever written: its source may be written once the free is
