@@ -75,18 +75,6 @@ struct Slot {
 /// `Step::at` of bytes that were all zero: nothing saved, zeroes put back.
 const ZEROS: u32 = u32::MAX;
 
-/// Whether every byte of `b` is zero: 32 bytes at a time (an OR the compiler vectorises),
-/// stopping at the first chunk that is not.
-fn all_zero(b: &[u8]) -> bool {
-    let mut chunks = b.chunks_exact(32);
-    for c in &mut chunks {
-        if c.iter().fold(0u8, |a, &x| a | x) != 0 {
-            return false;
-        }
-    }
-    chunks.remainder().iter().all(|&x| x == 0)
-}
-
 /// One change to undo: a move back (if `move_len` > 0: `move_len` bytes from `move_dst` to
 /// `move_src`), then `len` saved bytes at `at` in `Inner::bytes` back to `offset` (zeroes if
 /// `at` is [`ZEROS`]).
@@ -186,7 +174,7 @@ impl TxnUndo {
         s.saved = s.saved.saturating_add(saved.len());
         // Bytes that were all zero (free space an insert fills) are recorded as such, not
         // copied: `ZEROS` in place of an arena offset.
-        let zeros = saved.len() >= 16 && all_zero(saved);
+        let zeros = saved.len() >= 16 && keel_page::is_zero(saved);
         let at = if zeros { ZEROS } else { g.bytes.len() as u32 };
         g.steps.push(Step {
             prev: s.last,
@@ -333,18 +321,6 @@ impl TxnUndo {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn all_zero_looks_at_every_byte() {
-        for len in [0usize, 1, 31, 32, 33, 64, 100, 124] {
-            assert!(all_zero(&vec![0; len]));
-            for at in 0..len {
-                let mut b = vec![0u8; len];
-                b[at] = 1;
-                assert!(!all_zero(&b), "len {len}, non-zero at {at}");
-            }
-        }
-    }
 
     /// A write over zeroed bytes saves none of them, and its undo zeroes them again.
     #[test]
