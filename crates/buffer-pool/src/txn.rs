@@ -436,11 +436,15 @@ impl<'p> PageTxn<'p> {
                 return Ok(false);
             }
         }
-        if pool.copy_deps_len.load(Ordering::Acquire) > 0 && pool.copy_deps.lock().waits(dst) {
-            return Ok(false);
-        }
-        if self.copy_depth(src) >= pool.cfg.max_copy_chain {
-            return Ok(false);
+        {
+            // One hold of the pending copies for both checks.
+            let deps =
+                (pool.copy_deps_len.load(Ordering::Acquire) > 0).then(|| pool.copy_deps.lock());
+            if deps.as_ref().is_some_and(|d| d.waits(dst))
+                || self.copy_depth(src, deps.as_deref()) >= pool.cfg.max_copy_chain
+            {
+                return Ok(false);
+            }
         }
         let s = self.read(src)?;
         let mut d = self.write(dst)?;
@@ -449,20 +453,18 @@ impl<'p> PageTxn<'p> {
     }
 
     /// How many pending copies deep page `src` is (it is a copy of a page that is a copy of
-    /// ...), counting this transaction's copies and the pool's pending ones, up to
-    /// `max_copy_chain`.
-    fn copy_depth(&self, src: PageId) -> usize {
+    /// ...), counting this transaction's copies and the pool's pending ones (`deps`, `None`
+    /// when there are none), up to `max_copy_chain`.
+    fn copy_depth(&self, src: PageId, deps: Option<&crate::copy_deps::CopyDeps>) -> usize {
         let cap = self.pool.cfg.max_copy_chain;
         let st = self.st.borrow();
-        let deps = (self.pool.copy_deps_len.load(Ordering::Acquire) > 0)
-            .then(|| self.pool.copy_deps.lock());
         let (mut depth, mut p) = (0, src);
         while depth < cap {
             let from = st
                 .index
                 .get(&p)
                 .and_then(|&i| st.entries[i].copied_from)
-                .or_else(|| deps.as_ref().and_then(|d| d.source_of(p)));
+                .or_else(|| deps.and_then(|d| d.source_of(p)));
             match from {
                 Some(f) => {
                     depth += 1;
