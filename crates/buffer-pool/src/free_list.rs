@@ -19,6 +19,7 @@
 
 use crate::frame::NO_PAGE;
 use crate::knobs::TestKnobs;
+use crate::stats::bump;
 use crate::BufferPool;
 use std::sync::atomic::Ordering;
 
@@ -79,8 +80,12 @@ impl BufferPool {
             "free frame {f} holds a page"
         );
         fr.pin.store(1, Ordering::Release);
-        self.prefault
-            .note_use((f as usize + 1).saturating_mul(self.page_size));
+        if self
+            .prefault
+            .note_use((f as usize + 1).saturating_mul(self.page_size))
+        {
+            bump(&self.c.prefault_helpers, 1);
+        }
         Some(f)
     }
 }

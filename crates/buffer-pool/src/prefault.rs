@@ -16,7 +16,7 @@
 //! arena is not a mapping never starts a helper).
 
 use keel_io::AlignedBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// How far ahead of the highest frame in use the arena is faulted in.
@@ -35,8 +35,6 @@ struct Shared {
     running: AtomicBool,
     /// Populating failed once (a kernel without the advice): never try again.
     off: AtomicBool,
-    /// Helpers started.
-    helpers: AtomicU64,
 }
 
 impl Prefault {
@@ -48,14 +46,14 @@ impl Prefault {
                 populated: AtomicUsize::new(0),
                 running: AtomicBool::new(false),
                 off: AtomicBool::new(off),
-                helpers: AtomicU64::new(0),
             }),
         }
     }
 
     /// The arena's bytes below `end` are about to be used: if that is within half a window of
-    /// what is populated, start a helper that populates up to a window past `end`.
-    pub(crate) fn note_use(&self, end: usize) {
+    /// what is populated, start a helper that populates up to a window past `end`. True if a
+    /// helper was started (the pool counts them: `PoolStats::prefault_helpers`).
+    pub(crate) fn note_use(&self, end: usize) -> bool {
         let s = &self.shared;
         let populated = s.populated.load(Ordering::Acquire);
         if end.saturating_add(WINDOW / 2) <= populated
@@ -63,12 +61,11 @@ impl Prefault {
             || s.off.load(Ordering::Relaxed)
             || s.running.swap(true, Ordering::AcqRel)
         {
-            return;
+            return false;
         }
         let to = end.saturating_add(WINDOW).min(s.arena.len());
         let from = populated;
         let helper = s.clone();
-        s.helpers.fetch_add(1, Ordering::Relaxed);
         let spawned = std::thread::Builder::new()
             .name("keel-prefault".into())
             .spawn(move || {
@@ -82,17 +79,14 @@ impl Prefault {
         if spawned.is_err() {
             // No thread: the first writers fault the memory in, as without a helper.
             s.running.store(false, Ordering::Release);
+            return false;
         }
+        true
     }
 
     /// Bytes of the arena faulted in ahead of use so far.
     pub(crate) fn populated(&self) -> usize {
         self.shared.populated.load(Ordering::Acquire)
-    }
-
-    /// Helpers started so far.
-    pub(crate) fn helpers(&self) -> u64 {
-        self.shared.helpers.load(Ordering::Relaxed)
     }
 }
 
@@ -110,22 +104,23 @@ mod tests {
     fn the_arena_is_populated_a_window_ahead_of_use_and_no_further() {
         let arena = Arc::new(AlignedBuf::huge(3 * WINDOW));
         let p = Prefault::new(arena.clone());
-        p.note_use(4096);
+        let mut helpers = 0;
+        helpers += u32::from(p.note_use(4096));
         settle(&p);
         assert_eq!(p.populated(), 4096 + WINDOW);
         // Within half a window of what is populated: nothing new.
-        p.note_use(WINDOW / 2);
+        helpers += u32::from(p.note_use(WINDOW / 2));
         settle(&p);
-        assert_eq!(p.helpers(), 1);
+        assert_eq!(helpers, 1);
         // Past it: a window beyond the new use, never past the arena.
-        p.note_use(WINDOW);
+        helpers += u32::from(p.note_use(WINDOW));
         settle(&p);
         assert_eq!(p.populated(), 2 * WINDOW);
-        p.note_use(3 * WINDOW);
+        helpers += u32::from(p.note_use(3 * WINDOW));
         settle(&p);
         assert_eq!(p.populated(), 3 * WINDOW);
-        p.note_use(3 * WINDOW);
-        assert_eq!(p.helpers(), 3, "a fully populated arena starts no helper");
+        helpers += u32::from(p.note_use(3 * WINDOW));
+        assert_eq!(helpers, 3, "a fully populated arena starts no helper");
         // Populating changed no byte.
         assert!(arena.iter().all(|&b| b == 0));
     }
@@ -133,8 +128,7 @@ mod tests {
     #[test]
     fn an_arena_that_is_not_a_mapping_starts_no_helper() {
         let p = Prefault::new(Arc::new(AlignedBuf::page(1 << 20)));
-        p.note_use(4096);
-        assert_eq!(p.helpers(), 0);
+        assert!(!p.note_use(4096), "no helper started");
         assert_eq!(p.populated(), 0);
     }
 }
