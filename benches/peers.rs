@@ -387,6 +387,20 @@ fn keel_config(cache: usize, page_size: usize, direct_io: bool) -> Res<keel::Con
     Ok(cfg)
 }
 
+/// One engine's medians in a case: its name, operations per second, device bytes per op.
+type Median = (String, f64, f64);
+
+/// Keel's medians and those of the peer with the highest rate (Keel variants such as
+/// `keel@4096` are not peers), if Keel and a peer ran.
+fn keel_and_best_peer(meds: &[Median]) -> Option<(&Median, &Median)> {
+    let keel = meds.iter().find(|m| m.0 == "keel")?;
+    let best = meds
+        .iter()
+        .filter(|m| !m.0.starts_with("keel"))
+        .max_by(|a, b| a.1.total_cmp(&b.1))?;
+    Some((keel, best))
+}
+
 /// SplitMix64.
 struct Rng(u64);
 
@@ -834,7 +848,7 @@ fn main() -> Res<()> {
             println!(
                 "{case:<9} {engine:<7} {m:>12.0} [{lo:.0}..{hi:.0}]  {b:>10.0} B/op  {c:>8.2} µs CPU/op  {x:>6.2} cs/op"
             );
-            meds.push((engine.clone(), m));
+            meds.push((engine.clone(), m, b));
         }
         // The bulk load with each engine's settling after it (`Sample::settled`).
         let mut settled_meds = Vec::new();
@@ -852,37 +866,25 @@ fn main() -> Res<()> {
             );
             settled_meds.push((engine.clone(), m, b));
         }
-        if let Some((_, km, kb)) = settled_meds.iter().find(|(e, _, _)| e == "keel") {
-            if let Some((best, bm, bb)) = settled_meds
-                .iter()
-                .filter(|(e, _, _)| !e.starts_with("keel"))
-                .max_by(|a, b| a.1.total_cmp(&b.1))
-            {
-                println!(
-                    "{case:<9} settled: keel / best peer ({best}): {:.2}x the rows/s, {:.2}x the bytes per row",
-                    km / bm,
-                    kb / bb
-                );
-            }
+        if let Some(((_, km, kb), (best, bm, bb))) = keel_and_best_peer(&settled_meds) {
+            println!(
+                "{case:<9} settled: keel / best peer ({best}): {:.2}x the rows/s, {:.2}x the bytes per row",
+                km / bm,
+                kb / bb
+            );
         }
-        if let Some((_, k)) = meds.iter().find(|(e, _)| e == "keel") {
-            if let Some((best, b)) = meds
-                .iter()
-                .filter(|(e, _)| !e.starts_with("keel"))
-                .max_by(|a, b| a.1.total_cmp(&b.1))
-            {
-                println!("{case:<9} keel / best peer ({best}): {:.2}x", k / b);
-                if !floor.is_empty() {
-                    let (f, lo, hi) = median_spread(&floor);
-                    let (fc, _, _) = median_spread(&floor_cpu);
-                    println!(
-                        "{case:<9} device floor (4 KiB pwrite + fdatasync, zero-filled file): {f:.0} [{lo:.0}..{hi:.0}] commits/s at {fc:.2} µs CPU each (the kernel's); keel {:.2}x of it, {best} {:.2}x; 1.5x {best} would need {:.0} = {:.2}x the floor",
-                        k / f,
-                        b / f,
-                        1.5 * b,
-                        1.5 * b / f
-                    );
-                }
+        if let Some(((_, k, _), (best, b, _))) = keel_and_best_peer(&meds) {
+            println!("{case:<9} keel / best peer ({best}): {:.2}x", k / b);
+            if !floor.is_empty() {
+                let (f, lo, hi) = median_spread(&floor);
+                let (fc, _, _) = median_spread(&floor_cpu);
+                println!(
+                    "{case:<9} device floor (4 KiB pwrite + fdatasync, zero-filled file): {f:.0} [{lo:.0}..{hi:.0}] commits/s at {fc:.2} µs CPU each (the kernel's); keel {:.2}x of it, {best} {:.2}x; 1.5x {best} would need {:.0} = {:.2}x the floor",
+                    k / f,
+                    b / f,
+                    1.5 * b,
+                    1.5 * b / f
+                );
             }
         }
     }
