@@ -90,9 +90,16 @@ fn crash_store() -> Arc<CrashStore> {
 }
 
 fn pool_over(store: Arc<dyn PageStore>) -> BufferPool {
+    copies_pool(store, 16, PoolConfig::default().max_copy_chain)
+}
+
+/// A pool of `pages` 4 KiB frames over `store` that makes page copies, with chains of at most
+/// `max_copy_chain` pending copies.
+fn copies_pool(store: Arc<dyn PageStore>, pages: usize, max_copy_chain: usize) -> BufferPool {
     let cfg = PoolConfig {
         page_size: PageSize::K4,
-        pool_bytes: 16 * 4096,
+        pool_bytes: pages * 4096,
+        max_copy_chain,
         ..Default::default()
     };
     let pool = BufferPool::new(cfg, store).unwrap();
@@ -280,14 +287,7 @@ fn a_pending_copy_skips_the_protection_and_is_rebuilt_from_its_source() {
 #[test]
 fn a_chain_of_copies_longer_than_any_bound_is_written_deepest_first() {
     let store = Arc::new(MemStore::new(PageSize::K4));
-    let cfg = PoolConfig {
-        page_size: PageSize::K4,
-        pool_bytes: 512 * 4096,
-        max_copy_chain: usize::MAX,
-        ..Default::default()
-    };
-    let pool = BufferPool::new(cfg, store.clone()).unwrap();
-    pool.set_page_copies(true);
+    let pool = copies_pool(store.clone(), 512, usize::MAX);
     let log = MemLog::new();
     let t = pool.begin();
     t.new_page(PageId(1), PageType::RAW)
@@ -322,14 +322,7 @@ fn a_chain_of_copies_longer_than_any_bound_is_written_deepest_first() {
 #[test]
 fn a_copy_past_the_chain_bound_is_refused() {
     let store = Arc::new(MemStore::new(PageSize::K4));
-    let cfg = PoolConfig {
-        page_size: PageSize::K4,
-        pool_bytes: 256 * 4096,
-        max_copy_chain: 4,
-        ..Default::default()
-    };
-    let pool = BufferPool::new(cfg, store.clone()).unwrap();
-    pool.set_page_copies(true);
+    let pool = copies_pool(store.clone(), 256, 4);
     let log = MemLog::new();
     let t = pool.begin();
     drop(t.new_page(PageId(1), PageType::RAW).unwrap());
