@@ -190,6 +190,31 @@ pub trait PageWrite: PageRead {
             })
     }
 
+    /// Plans a change from page `id` as it is and makes it, under one exclusive access: `plan`
+    /// sees the page and returns `Ok(p)` to change it or `Err(o)` to leave it as it is (the
+    /// outcome is returned); for `Ok(p)`, `apply` is handed `p` and a function that applies
+    /// edits to the page as [`edit`](Self::edit) does. The tree's hot path (a cell inserted into
+    /// a leaf with room) uses it so that the search, the plan and the edits cost one page
+    /// lookup and one latch, not three. The default reads, then edits: the same outcome.
+    ///
+    /// # Errors
+    ///
+    /// The page cannot be read or written, or `plan` or `apply` fails.
+    fn edit_planned<P, O>(
+        &mut self,
+        id: PageId,
+        plan: impl FnOnce(&[u8]) -> Result<std::result::Result<P, O>>,
+        apply: impl FnOnce(P, &mut dyn FnMut(&[PageOp<'_>]) -> Result<()>) -> Result<()>,
+    ) -> Result<std::result::Result<(), O>> {
+        match self.read(id, plan)?? {
+            Ok(p) => {
+                apply(p, &mut |ops| self.edit(id, ops))?;
+                Ok(Ok(()))
+            }
+            Err(o) => Ok(Err(o)),
+        }
+    }
+
     /// Allocates a page and initialises it (zeroed payload, header with `page_type`); the
     /// implementation logs this as a page-init record.
     fn allocate(&mut self, page_type: PageType) -> Result<PageId>;

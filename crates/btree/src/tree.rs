@@ -95,22 +95,52 @@ fn with_node_from<S: PageRead, R>(
     from: Option<(PageId, usize)>,
     f: impl FnOnce(Node<'_>) -> Result<R>,
 ) -> Result<R> {
-    let Some((parent, slot)) = from else {
-        return with_node(store, id, f);
-    };
-    let bad = |source: BTreeError| BTreeError::BadPointer {
-        page_id: parent,
-        slot,
-        target: id,
-        source: Box::new(source),
-    };
-    if id == parent {
-        return Err(bad(BTreeError::Corrupt {
-            page_id: parent,
-            detail: "a node points to itself".into(),
-        }));
+    check_pointer(from, id)?;
+    with_node(store, id, f).map_err(|e| bad_pointer(from, id, e))
+}
+
+/// Refuses a pointer to `id` held by the node it points from (`from`: page and slot).
+fn check_pointer(from: Option<(PageId, usize)>, id: PageId) -> Result<()> {
+    match from {
+        Some((parent, _)) if parent == id => Err(bad_pointer(
+            from,
+            id,
+            BTreeError::Corrupt {
+                page_id: parent,
+                detail: "a node points to itself".into(),
+            },
+        )),
+        _ => Ok(()),
     }
-    with_node(store, id, f).map_err(bad)
+}
+
+/// `source`, the failure to read or decode page `id`, as the fault of the pointer that led
+/// there ([`BTreeError::BadPointer`]; unchanged at the root, `from` None).
+fn bad_pointer(from: Option<(PageId, usize)>, id: PageId, source: BTreeError) -> BTreeError {
+    match from {
+        Some((parent, slot)) => BTreeError::BadPointer {
+            page_id: parent,
+            slot,
+            target: id,
+            source: Box::new(source),
+        },
+        None => source,
+    }
+}
+
+/// `n` (page `id`), reached as a leaf: refused unless it is one (level 0). `below_inner` is false for a
+/// root, which [`BTree::descend_to`] has read and checked already.
+fn check_leaf(n: Node<'_>, id: PageId, below_inner: bool) -> Result<Node<'_>> {
+    if below_inner && n.level() != 0 {
+        return Err(level_error(id, 0, n.level()));
+    }
+    if !n.is_leaf() {
+        return Err(BTreeError::Corrupt {
+            page_id: id,
+            detail: "a node of level 0 is not a leaf".into(),
+        });
+    }
+    Ok(n)
 }
 
 fn level_error(id: PageId, expected: u8, found: u8) -> BTreeError {
@@ -317,14 +347,52 @@ impl BTree {
         if value.len() as u64 > u32::MAX as u64 {
             return Err(BTreeError::ValueTooLarge { len: value.len() });
         }
-        let (path, leaf) = self.descend(store, key)?;
-        let found = with_node(store, leaf, |n| {
-            Ok(match n.search(key)? {
-                Ok(i) => (i, Some(FoundValue::from_ref(n.value(i)?))),
-                Err(i) => (i, None),
-            })
-        })?;
-        let (idx, old) = found;
+        let inline = value.len() <= self.limits.max_inline_value(key.len());
+        let (path, leaf) = self.descend_to(store, key, !inline)?;
+        let (idx, old, cell) = if inline {
+            // The common case, a new key into a leaf with room, in one exclusive access: the
+            // leaf's check, the search, the plan and the edits (one page lookup and latch
+            // instead of four).
+            let cell = leaf_cell_inline(key, value);
+            let from = path.last().copied();
+            let mut planned = false;
+            let done = check_pointer(from, leaf)
+                .and_then(|()| {
+                    store.edit_planned(
+                        leaf,
+                        |p| {
+                            planned = true;
+                            let n = Node::new(p, leaf)
+                                .and_then(|n| check_leaf(n, leaf, from.is_some()))
+                                .map_err(|e| bad_pointer(from, leaf, e))?;
+                            Ok(match n.search(key)? {
+                                Ok(i) => Err((i, Some(FoundValue::from_ref(n.value(i)?)))),
+                                Err(i) => node::insert_edits(p, leaf, i, &cell)?.ok_or((i, None)),
+                            })
+                        },
+                        |plan, edit| edit(&plan.edits(&cell)),
+                    )
+                })
+                .map_err(|e| {
+                    if planned {
+                        e
+                    } else {
+                        bad_pointer(from, leaf, e)
+                    }
+                })?;
+            match done {
+                Ok(()) => return Ok(None),
+                Err((idx, old)) => (idx, old, Some(cell)),
+            }
+        } else {
+            let (idx, old) = with_node(store, leaf, |n| {
+                Ok(match n.search(key)? {
+                    Ok(i) => (i, Some(FoundValue::from_ref(n.value(i)?))),
+                    Err(i) => (i, None),
+                })
+            })?;
+            (idx, old, None)
+        };
         let old_value = match old {
             Some(FoundValue::Overflow { first, len }) => {
                 let v = self.read_overflow(store, first, len)?;
@@ -334,11 +402,12 @@ impl BTree {
             Some(FoundValue::Inline(v)) => Some(v),
             None => None,
         };
-        let cell = if value.len() > self.limits.max_inline_value(key.len()) {
-            let first = self.write_overflow(store, value)?;
-            leaf_cell_overflow(key, first, value.len() as u64)
-        } else {
-            leaf_cell_inline(key, value)
+        let cell = match cell {
+            Some(cell) => cell,
+            None => {
+                let first = self.write_overflow(store, value)?;
+                leaf_cell_overflow(key, first, value.len() as u64)
+            }
         };
         if old_value.is_some() {
             // An overwrite: the new cell replaces the old in place when it can (no slot moves,
@@ -412,10 +481,25 @@ impl BTree {
         store: &S,
         key: &[u8],
     ) -> Result<(Vec<(PageId, usize)>, PageId)> {
+        self.descend_to(store, key, true)
+    }
+
+    /// [`descend`](Self::descend), which reads the leaf too when `read_leaf`; else it stops at
+    /// the leaf's id taken from a level-1 node (the caller reads the leaf and checks it with
+    /// [`check_leaf`]). A tree whose root is the leaf reads it either way.
+    fn descend_to<S: PageRead>(
+        &self,
+        store: &S,
+        key: &[u8],
+        read_leaf: bool,
+    ) -> Result<(Vec<(PageId, usize)>, PageId)> {
         let mut path: Vec<(PageId, usize)> = Vec::new();
         let mut id = self.root;
         let mut expect: Option<u8> = None;
         for _ in 0..MAX_DEPTH {
+            if expect == Some(0) && !read_leaf {
+                return Ok((path, id));
+            }
             let next = with_node_from(store, id, path.last().copied(), |n| {
                 if let Some(e) = expect {
                     if n.level() != e {

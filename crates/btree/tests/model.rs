@@ -568,6 +568,25 @@ fn check_and_get_catch_a_child_at_the_wrong_level() {
         }
         other => panic!("expected a bad pointer, got {other:?}"),
     }
+    // An insert (whose descent stops at the leaf's id and checks the leaf when it latches it
+    // for the edit) reports the same pointer, and changes nothing.
+    match tree.insert(&mut pages, &0u32.to_be_bytes(), &[1u8; 50]) {
+        Err(BTreeError::BadPointer {
+            page_id,
+            slot: 0,
+            target,
+            ..
+        }) => assert_eq!((page_id, target), (tree.root(), leftmost)),
+        other => panic!("expected a bad pointer, got {other:?}"),
+    }
+    // A child at level 0 that is not a leaf is refused too, not searched as one.
+    let p = pages.raw_mut(leftmost).unwrap();
+    p[PAGE_HEADER_SIZE + 1] = 0;
+    p[PAGE_HEADER_SIZE] = 2;
+    match tree.insert(&mut pages, &0u32.to_be_bytes(), &[1u8; 50]) {
+        Err(BTreeError::BadPointer { target, .. }) => assert_eq!(target, leftmost),
+        other => panic!("expected a bad pointer, got {other:?}"),
+    }
 }
 
 /// Invariant 3: garbage node bytes give errors naming the page, never a panic.
@@ -639,6 +658,13 @@ fn len_counts_rows_and_refuses_a_cycle() {
     pages.raw_mut(root).unwrap()[PAGE_HEADER_SIZE + 16..PAGE_HEADER_SIZE + 24]
         .copy_from_slice(&root.0.to_le_bytes());
     match tree.len(&pages) {
+        Err(BTreeError::BadPointer { page_id, slot, .. }) => {
+            assert_eq!((page_id, slot), (root, 0));
+        }
+        other => panic!("expected a bad pointer, got {other:?}"),
+    }
+    // An insert below that pointer reports it too (its descent stops at the leaf's id).
+    match tree.insert(&mut pages, &1u32.to_be_bytes(), &[1u8; 50]) {
         Err(BTreeError::BadPointer { page_id, slot, .. }) => {
             assert_eq!((page_id, slot), (root, 0));
         }

@@ -85,6 +85,30 @@ impl PageWrite for TxnPages<'_, '_> {
         Ok(())
     }
 
+    fn edit_planned<P, O>(
+        &mut self,
+        id: PageId,
+        plan: impl FnOnce(&[u8]) -> keel_btree::Result<Result<P, O>>,
+        apply: impl FnOnce(
+            P,
+            &mut dyn FnMut(&[PageOp<'_>]) -> keel_btree::Result<()>,
+        ) -> keel_btree::Result<()>,
+    ) -> keel_btree::Result<Result<(), O>> {
+        // One latch for the plan and the edits: the page cannot change between them. A plan
+        // that leaves the page unchanged still latched it for writing, which the callers do
+        // next anyway (a split or an overwrite of the same page).
+        let mut g = self.txn.write(id).map_err(storage)?;
+        match plan(&g)? {
+            Ok(p) => {
+                apply(p, &mut |ops| {
+                    ops.iter().try_for_each(|e| g.apply(*e)).map_err(storage)
+                })?;
+                Ok(Ok(()))
+            }
+            Err(o) => Ok(Err(o)),
+        }
+    }
+
     fn allocate(&mut self, page_type: PageType) -> keel_btree::Result<PageId> {
         let id = crate::meta::allocate(self.txn, self.file).map_err(store_err)?;
         self.txn.new_page(id, page_type).map_err(storage)?;

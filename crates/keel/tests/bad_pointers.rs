@@ -90,5 +90,33 @@ fn a_child_pointer_out_of_every_range_is_a_typed_error_naming_the_page() {
             other => panic!("{page_size}: expected BadPointer, got {other:?}"),
         }
         assert!(msg.contains(&BAD_CHILD.to_string()), "{msg}");
+        // A write below the bad pointer names it too: an insert's descent stops at the leaf's
+        // id and reads the leaf when it latches it for the edit, where the failed read is
+        // still reported as the pointer's fault.
+        let e = insert_first(dir.path(), page_size).expect_err("a bad child pointer was followed");
+        match &e {
+            Error::BadPointer {
+                page_id, target, ..
+            } => {
+                assert!(patched.contains(&page_id.0), "{e}");
+                assert_eq!(target.0, BAD_CHILD, "{e}");
+            }
+            other => panic!("{page_size}: expected BadPointer from an insert, got {other:?}"),
+        }
     }
+}
+
+/// Inserts a key before every other key (under the leftmost pointers).
+fn insert_first(dir: &Path, page_size: usize) -> Result<(), Error> {
+    let s = Store::open(
+        dir,
+        Config {
+            page_size,
+            pool_size: 4 << 20,
+            ..Config::default()
+        },
+    )?;
+    let tx = s.write()?;
+    tx.table("t")?.insert(b"key", b"first")?;
+    tx.commit()
 }
