@@ -136,7 +136,7 @@ impl Rig {
                 records.push(Record::PageWrite {
                     page_id: PageId(id),
                     offset: 64,
-                    bytes: p[64..128].to_vec(),
+                    bytes: p[64..128].to_vec().into(),
                 });
             }
         }

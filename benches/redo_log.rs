@@ -73,7 +73,7 @@ fn records(i: u64, payload: usize) -> Vec<Record> {
     vec![Record::PageWrite {
         page_id: PageId(i % 1000),
         offset: 64,
-        bytes,
+        bytes: bytes.into(),
     }]
 }
 

@@ -356,7 +356,7 @@ fn commits(c: &mut Criterion) {
     let record = |n: usize| Record::PageWrite {
         page_id: PageId(7),
         offset: 64,
-        bytes: vec![0xA5; n],
+        bytes: vec![0xA5; n].into(),
     };
     // Calibrate: one append, then trim the payload by the group's framing overhead.
     let b0 = log.stats().bytes_appended;

@@ -72,7 +72,7 @@ fuzz_target!(|data: &[u8]| {
                 Record::PageWrite {
                     page_id,
                     offset,
-                    bytes: input.bytes(len),
+                    bytes: input.bytes(len).into(),
                 }
             }
             2 => Record::PageMove {

@@ -391,15 +391,21 @@ impl<'a> Node<'a> {
 }
 
 /// Encodes a leaf cell with an inline value.
+#[cfg(test)]
 pub(crate) fn leaf_cell_inline(key: &[u8], value: &[u8]) -> Vec<u8> {
     let mut c = Vec::with_capacity(LEAF_CELL_HEADER + key.len() + value.len());
-    c.extend_from_slice(&(key.len() as u16).to_le_bytes());
-    c.push(0);
-    c.push(0);
-    c.extend_from_slice(&(value.len() as u32).to_le_bytes());
-    c.extend_from_slice(key);
-    c.extend_from_slice(value);
+    push_leaf_cell_inline(&mut c, key, value);
     c
+}
+
+/// Appends the leaf cell of `key` with the inline `value` to `out` (the bytes
+/// [`leaf_cell_inline`] returns), for a caller that keeps the cell in a buffer of its own.
+pub(crate) fn push_leaf_cell_inline(out: &mut impl Extend<u8>, key: &[u8], value: &[u8]) {
+    out.extend((key.len() as u16).to_le_bytes());
+    out.extend([0, 0]);
+    out.extend((value.len() as u32).to_le_bytes());
+    out.extend(key.iter().copied());
+    out.extend(value.iter().copied());
 }
 
 /// Encodes a leaf cell whose value lives in overflow pages.

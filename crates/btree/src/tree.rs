@@ -11,17 +11,25 @@ pub use cursor::Cursor;
 pub use range::Range;
 
 use crate::node::{
-    self, cell_child, cell_key, inner_cell, leaf_cell_inline, leaf_cell_overflow, rd_u32, rd_u64,
-    wr_u64, Limits, Node, ValueRef, KIND_INNER, KIND_LEAF, OVERFLOW_HEADER,
+    self, cell_child, cell_key, inner_cell, leaf_cell_overflow, push_leaf_cell_inline, rd_u32,
+    rd_u64, wr_u64, Limits, Node, ValueRef, KIND_INNER, KIND_LEAF, OVERFLOW_HEADER,
 };
 use crate::optimistic::{self, Step as OptStep};
 use crate::{BTreeError, PageRead, PageWrite, ReadToken, Result};
 use keel_page::{PageHeader, PageId, PageType, PAGE_HEADER_SIZE};
+use smallvec::SmallVec;
 use std::collections::VecDeque;
 use std::ops::{Bound, RangeBounds};
 
 /// Deepest tree walked before the structure is declared corrupt (a cycle of child pointers).
 const MAX_DEPTH: usize = 64;
+
+/// The inner nodes a descent passed, each with the slot it followed, root first (on the stack
+/// for trees up to 8 levels deep: a descent allocates nothing).
+type Path = SmallVec<[(PageId, usize); 8]>;
+
+/// Bytes of a leaf cell an insert builds on the stack (a longer one is allocated).
+const INLINE_CELL: usize = 256;
 
 /// Optimistic descents a `get` tries before it takes the latched path.
 const OPTIMISTIC_TRIES: usize = 2;
@@ -353,7 +361,8 @@ impl BTree {
             // The common case, a new key into a leaf with room, in one exclusive access: the
             // leaf's check, the search, the plan and the edits (one page lookup and latch
             // instead of four).
-            let cell = leaf_cell_inline(key, value);
+            let mut cell = SmallVec::<[u8; INLINE_CELL]>::new();
+            push_leaf_cell_inline(&mut cell, key, value);
             let from = path.last().copied();
             let mut planned = false;
             let done = check_pointer(from, leaf)
@@ -382,7 +391,7 @@ impl BTree {
                 })?;
             match done {
                 Ok(()) => return Ok(None),
-                Err((idx, old)) => (idx, old, Some(cell)),
+                Err((idx, old)) => (idx, old, Some(cell.into_vec())),
             }
         } else {
             let (idx, old) = with_node(store, leaf, |n| {
@@ -476,11 +485,7 @@ impl BTree {
     // ----- internals -----
 
     /// Path of (inner page, child index) from the root, and the leaf for `key`.
-    fn descend<S: PageRead>(
-        &self,
-        store: &S,
-        key: &[u8],
-    ) -> Result<(Vec<(PageId, usize)>, PageId)> {
+    fn descend<S: PageRead>(&self, store: &S, key: &[u8]) -> Result<(Path, PageId)> {
         self.descend_to(store, key, true)
     }
 
@@ -492,8 +497,8 @@ impl BTree {
         store: &S,
         key: &[u8],
         read_leaf: bool,
-    ) -> Result<(Vec<(PageId, usize)>, PageId)> {
-        let mut path: Vec<(PageId, usize)> = Vec::new();
+    ) -> Result<(Path, PageId)> {
+        let mut path = Path::new();
         let mut id = self.root;
         let mut expect: Option<u8> = None;
         for _ in 0..MAX_DEPTH {
@@ -531,7 +536,7 @@ impl BTree {
     fn insert_cell<S: PageWrite>(
         &self,
         store: &mut S,
-        mut path: Vec<(PageId, usize)>,
+        mut path: Path,
         mut id: PageId,
         mut idx: usize,
         mut cell: Vec<u8>,

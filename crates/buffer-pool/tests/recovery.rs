@@ -25,7 +25,7 @@ fn write(id: u64, off: usize, bytes: &[u8]) -> Record {
     Record::PageWrite {
         page_id: PageId(id),
         offset: off as u32,
-        bytes: bytes.to_vec(),
+        bytes: bytes.to_vec().into(),
     }
 }
 

@@ -112,7 +112,7 @@ pub use error::{LogError, Result};
 #[cfg(any(test, feature = "test-switches"))]
 pub use log::TestSwitches;
 pub use log::{Durable, LogOpenMode, Recovered, RecoveredGroup, RedoLog};
-pub use record::Record;
+pub use record::{Record, WriteBytes, WRITE_INLINE};
 pub use stats::{HistogramSummary, LogStats};
 
 /// Low-level access to the on-disk format, for tools, tests and fuzzing.

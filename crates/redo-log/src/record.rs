@@ -118,6 +118,13 @@ fn compact_run(records: &[Record], i: usize) -> Option<(usize, usize)> {
     (compact < plain).then_some((k, compact))
 }
 
+/// Bytes a [`Record::PageWrite`] keeps inline.
+pub const WRITE_INLINE: usize = 16;
+
+/// The bytes of a [`Record::PageWrite`]: up to [`WRITE_INLINE`] inline, more on the heap
+/// (`Vec<u8>` and byte slices convert with `into()` / `from_slice`).
+pub type WriteBytes = smallvec::SmallVec<[u8; WRITE_INLINE]>;
+
 /// A redo record. Page records are physical (byte-level), so replay is simple and exact.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Record {
@@ -136,8 +143,9 @@ pub enum Record {
         page_id: PageId,
         /// Byte offset in the page.
         offset: u32,
-        /// The new bytes.
-        bytes: Vec<u8>,
+        /// The new bytes (up to [`WRITE_INLINE`] of them kept in the record itself: a B-tree
+        /// insert's slot and count writes allocate nothing).
+        bytes: WriteBytes,
     },
     /// `len` bytes of the page moved from byte `src` to byte `dst` (as `memmove`: the ranges may
     /// overlap). A B+tree slot-array shift is one such record instead of the shifted bytes.
@@ -226,7 +234,7 @@ impl Record {
             PageOp::Write { offset, bytes } => Record::PageWrite {
                 page_id,
                 offset: u32::try_from(offset).ok()?,
-                bytes: bytes.to_vec(),
+                bytes: WriteBytes::from_slice(bytes),
             },
             PageOp::Move { src, dst, len } => Record::PageMove {
                 page_id,
@@ -554,7 +562,7 @@ pub fn decode_group(bytes: &[u8]) -> Result<Vec<Record>, String> {
                         Record::PageWrite {
                             page_id,
                             offset,
-                            bytes: r.take(len)?.to_vec(),
+                            bytes: WriteBytes::from_slice(r.take(len)?),
                         }
                     }
                     OP_MOVE => Record::PageMove {
@@ -583,7 +591,7 @@ pub fn decode_group(bytes: &[u8]) -> Result<Vec<Record>, String> {
                 Record::PageWrite {
                     page_id,
                     offset,
-                    bytes: r.vec()?,
+                    bytes: r.vec()?.into(),
                 }
             }
             T_PAGE_MOVE => Record::PageMove {
@@ -650,7 +658,7 @@ mod tests {
             Record::PageWrite {
                 page_id: PageId(7),
                 offset: 40,
-                bytes: vec![1, 2, 3],
+                bytes: vec![1, 2, 3].into(),
             },
             Record::PageImage {
                 page_id: PageId(u64::MAX),
@@ -680,7 +688,7 @@ mod tests {
         let w = |offset: u32, bytes: Vec<u8>| Record::PageWrite {
             page_id: PageId(9),
             offset,
-            bytes,
+            bytes: bytes.into(),
         };
         vec![
             w(16_000, vec![5; 124]),
@@ -765,7 +773,7 @@ mod tests {
         let far = [Record::PageWrite {
             page_id: PageId(1),
             offset: u32::MAX,
-            bytes: vec![0; 300],
+            bytes: vec![0; 300].into(),
         }];
         assert_eq!(compact_run(&far, 0), None);
         assert_eq!(group_len(&far), group_len_bound(&far));

@@ -127,7 +127,7 @@ impl PageWriteGuard<'_> {
             return Ok(r);
         };
         let b = (a..len).rev().find(|&i| old[i] != new[i]).map_or(a, |i| i) + 1;
-        let bytes = new[a..b].to_vec();
+        let bytes = keel_redo_log::WriteBytes::from_slice(&new[a..b]);
         let mut st = self.txn.st.borrow_mut();
         if st.entries[self.entry].needs_undo() && st.push_undo(self.entry, offset + a, &old[a..b]) {
             // The change is made already: frame and undo match.

@@ -30,7 +30,7 @@ fn the_real_log_is_durable_before_any_page_is_written() {
             .append(&[Record::PageWrite {
                 page_id: PageId(round % 5),
                 offset: 64,
-                bytes: vec![round as u8; 100],
+                bytes: vec![round as u8; 100].into(),
             }])
             .unwrap();
         let img = make_page(PS, round % 5, lsn.0, round);

@@ -34,7 +34,7 @@ pub fn group(tag: u64, size: usize) -> Vec<Record> {
     let mut recs = vec![Record::PageWrite {
         page_id: PageId(tag),
         offset: 32 + (tag % 100) as u32,
-        bytes: rng.bytes(size),
+        bytes: rng.bytes(size).into(),
     }];
     match tag % 4 {
         0 => recs.push(Record::PageInit {
