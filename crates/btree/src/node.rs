@@ -533,6 +533,14 @@ pub(crate) fn init(page: &mut [u8], kind: u8, level: u8) {
 
 /// Inserts `cell` as slot `idx`, compacting if that makes room. Returns false (page unchanged)
 /// if it does not fit.
+/// Whether a cell of `cell_len` bytes (and its slot) may fit node `page`, compacted if need be,
+/// by its header's counts (free space and fragmentation): when false, [`insert`] refuses it and
+/// the node must split.
+pub(crate) fn may_fit(page: &[u8], id: PageId, cell_len: usize) -> Result<bool> {
+    let node = Node::new(page, id)?;
+    Ok(node.free_space() + node.frag() >= cell_len + SLOT_SIZE)
+}
+
 pub(crate) fn insert(page: &mut [u8], id: PageId, idx: usize, cell: &[u8]) -> Result<bool> {
     let (free, frag, n, kind, level, leftmost) = {
         let node = Node::new(page, id)?;
@@ -590,6 +598,7 @@ pub(crate) fn slot_offset(page: &[u8], idx: usize) -> usize {
 mod edits;
 pub(crate) use edits::{
     compact_edits, drop_front_edits, insert_edits, remove_edits, replace_edits, truncate_edits,
+    InsertEdits,
 };
 
 #[cfg(test)]

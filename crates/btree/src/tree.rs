@@ -654,10 +654,22 @@ impl BTree {
         idx: usize,
         cell: &[u8],
     ) -> Result<bool> {
-        let plan = store.read(id, |p| node::insert_edits(p, id, idx, cell))??;
-        if let Some(plan) = plan {
-            store.edit(id, &plan.edits(cell))?;
-            return Ok(true);
+        let room = store.read(id, |p| {
+            Ok(match node::insert_edits(p, id, idx, cell)? {
+                Some(plan) => Room::Edits(plan),
+                None if node::may_fit(p, id, cell.len())? => Room::Other,
+                None => Room::None,
+            })
+        })??;
+        match room {
+            Room::Edits(plan) => {
+                store.edit(id, &plan.edits(cell))?;
+                return Ok(true);
+            }
+            // No room even compacted (by the node's own counts, as `node::insert` judges): a
+            // split, without a walk over every cell for a compaction first.
+            Room::None => return Ok(false),
+            Room::Other => {}
         }
         let compact = store.read(id, |p| node::compact_edits(p, id, cell.len()))??;
         if let Some(c) = compact {
@@ -689,6 +701,16 @@ impl BTree {
             })
         }
     }
+}
+
+/// How a cell fits a node ([`BTree::insert_into`]).
+enum Room {
+    /// In its free space, by these edits.
+    Edits(node::InsertEdits),
+    /// Not by those edits: after a compaction, or by [`node::insert`] (which rewrites the hints).
+    Other,
+    /// Not at all: the node splits.
+    None,
 }
 
 /// Where to split `cells` (the new cell is at `inserted`): by bytes in the middle, except that
