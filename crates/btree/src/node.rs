@@ -374,6 +374,19 @@ impl<'a> Node<'a> {
         })
     }
 
+    /// All cells, copied back to back to the end of `buf` (one buffer, not one allocation per
+    /// cell); returns where each is in `buf`, in slot order.
+    pub(crate) fn cells_into(&self, buf: &mut Vec<u8>) -> Result<Vec<std::ops::Range<usize>>> {
+        (0..self.nslots)
+            .map(|i| {
+                let c = self.cell(i)?;
+                let start = buf.len();
+                buf.extend_from_slice(c);
+                Ok(start..buf.len())
+            })
+            .collect()
+    }
+
     /// All cells, copied.
     pub(crate) fn cells(&self) -> Result<Vec<Vec<u8>>> {
         (0..self.nslots)
@@ -488,10 +501,10 @@ pub(crate) fn rebuild(
     kind: u8,
     level: u8,
     leftmost: PageId,
-    cells: &[Vec<u8>],
+    cells: &[impl AsRef<[u8]>],
 ) -> bool {
     let end = page.len() - PAGE_TRAILER_SIZE;
-    let need: usize = cells.iter().map(|c| c.len() + SLOT_SIZE).sum();
+    let need: usize = cells.iter().map(|c| c.as_ref().len() + SLOT_SIZE).sum();
     if SLOTS + need > end {
         return false;
     }
@@ -503,13 +516,15 @@ pub(crate) fn rebuild(
     // The prefix the first and last key share (every key between them shares it too).
     let hp = match (cells.first(), cells.last()) {
         (Some(a), Some(b)) if cells.len() > 1 => {
-            common_prefix(cell_key(a, leaf), cell_key(b, leaf)).min(u16::MAX as usize)
+            common_prefix(cell_key(a.as_ref(), leaf), cell_key(b.as_ref(), leaf))
+                .min(u16::MAX as usize)
         }
         _ => 0,
     };
     page[NH_HINT_PREFIX..NH_HINT_PREFIX + 2].copy_from_slice(&(hp as u16).to_le_bytes());
     let mut top = end;
     for (i, c) in cells.iter().enumerate() {
+        let c = c.as_ref();
         top -= c.len();
         page[top..top + c.len()].copy_from_slice(c);
         wr_u32(page, SLOTS + i * SLOT_SIZE, top as u32);
@@ -527,12 +542,11 @@ pub(crate) fn rebuild(
 
 /// Initialises an empty node.
 pub(crate) fn init(page: &mut [u8], kind: u8, level: u8) {
-    let ok = rebuild(page, kind, level, PageId(0), &[]);
+    let none: [&[u8]; 0] = [];
+    let ok = rebuild(page, kind, level, PageId(0), &none);
     debug_assert!(ok);
 }
 
-/// Inserts `cell` as slot `idx`, compacting if that makes room. Returns false (page unchanged)
-/// if it does not fit.
 /// Whether a cell of `cell_len` bytes (and its slot) may fit node `page`, compacted if need be,
 /// by its header's counts (free space and fragmentation): when false, [`insert`] refuses it and
 /// the node must split.
@@ -541,6 +555,8 @@ pub(crate) fn may_fit(page: &[u8], id: PageId, cell_len: usize) -> Result<bool> 
     Ok(node.free_space() + node.frag() >= cell_len + SLOT_SIZE)
 }
 
+/// Inserts `cell` as slot `idx`, compacting if that makes room. Returns false (page unchanged)
+/// if it does not fit.
 pub(crate) fn insert(page: &mut [u8], id: PageId, idx: usize, cell: &[u8]) -> Result<bool> {
     let (free, frag, n, kind, level, leftmost) = {
         let node = Node::new(page, id)?;

@@ -545,13 +545,15 @@ impl BTree {
             if self.insert_into(store, id, idx, &cell)? {
                 return Ok(());
             }
-            // Split: gather the node's cells with the new one in place.
-            let (kind, level, leftmost, mut cells) = with_node(store, id, |n| {
+            // Split: gather the node's cells (copied into one buffer) with the new one in place.
+            let mut buf = Vec::with_capacity(self.limits.page_size);
+            let (kind, level, leftmost, spans) = with_node(store, id, |n| {
                 let kind = if n.is_leaf() { KIND_LEAF } else { KIND_INNER };
-                Ok((kind, n.level(), n.leftmost(), n.cells()?))
+                Ok((kind, n.level(), n.leftmost(), n.cells_into(&mut buf)?))
             })?;
             let leaf = kind == KIND_LEAF;
-            cells.insert(idx, std::mem::take(&mut cell));
+            let mut cells: Vec<&[u8]> = spans.into_iter().map(|r| &buf[r]).collect();
+            cells.insert(idx, &cell);
             // A healthy node that must split holds at least five cells (four of the largest fit,
             // see `Limits`). Too few for two non-empty halves means its header's free space is
             // wrong: bad bytes, reported, never split (the split_point assertion is for bugs).
@@ -572,15 +574,11 @@ impl BTree {
             let m = split_point(&cells, leaf, idx);
             // For leaves the separator is the first key on the right and stays there; for inner
             // nodes the middle cell moves up and its child becomes the right's leftmost child.
-            let sep = cell_key(&cells[m], leaf).to_vec();
+            let sep = cell_key(cells[m], leaf).to_vec();
             let (left_cells, right_leftmost, right_cells) = if leaf {
-                (cells[..m].to_vec(), PageId(0), cells[m..].to_vec())
+                (&cells[..m], PageId(0), &cells[m..])
             } else {
-                (
-                    cells[..m].to_vec(),
-                    cell_child(&cells[m]),
-                    cells[m + 1..].to_vec(),
-                )
+                (&cells[..m], cell_child(cells[m]), &cells[m + 1..])
             };
             if path.is_empty() {
                 // Root split: the root keeps its page id and becomes an inner node above two new
@@ -591,8 +589,8 @@ impl BTree {
                 })?;
                 let l = store.allocate(page_type)?;
                 let r = store.allocate(page_type)?;
-                self.rebuild(store, l, kind, level, leftmost, &left_cells)?;
-                self.rebuild(store, r, kind, level, right_leftmost, &right_cells)?;
+                self.rebuild(store, l, kind, level, leftmost, left_cells)?;
+                self.rebuild(store, r, kind, level, right_leftmost, right_cells)?;
                 let root_cells = vec![inner_cell(&sep, r)];
                 let root = self.root;
                 store.reinit(root, PageType::BTREE_INNER)?;
@@ -610,11 +608,11 @@ impl BTree {
             if leaf && keep > 0 && keep < n && store.copy_page(right, id)? {
                 let d = store.read(right, |p| node::drop_front_edits(p, right, keep))??;
                 store.edit(right, &d.edits())?;
-                if idx >= m && !self.insert_into(store, right, idx - m, &cells[idx])? {
-                    self.rebuild(store, right, kind, level, right_leftmost, &right_cells)?;
+                if idx >= m && !self.insert_into(store, right, idx - m, cells[idx])? {
+                    self.rebuild(store, right, kind, level, right_leftmost, right_cells)?;
                 }
             } else {
-                self.rebuild(store, right, kind, level, right_leftmost, &right_cells)?;
+                self.rebuild(store, right, kind, level, right_leftmost, right_cells)?;
             }
             debug_assert!(
                 with_node(store, right, |n| n.cells()).map_or(true, |c| c == right_cells),
@@ -625,8 +623,8 @@ impl BTree {
             // then goes in like any insert (compacting if it needs the room).
             let t = store.read(id, |p| node::truncate_edits(p, id, keep))??;
             store.edit(id, &t.edits())?;
-            if idx < m && !self.insert_into(store, id, idx, &cells[idx])? {
-                self.rebuild(store, id, kind, level, leftmost, &left_cells)?;
+            if idx < m && !self.insert_into(store, id, idx, cells[idx])? {
+                self.rebuild(store, id, kind, level, leftmost, left_cells)?;
             }
             debug_assert!(
                 with_node(store, id, |n| n.cells()).map_or(true, |c| c == left_cells),
@@ -690,7 +688,7 @@ impl BTree {
         kind: u8,
         level: u8,
         leftmost: PageId,
-        cells: &[Vec<u8>],
+        cells: &[impl AsRef<[u8]>],
     ) -> Result<()> {
         if store.write(id, |p| node::rebuild(p, kind, level, leftmost, cells))? {
             Ok(())
@@ -715,7 +713,7 @@ enum Room {
 
 /// Where to split `cells` (the new cell is at `inserted`): by bytes in the middle, except that
 /// an append at the right end of a leaf keeps the left node full (sequential loads).
-fn split_point(cells: &[Vec<u8>], leaf: bool, inserted: usize) -> usize {
+fn split_point(cells: &[impl AsRef<[u8]>], leaf: bool, inserted: usize) -> usize {
     let n = cells.len();
     // Cells are at most a quarter page (Limits), so a node that overflows holds at least two;
     // both halves of a split must be non-empty (cheap, always on).
@@ -726,10 +724,10 @@ fn split_point(cells: &[Vec<u8>], leaf: bool, inserted: usize) -> usize {
     if leaf && inserted == n - 1 && n >= 2 {
         return n - 1;
     }
-    let total: usize = cells.iter().map(|c| c.len() + 4).sum();
+    let total: usize = cells.iter().map(|c| c.as_ref().len() + 4).sum();
     let mut acc = 0;
     for (i, c) in cells.iter().enumerate() {
-        acc += c.len() + 4;
+        acc += c.as_ref().len() + 4;
         if acc * 2 >= total {
             // Leaves: cells[..=i] left. Inner: cell i+1 or i moves up; keep both sides non-empty.
             let m = if leaf { i + 1 } else { i };
