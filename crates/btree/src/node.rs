@@ -24,7 +24,7 @@ pub(crate) const NH_LEVEL: usize = PAGE_HEADER_SIZE + 1; // u8: 0 for leaves
 pub(crate) const NH_HINT_PREFIX: usize = PAGE_HEADER_SIZE + 2; // u16: key bytes every key shares
 pub(crate) const NH_NSLOTS: usize = PAGE_HEADER_SIZE + 4; // u32
 pub(crate) const NH_CELL_START: usize = PAGE_HEADER_SIZE + 8; // u32: offset of the lowest cell
-const NH_FRAG: usize = PAGE_HEADER_SIZE + 12; // u32: bytes of dead cells
+pub(crate) const NH_FRAG: usize = PAGE_HEADER_SIZE + 12; // u32: bytes of dead cells
 pub(crate) const NH_LEFTMOST: usize = PAGE_HEADER_SIZE + 16; // u64: leftmost child (inner nodes)
 /// Offset of the slot array.
 pub(crate) const SLOTS: usize = PAGE_HEADER_SIZE + 24;

@@ -602,12 +602,14 @@ impl BTree {
             let right = store.allocate(page_type)?;
             // A leaf's right half is made as a copy of the node before the change (one
             // page-copy record where the store makes copies), less its first `keep` slots (a
-            // slot-array move and the counts; their cells stay, dead); the new cell then goes
-            // in like any insert. Else its cells are written out (half a page of redo).
+            // slot-array move and the counts; their cells stay, dead, until the compaction
+            // that follows moves the live ones together); the new cell then goes in like any
+            // insert. Else its cells are written out (half a page of redo).
             let n = cells.len() - 1;
             if leaf && keep > 0 && keep < n && store.copy_page(right, id)? {
                 let d = store.read(right, |p| node::drop_front_edits(p, right, keep))??;
                 store.edit(right, &d.edits())?;
+                self.compact(store, right)?;
                 if idx >= m && !self.insert_into(store, right, idx - m, cells[idx])? {
                     self.rebuild(store, right, kind, level, right_leftmost, right_cells)?;
                 }
@@ -618,11 +620,12 @@ impl BTree {
                 with_node(store, right, |n| n.cells()).map_or(true, |c| c == right_cells),
                 "invariant: the right half of a split holds exactly its cells"
             );
-            // The left half keeps its first cells where they are (the rest become
-            // fragmentation: a header write, not the page diff of a rebuilt node); the new cell
-            // then goes in like any insert (compacting if it needs the room).
+            // The left half keeps its first cells (the rest become fragmentation: a header
+            // write, not the page diff of a rebuilt node), compacted as moves while they are in
+            // the cache; the new cell then goes in like any insert.
             let t = store.read(id, |p| node::truncate_edits(p, id, keep))??;
             store.edit(id, &t.edits())?;
+            self.compact(store, id)?;
             if idx < m && !self.insert_into(store, id, idx, cells[idx])? {
                 self.rebuild(store, id, kind, level, leftmost, left_cells)?;
             }
@@ -669,7 +672,7 @@ impl BTree {
             Room::None => return Ok(false),
             Room::Other => {}
         }
-        let compact = store.read(id, |p| node::compact_edits(p, id, cell.len()))??;
+        let compact = store.read(id, |p| node::compact_edits(p, id, Some(cell.len())))??;
         if let Some(c) = compact {
             store.edit(id, &c.edits())?;
             let plan = store.read(id, |p| node::insert_edits(p, id, idx, cell))??;
@@ -679,6 +682,16 @@ impl BTree {
             }
         }
         store.write(id, |p| node::insert(p, id, idx, cell))?
+    }
+
+    /// Compacts node `id` now (as moves, [`node::compact_edits`]) if it has dead cells: each
+    /// half of a split, while the split has its cells in the cache, rather than at a later
+    /// insert that finds no room (one walk over cells long out of the cache per half).
+    fn compact<S: PageWrite>(&self, store: &mut S, id: PageId) -> Result<()> {
+        if let Some(c) = store.read(id, |p| node::compact_edits(p, id, None))?? {
+            store.edit(id, &c.edits())?;
+        }
+        Ok(())
     }
 
     fn rebuild<S: PageWrite>(
@@ -754,6 +767,30 @@ mod tests {
                     );
                 }
             }
+        }
+    }
+
+    /// A split compacts both halves at once (`BTree::compact`): after inserts alone no node
+    /// keeps dead cells. Before, each half kept the cells that went to the other half as
+    /// fragmentation until a later insert found no room and walked every cell to compact it.
+    #[test]
+    fn inserts_leave_no_node_with_dead_cells() {
+        use crate::node::{rd_u32, NH_FRAG};
+        use crate::{BTree, MemPages, PageRead};
+        let mut pages = MemPages::new(4096);
+        let t = BTree::create(&mut pages).unwrap();
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        for _ in 0..5000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            t.insert(&mut pages, &x.to_be_bytes(), &[7u8; 40]).unwrap();
+        }
+        let st = t.check(&pages).unwrap();
+        assert!(st.leaves > 50, "{st:?}");
+        for id in t.page_ids(&pages).unwrap() {
+            let frag = pages.read(id, |p| rd_u32(p, NH_FRAG)).unwrap();
+            assert_eq!(frag, 0, "{id} keeps {frag} bytes of dead cells");
         }
     }
 

@@ -293,12 +293,18 @@ impl ReplaceEdits {
 /// overwrites a cell not yet moved); the slots whose offsets changed rewritten as one span;
 /// cell start and fragmentation count (now 0). Logged this way a compaction costs a move per
 /// run and the changed slots, not the bytes of every cell (as a rebuild's page diff did).
-/// `None` when the cell would not fit even then, or nothing would move. Cells that overlap or
-/// leave the cell area are corruption, never moved.
-pub(crate) fn compact_edits(page: &[u8], id: PageId, need: usize) -> Result<Option<CompactEdits>> {
+/// `None` when the cell would not fit even then, or nothing would move. With `need` `None` the
+/// node is compacted whatever room it has (`None` only when nothing would move): a split
+/// compacts both halves while their cells are fresh in the cache. Cells that overlap or leave
+/// the cell area are corruption, never moved.
+pub(crate) fn compact_edits(
+    page: &[u8],
+    id: PageId,
+    need: Option<usize>,
+) -> Result<Option<CompactEdits>> {
     let node = Node::new(page, id)?;
     let n = node.len();
-    if node.free_space() >= need + SLOT_SIZE {
+    if need.is_some_and(|need| node.free_space() >= need + SLOT_SIZE) {
         return Ok(None);
     }
     let (cell_start, end) = node.cell_area();
@@ -323,7 +329,8 @@ pub(crate) fn compact_edits(page: &[u8], id: PageId, need: usize) -> Result<Opti
     let live: usize = cells.iter().map(|c| c.1).sum();
     let new_start = end - live;
     let slots_end = SLOTS + (n + 1) * SLOT_SIZE;
-    if new_start < slots_end || new_start - slots_end < need || new_start == cell_start {
+    if new_start < slots_end || new_start - slots_end < need.unwrap_or(0) || new_start == cell_start
+    {
         return Ok(None);
     }
     let mut moves: Vec<(usize, usize, usize)> = Vec::new(); // (src, dst, len)

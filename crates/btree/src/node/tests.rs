@@ -401,7 +401,7 @@ fn compact_edits_keep_every_cell_and_make_room() {
         let (free, frag) = (node.free_space(), node.frag());
         assert!(frag > 0, "seed {seed}: removes left fragmentation");
         let need = free - SLOT_SIZE + 1; // one byte more than fits now
-        let plan = compact_edits(&p, id, need).unwrap();
+        let plan = compact_edits(&p, id, Some(need)).unwrap();
         if free + frag < need + SLOT_SIZE {
             assert!(plan.is_none());
             continue;
@@ -433,7 +433,7 @@ fn compact_edits_keep_every_cell_and_make_room() {
     let o = slot_offset(&p, 1);
     wr_u32(&mut p, SLOTS, (o + 1) as u32);
     let need = Node::new(&p, id).unwrap().free_space();
-    assert!(compact_edits(&p, id, need).is_err());
+    assert!(compact_edits(&p, id, Some(need)).is_err());
 }
 
 /// Truncation keeps the first slots and counts the rest as fragmentation (the accounting
