@@ -26,7 +26,9 @@
 //! Costs beside throughput, per operation: device bytes written (`/proc/diskstats` of the
 //! device holding the stores: run on a quiet machine; `/proc/self/io` is not used, as it
 //! charged Keel 1 MiB per 4 KiB io_uring log write on this machine's kernel),
-//! process CPU µs and voluntary context switches (`getrusage`, through keel-tpcc's `ProcessUsage`). The `cold` case drops the OS page cache before it starts
+//! process CPU µs and voluntary context switches (`getrusage`, through keel-tpcc's `ProcessUsage`);
+//! the bulk case also prints the loading thread's own CPU per row (`RUSAGE_THREAD`), as an
+//! engine that works on background threads spends less of it than its process CPU. The `cold` case drops the OS page cache before it starts
 //! (as root) and runs with data five times the engine cache, each engine's gets in a child
 //! process inside a memory cgroup of its cache plus `KEEL_PEERS_COLD_SLACK_MIB` (default 32;
 //! `peers_cold.rs`), so buffered engines cannot keep the data in the OS page cache beyond that
@@ -480,6 +482,11 @@ struct Sample {
 struct Settled {
     per_sec: f64,
     bytes_per_op: f64,
+    /// CPU µs per row of the thread that loaded (`getrusage(RUSAGE_THREAD)`), the load alone:
+    /// what the caller itself spends, against the process's CPU, which includes the engine's
+    /// background threads (fjall flushes and compacts on its own; Keel's inserts run on the
+    /// caller's thread).
+    caller_cpu_us_per_op: f64,
 }
 
 fn measure(ops: u64, f: impl FnOnce() -> Res<()>) -> Res<Sample> {
@@ -596,13 +603,16 @@ fn run_case(case: &str, engine: &str, dir: &Path, s: &Settings, rep: u64) -> Res
         }
         "bulk" => {
             let kv = open(engine, dir, s.cache)?;
+            let t0 = ProcessUsage::thread_now();
             let loaded = measure(s.rows, || load(kv.as_ref(), s.rows, 10_000))?;
+            let t1 = ProcessUsage::thread_now();
             let settle = measure(s.rows, || kv.quiesce())?;
             let n = s.rows.max(1) as f64;
             Sample {
                 settled: Some(Settled {
                     per_sec: n / (n / loaded.per_sec + n / settle.per_sec),
                     bytes_per_op: loaded.bytes_per_op + settle.bytes_per_op,
+                    caller_cpu_us_per_op: t1.cpu_us.saturating_sub(t0.cpu_us) as f64 / n,
                 }),
                 ..loaded
             }
@@ -859,10 +869,12 @@ fn main() -> Res<()> {
             }
             let rate: Vec<f64> = settled.iter().map(|s| s.per_sec).collect();
             let bytes: Vec<f64> = settled.iter().map(|s| s.bytes_per_op).collect();
+            let caller: Vec<f64> = settled.iter().map(|s| s.caller_cpu_us_per_op).collect();
             let (m, lo, hi) = median_spread(&rate);
             let (b, blo, bhi) = median_spread(&bytes);
+            let (c, clo, chi) = median_spread(&caller);
             println!(
-                "{case:<9} {engine:<7} settled: {m:>12.0} [{lo:.0}..{hi:.0}]  {b:>10.0} B/op [{blo:.0}..{bhi:.0}]"
+                "{case:<9} {engine:<7} settled: {m:>12.0} [{lo:.0}..{hi:.0}]  {b:>10.0} B/op [{blo:.0}..{bhi:.0}]  load: {c:.2} µs CPU/row [{clo:.2}..{chi:.2}] on the caller's thread"
             );
             settled_meds.push((engine.clone(), m, b));
         }
