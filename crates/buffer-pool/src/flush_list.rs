@@ -149,9 +149,15 @@ impl BufferPool {
             .unwrap_or_else(|| AlignedBuf::page(self.page_size))
     }
 
+    /// Pages per batch when a flush writes a level of copies ([`flush_pages`](Self::flush_pages)):
+    /// four write batches, as many as the page buffers kept for reuse (`return_bufs`).
+    fn level_batch_pages(&self) -> usize {
+        self.batch_pages.saturating_mul(4).max(1)
+    }
+
     fn return_bufs(&self, mut bufs: Vec<AlignedBuf>) {
         let mut pool = self.bufs.lock();
-        let cap = self.batch_pages * 2;
+        let cap = self.level_batch_pages();
         while pool.len() < cap {
             match bufs.pop() {
                 Some(b) => pool.push(b),
@@ -210,13 +216,17 @@ impl BufferPool {
                 .copied()
                 .filter(|p| deepest.get(p) == Some(&k))
                 .collect();
-            if batch.is_empty() {
-                continue;
+            // A level can hold thousands of copies (a bulk load's leaves, each split many
+            // times since the last checkpoint): written in batches of a bounded size, so each
+            // reuses the writer's buffers instead of sealing them all into one buffer allocated
+            // for it (tens of MiB, faulted in and unmapped each time). Pages of one level do not
+            // wait for one another, so any split of a level keeps the order.
+            for chunk in batch.chunks(self.level_batch_pages()) {
+                let o = self.flush_batch(chunk, kind)?;
+                out.written += o.written;
+                out.owned += o.owned;
+                out.busy += o.busy;
             }
-            let o = self.flush_batch(&batch, kind)?;
-            out.written += o.written;
-            out.owned += o.owned;
-            out.busy += o.busy;
         }
         Ok(out)
     }

@@ -605,3 +605,41 @@ fn a_frame_is_found_past_a_source_waiting_for_its_copy() {
     );
     drop(open);
 }
+
+/// A level of copies wider than a write batch (one page copied 600 times, as a bulk load
+/// splits a leaf again and again between checkpoints): the flush writes it in batches of at
+/// most four write batches' pages, every copy before its source. (One batch held the whole
+/// level before: a checkpoint after a 2M-row load sealed up to 4,971 pages, 78 MiB, into one
+/// buffer allocated, faulted in and unmapped for it.)
+#[test]
+fn a_wide_level_of_copies_is_written_in_bounded_batches() {
+    let store = crash_store();
+    let pool = copies_pool(store.clone(), 1024, PoolConfig::default().max_copy_chain);
+    let log = MemLog::new();
+    const COPIES: u64 = 600;
+    for k in 0..COPIES {
+        let t = pool.begin();
+        drop(t.new_page(PageId(10 + k), PageType::RAW).unwrap());
+        assert!(t.copy_page(PageId(10 + k), PageId(1)).unwrap(), "copy {k}");
+        t.write(PageId(1))
+            .unwrap()
+            .write(P, &k.to_le_bytes())
+            .unwrap();
+        t.commit(&log).unwrap();
+    }
+    pool.flush_all().unwrap();
+    assert_eq!(pool.dirty_pages(), 0);
+    let batches = store.written.lock().clone();
+    let bound = PoolConfig::default().cleaner_batch_pages * 4;
+    let widest = batches.iter().map(Vec::len).max().unwrap_or(0);
+    assert!(widest <= bound, "a batch of {widest} pages (bound {bound})");
+    let first = |id: u64| batches.iter().position(|b| b.contains(&PageId(id)));
+    let source = first(1).expect("the source written");
+    for k in 0..COPIES {
+        let copy = first(10 + k).expect("every copy written");
+        assert!(
+            copy < source,
+            "copy {k} in batch {copy}, its source in {source}"
+        );
+    }
+}
