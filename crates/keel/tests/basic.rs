@@ -315,15 +315,25 @@ fn insert_one(store: &Store, i: u32) {
 }
 
 /// The checkpointer sleeps until its interval is due (before, it polled every 20 ms: about 50
-/// wake-ups in this test's idle second), and a writer that finds the log past the
-/// asynchronous checkpoint point wakes it long before that.
+/// wake-ups a second idle), and a writer that finds the log past the asynchronous checkpoint
+/// point wakes it long before that. The log flusher sleeps too while nothing is appended.
 #[test]
 fn an_idle_store_leaves_its_checkpointer_asleep_and_log_pressure_wakes_it() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path(), tiny_log(60_000)).unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(1000));
+    // The store's creation is a lazy commit, made durable by the flusher within its interval
+    // (1 s); from then on the store is idle.
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let flusher = store.stats().log.flusher_wakeups;
+    std::thread::sleep(std::time::Duration::from_millis(2500));
     let idle = store.stats().checkpointer_wakeups;
     assert_eq!(idle, 0, "an idle store woke its checkpointer {idle} times");
+    // Nor its log flusher (it once woke every `flush_interval`, 1 s by default).
+    let flusher = store.stats().log.flusher_wakeups - flusher;
+    assert_eq!(
+        flusher, 0,
+        "an idle store woke its log flusher {flusher} times"
+    );
     let t0 = std::time::Instant::now();
     let mut i = 0u32;
     while store.stats().checkpointer_wakeups == 0 && t0.elapsed().as_secs() < 20 {

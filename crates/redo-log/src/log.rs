@@ -181,6 +181,9 @@ struct Sig {
     /// Threads sleeping on `completion_cv` (the writer's owner) and on `ring_cv` (appenders).
     completion_sleepers: usize,
     ring_sleepers: usize,
+    /// The flusher sleeps with no deadline: everything completed is durable, so nothing is due
+    /// until an append completes, which then wakes it (`complete`).
+    flusher_parked: bool,
     shutdown: bool,
 }
 

@@ -91,6 +91,9 @@ pub struct LogStats {
     pub buffer_waits: u64,
     /// Checkpoints written.
     pub checkpoints: u64,
+    /// Times the flusher thread woke (a request, a completion it waited for, or its interval).
+    /// An idle log's flusher sleeps: this stays still while nothing is appended.
+    pub flusher_wakeups: u64,
 }
 
 #[derive(Debug)]
@@ -112,6 +115,7 @@ pub(crate) struct Counters {
     pub space_waits: AtomicU64,
     pub buffer_waits: AtomicU64,
     pub checkpoints: AtomicU64,
+    pub flusher_wakeups: AtomicU64,
     pub commits_per_sync: Mutex<Histogram<u64>>,
 }
 
@@ -135,6 +139,7 @@ impl Default for Counters {
             space_waits: AtomicU64::new(0),
             buffer_waits: AtomicU64::new(0),
             checkpoints: AtomicU64::new(0),
+            flusher_wakeups: AtomicU64::new(0),
             commits_per_sync: Mutex::new(
                 Histogram::new_with_bounds(1, 1 << 24, 2)
                     .expect("constant histogram bounds are valid"),
@@ -180,6 +185,7 @@ impl Counters {
             space_waits: g(&self.space_waits),
             buffer_waits: g(&self.buffer_waits),
             checkpoints: g(&self.checkpoints),
+            flusher_wakeups: g(&self.flusher_wakeups),
         }
     }
 }

@@ -223,3 +223,40 @@ fn poison_wakes_every_blocked_committer() {
         );
     }
 }
+
+/// An idle log's flusher sleeps (it once woke every `flush_interval` to find nothing to do:
+/// an embedded store should not wake a core while idle), and a commit that does not wait
+/// (`Durability::Lazy`) still wakes it and is durable about one interval later.
+#[test]
+fn an_idle_flusher_sleeps_and_a_lazy_commit_wakes_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let fs: Arc<dyn FileSystem> = Arc::new(OsFs::default());
+    let cfg = LogConfig {
+        durability: keel_redo_log::Durability::Lazy,
+        flush_interval: Duration::from_millis(20),
+        ..config(false, Duration::ZERO)
+    };
+    let (log, _) = RedoLog::open(fs, dir.path(), cfg).unwrap();
+    let idle = |what: &str| {
+        let before = log.stats().flusher_wakeups;
+        std::thread::sleep(Duration::from_millis(400));
+        let woke = log.stats().flusher_wakeups - before;
+        assert_eq!(woke, 0, "{what}: the flusher woke {woke} times in 400 ms");
+    };
+    idle("after open");
+    for round in 0..3u64 {
+        let lsn = log.append(&group(round + 1, 100)).unwrap();
+        let t0 = Instant::now();
+        while log.durable_lsn() < lsn {
+            assert!(
+                t0.elapsed() < Duration::from_secs(20),
+                "round {round}: a lazy commit never became durable"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        // Durable; the flusher's last timed wait ends within an interval, then it parks.
+        std::thread::sleep(Duration::from_millis(100));
+        idle("after a lazy commit became durable");
+    }
+    log.close().unwrap();
+}

@@ -141,6 +141,7 @@ impl Shared {
             || g.want_durable > durable
             || g.want_written > written
             || self.cfg.durability == Durability::Buffered
+            || g.flusher_parked
         {
             self.work_cv.notify_one();
         }

@@ -1,6 +1,7 @@
 //! The flusher thread (writes and syncs on request, on every completion in `Buffered` mode, and
-//! every `flush_interval`) and [`Durable`], the future that resolves when the log reaches an LSN.
-//! The thread takes the writer like any leader (see `group_commit.rs`).
+//! every `flush_interval` while something completed is not yet durable; with nothing to do it
+//! sleeps until an append completes) and [`Durable`], the future that resolves when the log
+//! reaches an LSN. The thread takes the writer like any leader (see `group_commit.rs`).
 
 use super::*;
 
@@ -44,7 +45,20 @@ pub(super) fn flusher_main(sh: Arc<Shared>) {
                 if sh.cfg.durability == Durability::Buffered && completed > written {
                     break (false, completed, false);
                 }
-                sh.work_cv.wait_until(&mut g, last_sync + interval);
+                if completed > durable {
+                    // Completed but not durable: due at the next interval.
+                    sh.work_cv.wait_until(&mut g, last_sync + interval);
+                } else {
+                    // Nothing to make durable: sleep until an append completes (`complete`
+                    // wakes a parked flusher under this lock, so no completion is missed) or
+                    // another request comes, instead of waking every interval for nothing. The
+                    // interval then counts from that wake-up.
+                    g.flusher_parked = true;
+                    sh.work_cv.wait(&mut g);
+                    g.flusher_parked = false;
+                    last_sync = Instant::now();
+                }
+                Counters::add(&sh.stats.flusher_wakeups, 1);
             }
         };
         if exit && sh.poison.is_poisoned() {
