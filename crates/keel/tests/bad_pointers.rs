@@ -8,8 +8,9 @@ use std::path::Path;
 
 const BAD_CHILD: u64 = (1 << 50) + 5;
 
-fn build(dir: &Path, page_size: usize) {
-    let s = Store::open(
+/// The store in `dir` with `page_size`-byte pages and a 4 MiB pool.
+fn open(dir: &Path, page_size: usize) -> Result<Store, Error> {
+    Store::open(
         dir,
         Config {
             page_size,
@@ -17,7 +18,10 @@ fn build(dir: &Path, page_size: usize) {
             ..Config::default()
         },
     )
-    .unwrap();
+}
+
+fn build(dir: &Path, page_size: usize) {
+    let s = open(dir, page_size).unwrap();
     let tx = s.write().unwrap();
     {
         let mut t = tx.table("t").unwrap();
@@ -51,14 +55,7 @@ fn patch_inner_nodes(dir: &Path, page_size: usize) -> Vec<u64> {
 }
 
 fn scan_all(dir: &Path, page_size: usize) -> Result<usize, Error> {
-    let s = Store::open(
-        dir,
-        Config {
-            page_size,
-            pool_size: 4 << 20,
-            ..Config::default()
-        },
-    )?;
+    let s = open(dir, page_size)?;
     let r = s.read()?;
     let t = r.table("t")?;
     let mut n = 0;
@@ -79,43 +76,33 @@ fn a_child_pointer_out_of_every_range_is_a_typed_error_naming_the_page() {
         assert!(!patched.is_empty(), "no inner node at {page_size}");
         let e = scan_all(dir.path(), page_size).expect_err("a bad child pointer was followed");
         assert!(e.is_corruption(), "{page_size}: {e}");
+        names_the_bad_pointer(&e, &patched, "a scan");
         let msg = e.to_string();
-        match &e {
-            Error::BadPointer {
-                page_id, target, ..
-            } => {
-                assert!(patched.contains(&page_id.0), "{msg}");
-                assert_eq!(target.0, BAD_CHILD, "{msg}");
-            }
-            other => panic!("{page_size}: expected BadPointer, got {other:?}"),
-        }
         assert!(msg.contains(&BAD_CHILD.to_string()), "{msg}");
         // A write below the bad pointer names it too: an insert's descent stops at the leaf's
         // id and reads the leaf when it latches it for the edit, where the failed read is
         // still reported as the pointer's fault.
         let e = insert_first(dir.path(), page_size).expect_err("a bad child pointer was followed");
-        match &e {
-            Error::BadPointer {
-                page_id, target, ..
-            } => {
-                assert!(patched.contains(&page_id.0), "{e}");
-                assert_eq!(target.0, BAD_CHILD, "{e}");
-            }
-            other => panic!("{page_size}: expected BadPointer from an insert, got {other:?}"),
+        names_the_bad_pointer(&e, &patched, "an insert");
+    }
+}
+
+/// `e` (from `what`) is a bad pointer in one of the `patched` pages, to [`BAD_CHILD`].
+fn names_the_bad_pointer(e: &Error, patched: &[u64], what: &str) {
+    match e {
+        Error::BadPointer {
+            page_id, target, ..
+        } => {
+            assert!(patched.contains(&page_id.0), "{what}: {e}");
+            assert_eq!(target.0, BAD_CHILD, "{what}: {e}");
         }
+        other => panic!("{what}: expected BadPointer, got {other:?}"),
     }
 }
 
 /// Inserts a key before every other key (under the leftmost pointers).
 fn insert_first(dir: &Path, page_size: usize) -> Result<(), Error> {
-    let s = Store::open(
-        dir,
-        Config {
-            page_size,
-            pool_size: 4 << 20,
-            ..Config::default()
-        },
-    )?;
+    let s = open(dir, page_size)?;
     let tx = s.write()?;
     tx.table("t")?.insert(b"key", b"first")?;
     tx.commit()
