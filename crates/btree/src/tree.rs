@@ -136,8 +136,8 @@ fn bad_pointer(from: Option<(PageId, usize)>, id: PageId, source: BTreeError) ->
     }
 }
 
-/// `n` (page `id`), reached as a leaf: refused unless it is one (level 0). `below_inner` is false for a
-/// root, which [`BTree::descend_to`] has read and checked already.
+/// `n` (page `id`), reached as a leaf: refused unless it is one (level 0). `below_inner` is
+/// false for a root, which [`BTree::descend_to`] has read and checked already.
 fn check_leaf(n: Node<'_>, id: PageId, below_inner: bool) -> Result<Node<'_>> {
     if below_inner && n.level() != 0 {
         return Err(level_error(id, 0, n.level()));
