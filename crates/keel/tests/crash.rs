@@ -14,7 +14,8 @@
 //! which the model applies at each commit point to the value there.
 //!
 //! `crash_matrix_in_ci` runs ≥ 1,000 cases across torn-page mode × log block size × sector
-//! size; `crash_matrix_long` (ignored) runs `KEEL_CRASH_CASES` cases (default 100,000).
+//! size; `crash_matrix_long` (ignored) runs `KEEL_CRASH_CASES` cases (default 100,000) from
+//! seed base `KEEL_CRASH_SEED_BASE` (default CI's, 1,000,003).
 
 use keel::{Config, Durability, Error, Store, TornPage};
 use keel_io::{Fault, SimConfig, SimFs};
@@ -617,7 +618,13 @@ fn crash_matrix_long() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(100_000);
-    matrix(n.div_ceil(16), 1_000_003);
+    // `KEEL_CRASH_SEED_BASE` runs other cases than CI's (whose base is fixed, so a failure
+    // replays): a longer hunt widens the search instead of repeating it.
+    let base: u64 = std::env::var("KEEL_CRASH_SEED_BASE")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1_000_003);
+    matrix(n.div_ceil(16), base);
 }
 
 /// Replays one case: `KEEL_CRASH_CASE="doublewrite 4096 512 48059069"` (mode as in the
