@@ -374,6 +374,7 @@ impl BTree {
                             let n = Node::new(p, leaf)
                                 .and_then(|n| check_leaf(n, leaf, from.is_some()))
                                 .map_err(|e| bad_pointer(from, leaf, e))?;
+                            n.touch_free_space(cell.len());
                             Ok(match n.search(key)? {
                                 Ok(i) => Err((i, Some(FoundValue::from_ref(n.value(i)?)))),
                                 Err(i) => node::insert_edits(p, leaf, i, &cell)?.ok_or((i, None)),

@@ -454,3 +454,29 @@ fn truncate_edits_keep_the_first_cells_and_the_accounting() {
     }
     assert!(truncate_edits(&p0, id, cells.len() + 1).is_err());
 }
+
+/// `touch_free_space` reads only inside the free space, whatever the length asked: an empty
+/// node, a full one, a length past the page (a panic on an out-of-range index would show).
+#[test]
+fn touching_the_free_space_stays_inside_it() {
+    let id = PageId(1);
+    let mut p = leaf(4096);
+    for len in [0usize, 1, 64, 124, 4000, 4096, 1 << 20, usize::MAX] {
+        Node::new(&p, id).unwrap().touch_free_space(len);
+    }
+    let mut i = 0u32;
+    while insert(
+        &mut p,
+        id,
+        i as usize,
+        &leaf_cell_inline(&i.to_be_bytes(), &[7; 100]),
+    )
+    .unwrap()
+    {
+        i += 1;
+    }
+    assert!(i > 10, "{i} cells");
+    for len in [0usize, 1, 64, 124, 4096, usize::MAX] {
+        Node::new(&p, id).unwrap().touch_free_space(len);
+    }
+}
