@@ -364,25 +364,26 @@ impl BTree {
             let mut cell = SmallVec::<[u8; INLINE_CELL]>::new();
             push_leaf_cell_inline(&mut cell, key, value);
             let from = path.last().copied();
+            check_pointer(from, leaf)?;
+            // A failure before the plan ran is the store's, reading the leaf: the pointer's
+            // fault, as for any other node (`with_node_from`).
             let mut planned = false;
-            let done = check_pointer(from, leaf)
-                .and_then(|()| {
-                    store.edit_planned(
-                        leaf,
-                        |p| {
-                            planned = true;
-                            let n = Node::new(p, leaf)
-                                .and_then(|n| check_leaf(n, leaf, from.is_some()))
-                                .map_err(|e| bad_pointer(from, leaf, e))?;
-                            n.touch_free_space(cell.len());
-                            Ok(match n.search(key)? {
-                                Ok(i) => Err((i, Some(FoundValue::from_ref(n.value(i)?)))),
-                                Err(i) => node::insert_edits(p, leaf, i, &cell)?.ok_or((i, None)),
-                            })
-                        },
-                        |plan, edit| edit(&plan.edits(&cell)),
-                    )
-                })
+            let done = store
+                .edit_planned(
+                    leaf,
+                    |p| {
+                        planned = true;
+                        let n = Node::new(p, leaf)
+                            .and_then(|n| check_leaf(n, leaf, from.is_some()))
+                            .map_err(|e| bad_pointer(from, leaf, e))?;
+                        n.touch_free_space(cell.len());
+                        Ok(match n.search(key)? {
+                            Ok(i) => Err((i, Some(FoundValue::from_ref(n.value(i)?)))),
+                            Err(i) => node::insert_edits(p, leaf, i, &cell)?.ok_or((i, None)),
+                        })
+                    },
+                    |plan, edit| edit(&plan.edits(&cell)),
+                )
                 .map_err(|e| {
                     if planned {
                         e

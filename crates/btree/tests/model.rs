@@ -663,10 +663,17 @@ fn len_counts_rows_and_refuses_a_cycle() {
         }
         other => panic!("expected a bad pointer, got {other:?}"),
     }
-    // An insert below that pointer reports it too (its descent stops at the leaf's id).
+    // An insert below that pointer reports it too (its descent stops at the leaf's id), once:
+    // the cause is the self-pointer, not the same bad pointer again.
     match tree.insert(&mut pages, &1u32.to_be_bytes(), &[1u8; 50]) {
-        Err(BTreeError::BadPointer { page_id, slot, .. }) => {
+        Err(BTreeError::BadPointer {
+            page_id,
+            slot,
+            source,
+            ..
+        }) => {
             assert_eq!((page_id, slot), (root, 0));
+            assert!(matches!(*source, BTreeError::Corrupt { .. }), "{source}");
         }
         other => panic!("expected a bad pointer, got {other:?}"),
     }
