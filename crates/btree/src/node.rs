@@ -197,13 +197,10 @@ impl<'a> Node<'a> {
     /// cell overwrites). Reads only; nothing if the cell would not fit.
     #[inline]
     pub(crate) fn touch_free_space(&self, len: usize) {
-        let Some(top) = self.cell_start.checked_sub(len) else {
-            return;
-        };
-        if top < SLOTS + self.nslots * SLOT_SIZE {
+        if len > self.free_space() {
             return;
         }
-        for i in (top..self.cell_start).step_by(64) {
+        for i in (self.cell_start - len..self.cell_start).step_by(64) {
             std::hint::black_box(self.page[i]);
         }
     }
@@ -418,6 +415,12 @@ impl<'a> Node<'a> {
     fn frag(&self) -> usize {
         rd_u32(self.page, NH_FRAG) as usize
     }
+
+    /// Whether a cell of `cell_len` bytes and its slot fit, compacted if need be, by the
+    /// header's counts (free space and fragmentation).
+    fn fits_compacted(&self, cell_len: usize) -> bool {
+        self.free_space() + self.frag() >= cell_len + SLOT_SIZE
+    }
 }
 
 /// Encodes a leaf cell with an inline value.
@@ -568,27 +571,25 @@ pub(crate) fn init(page: &mut [u8], kind: u8, level: u8) {
 /// by its header's counts (free space and fragmentation): when false, [`insert`] refuses it and
 /// the node must split.
 pub(crate) fn may_fit(page: &[u8], id: PageId, cell_len: usize) -> Result<bool> {
-    let node = Node::new(page, id)?;
-    Ok(node.free_space() + node.frag() >= cell_len + SLOT_SIZE)
+    Ok(Node::new(page, id)?.fits_compacted(cell_len))
 }
 
 /// Inserts `cell` as slot `idx`, compacting if that makes room. Returns false (page unchanged)
 /// if it does not fit.
 pub(crate) fn insert(page: &mut [u8], id: PageId, idx: usize, cell: &[u8]) -> Result<bool> {
-    let (free, frag, n, kind, level, leftmost) = {
+    let (free, fits, n, kind, level, leftmost) = {
         let node = Node::new(page, id)?;
         (
             node.free_space(),
-            node.frag(),
+            node.fits_compacted(cell.len()),
             node.len(),
             node.kind,
             node.level(),
             node.leftmost(),
         )
     };
-    let need = cell.len() + SLOT_SIZE;
-    if free < need {
-        if free + frag < need {
+    if free < cell.len() + SLOT_SIZE {
+        if !fits {
             return Ok(false);
         }
         let mut cells = Node::new(page, id)?.cells()?;
