@@ -79,10 +79,7 @@ impl PageWrite for TxnPages<'_, '_> {
         // Exact edits: logged as they are (a slot-array shift is one 21-byte PageMove), no copy
         // of the page and no comparison.
         let mut g = self.txn.write(id).map_err(storage)?;
-        for e in edits {
-            g.apply(*e).map_err(storage)?;
-        }
-        Ok(())
+        apply_edits(&mut g, edits)
     }
 
     fn edit_planned<P, O>(
@@ -100,9 +97,7 @@ impl PageWrite for TxnPages<'_, '_> {
         let mut g = self.txn.write(id).map_err(storage)?;
         match plan(&g)? {
             Ok(p) => {
-                apply(p, &mut |ops| {
-                    ops.iter().try_for_each(|e| g.apply(*e)).map_err(storage)
-                })?;
+                apply(p, &mut |ops| apply_edits(&mut g, ops))?;
                 Ok(Ok(()))
             }
             Err(o) => Ok(Err(o)),
@@ -132,6 +127,14 @@ impl PageWrite for TxnPages<'_, '_> {
         }
         self.txn.free_page(id).map_err(storage)
     }
+}
+
+/// Applies `edits` in order through the page's write guard (each logged as it is).
+fn apply_edits(
+    g: &mut keel_buffer_pool::PageWriteGuard<'_>,
+    edits: &[PageOp<'_>],
+) -> keel_btree::Result<()> {
+    edits.iter().try_for_each(|e| g.apply(*e)).map_err(storage)
 }
 
 /// A read handle for the pages of a write transaction (sees its own changes).
