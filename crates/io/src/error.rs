@@ -148,9 +148,17 @@ impl IoError {
         }
     }
 
-    /// True for [`IoError::NoSpace`].
+    /// True when the device (or the user's quota) was full: [`IoError::NoSpace`], or any other
+    /// variant whose OS error is `ENOSPC` or `EDQUOT` (an `open` that could not create a file,
+    /// a sync that could not allocate the blocks of delayed writes).
     pub fn is_no_space(&self) -> bool {
-        matches!(self, IoError::NoSpace { .. })
+        match self {
+            IoError::NoSpace { .. } => true,
+            IoError::Os { source, .. } | IoError::SyncFailed { source, .. } => {
+                matches!(source.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT))
+            }
+            _ => false,
+        }
     }
 
     /// True for [`IoError::SyncFailed`].

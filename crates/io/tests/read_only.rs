@@ -131,3 +131,32 @@ fn a_lock_released_within_the_grace_is_taken_and_one_held_is_refused() {
         "refused after the grace only"
     );
 }
+
+/// The probe (`FileSystem::capabilities`, which every open runs) asks an existing file of the
+/// directory, read-only, before it would create a scratch file: so a read-only open writes
+/// nothing, and a full disk, which refuses the scratch file with ENOSPC, can still be opened
+/// (found by `crates/keel/tests/fs_full.rs`: a read-only open of a store on a full disk failed
+/// with "create probe file ... No space left on device"). A directory's mtime moves with any
+/// entry made or removed in it.
+#[test]
+fn probing_a_directory_that_holds_a_file_writes_nothing() {
+    let fs = keel_io::OsFs::default();
+    let base = tempfile::tempdir().unwrap();
+    let dir = base.path().join("d");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::write(dir.join("data"), vec![0u8; 8192]).unwrap();
+    let before = std::fs::metadata(&dir).unwrap().modified().unwrap();
+    // Coarse timestamps: make any change visible.
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    fs.capabilities(&dir).unwrap();
+    let after = std::fs::metadata(&dir).unwrap().modified().unwrap();
+    assert_eq!(
+        before, after,
+        "probing a directory that holds a file changed the directory"
+    );
+    let names: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, vec![std::ffi::OsString::from("data")]);
+}

@@ -1,11 +1,12 @@
 //! What can the file system holding a path do? [`probe`] reports its name (`statfs` `f_type`),
-//! the direct-I/O alignment and atomic-write limits (`statx` on a scratch file opened with
-//! O_DIRECT, or on the file itself), the device's logical and physical block sizes (sysfs, see
+//! the direct-I/O alignment and atomic-write limits (`statx` on the file itself or an existing
+//! file of the directory opened read-only with O_DIRECT, else on a scratch file), the device's logical and physical block sizes (sysfs, see
 //! [`super::device_info`]) and whether io_uring works. [`probe_open_file`] is the same `statx`
 //! question for a file just opened direct.
 //!
-//! Invariants: the probe leaves nothing behind (its scratch file is removed; on a read-only mount
-//! an existing file is probed read-only instead); when the kernel does not report an alignment,
+//! Invariants: the probe writes nothing where a file exists to ask (so a read-only open, a
+//! read-only mount and a full disk can all be probed), and leaves nothing behind where it had
+//! to make a scratch file (it is removed); when the kernel does not report an alignment,
 //! direct I/O is assumed to need 512 bytes; buffered files report no atomic writes.
 
 use super::{
@@ -39,23 +40,38 @@ pub fn probe_device(path: &Path) -> Result<DeviceInfo> {
 
 static PROBE_SEQ: AtomicU64 = AtomicU64::new(0);
 
-/// Direct-I/O alignment and atomic limits for files under `path`: `path` itself if it is a file
-/// (opened read-only with O_DIRECT), else a scratch file created in the directory with O_DIRECT
-/// and removed again. `None` when O_DIRECT cannot be opened there.
+/// Direct-I/O alignment and atomic limits for files under `path`: `path` itself if it is a file,
+/// else an existing file of the directory, each opened read-only with O_DIRECT; only when the
+/// directory has no such file, a scratch file created there with O_DIRECT and removed again.
+/// Asking an existing file first writes nothing: a read-only open stays read-only, and a full
+/// disk (which refuses the scratch file with ENOSPC) or a read-only mount can still be probed.
+/// `None` when O_DIRECT cannot be opened there.
 fn probe_direct(path: &Path) -> Result<Option<(Option<DirectIoAlignment>, AtomicWriteLimits)>> {
     let md = fs::metadata(path).map_err(|e| IoError::os("stat", path, e))?;
-    if md.is_file() {
-        return Ok(fs::OpenOptions::new()
+    let direct_read = |p: &Path| {
+        fs::OpenOptions::new()
             .read(true)
             .custom_flags(libc::O_DIRECT)
-            .open(path)
+            .open(p)
             .ok()
             .map(|f| {
                 let (d, a, _) = probe_open_file(&f);
                 (d, a)
-            }));
+            })
+    };
+    if md.is_file() {
+        return Ok(direct_read(path));
     }
     let dir = device::probe_dir(path);
+    let existing = fs::read_dir(&dir).ok().and_then(|entries| {
+        entries
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.is_file())
+            .find_map(|p| direct_read(&p))
+    });
+    if existing.is_some() {
+        return Ok(existing);
+    }
     let scratch = dir.join(format!(
         ".keel-probe-{}-{}",
         std::process::id(),
@@ -73,25 +89,8 @@ fn probe_direct(path: &Path) -> Result<Option<(Option<DirectIoAlignment>, Atomic
             Some((d, a))
         }
         Err(e) if e.raw_os_error() == Some(libc::EINVAL) => None,
-        // A read-only mount: probe an existing file of the directory, read-only, instead.
-        Err(e) if e.raw_os_error() == Some(libc::EROFS) => {
-            return Ok(fs::read_dir(&dir).ok().and_then(|entries| {
-                entries
-                    .filter_map(|e| e.ok().map(|e| e.path()))
-                    .filter(|p| p.is_file())
-                    .find_map(|p| {
-                        fs::OpenOptions::new()
-                            .read(true)
-                            .custom_flags(libc::O_DIRECT)
-                            .open(p)
-                            .ok()
-                    })
-                    .map(|f| {
-                        let (d, a, _) = probe_open_file(&f);
-                        (d, a)
-                    })
-            }));
-        }
+        // A read-only mount without a file to ask: nothing can be said.
+        Err(e) if e.raw_os_error() == Some(libc::EROFS) => return Ok(None),
         Err(e) => return Err(IoError::os("create probe file", &scratch, e)),
     };
     match fs::remove_file(&scratch) {
