@@ -340,10 +340,20 @@ impl Error {
         };
         let mut cur = Some(start);
         while let Some(e) = cur {
+            // A layer's transparent `Io` variant forwards `source()` past its `IoError` too,
+            // so each layer's error is asked for it here.
             let io = e
                 .downcast_ref::<keel_io::IoError>()
-                .or_else(|| e.downcast_ref::<Arc<keel_io::IoError>>().map(|a| &**a));
-            if let Some(keel_io::IoError::NoSpace { .. }) = io {
+                .or_else(|| e.downcast_ref::<Arc<keel_io::IoError>>().map(|a| &**a))
+                .or_else(|| match e.downcast_ref::<keel_redo_log::LogError>() {
+                    Some(keel_redo_log::LogError::Io(io)) => Some(io),
+                    _ => None,
+                })
+                .or_else(|| match e.downcast_ref::<keel_flush::FlushError>() {
+                    Some(keel_flush::FlushError::Io(io)) => Some(io),
+                    _ => None,
+                });
+            if io.is_some_and(keel_io::IoError::is_no_space) {
                 return true;
             }
             if let Some(cause) = e.downcast_ref::<keel_io::PoisonCause>() {

@@ -1,7 +1,11 @@
 //! Why a store takes no more writes. The first failed write or sync of the log or the page
 //! writer poisons that layer (a failed fsync is never retried as if it had worked); the store
 //! keeps the first such error's text and whether it was a full disk, and every later write,
-//! commit or checkpoint returns [`Error::Poisoned`] with that cause. Reopening recovers.
+//! commit or checkpoint returns [`Error::Poisoned`] with that cause. Reopening recovers. A layer
+//! that poisoned itself on a path whose error reached no caller of the store (a background page
+//! write, an eviction whose error the caller dropped) poisons the store at the next begin or
+//! commit of a write (`Inner::check_poison`, test `errors.rs:
+//! a_full_data_file_refuses_every_later_write`).
 //!
 //! Invariant: the cause is set once (the first failure wins; later ones do not overwrite it),
 //! and it is the layer's own cause, kept whole (`keel_io::PoisonCause`), not the text of

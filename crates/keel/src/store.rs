@@ -659,7 +659,21 @@ impl Inner {
         c.skipped.fetch_add(checked.skipped, Ordering::Relaxed);
     }
 
-    fn check_poison(&self) -> Result<()> {
+    /// [`Error::Poisoned`] once the store, the log or the page writer is poisoned. A layer
+    /// can poison itself on a path whose error never reached the store's own flag (a
+    /// background page write, an eviction inside a table operation whose caller dropped the
+    /// error): its cause is adopted here, so no write begins or commits after any layer's
+    /// failure.
+    pub(crate) fn check_poison(&self) -> Result<()> {
+        if !self.poison.is_poisoned() {
+            if let Some(cause) = self
+                .log
+                .poison_cause()
+                .or_else(|| self.writer.poison_cause())
+            {
+                self.poison.poison(cause);
+            }
+        }
         match self.poison.cause() {
             Some(reason) => Err(poisoned(reason)),
             None => Ok(()),

@@ -191,9 +191,13 @@ impl<'s> WriteTxn<'s> {
     /// [`Error::WouldDeadlock`] for a concurrent transaction committed by a thread that holds
     /// the exclusive writer; [`Error::TxnTooLargeForLog`] when the transaction's redo cannot
     /// fit the log (nothing is committed); the errors of reading and changing pages for a
-    /// concurrent transaction's writes (nothing is committed); the log append or sync failed
-    /// ([`Error::Log`]; the store is poisoned and a reopen recovers exactly the commits that
-    /// were durable).
+    /// concurrent transaction's writes (nothing is committed); [`Error::Poisoned`] when the
+    /// store, its log or its page writer failed since the transaction began (nothing is
+    /// committed); the log append or sync failed ([`Error::Log`]; the store is poisoned and a
+    /// reopen recovers exactly the commits that were durable). After a failed sync the outcome
+    /// of this transaction is unknown, as with any commit whose durability could not be
+    /// confirmed: its redo may have reached the disk, and until the reopen decides, reads of the
+    /// poisoned store may see its writes.
     pub fn commit(self) -> Result<()> {
         let (inner, lsn) = self.append()?;
         inner.log.wait_committed(lsn).map_err(|e| {
@@ -292,6 +296,11 @@ impl<'s> WriteTxn<'s> {
                     room,
                 });
             }
+        }
+        // No commit after any layer's failure, also for a transaction begun before it.
+        if let Err(e) = inner.check_poison() {
+            txn.abort();
+            return Err(e);
         }
         // A dropped table leaves the committed catalog cache before its drop is published, so
         // no snapshot at or after the drop finds its old root there.

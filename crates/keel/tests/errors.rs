@@ -140,6 +140,58 @@ fn a_full_device_poisons_with_its_own_cause() {
     );
 }
 
+/// A page write that finds the device full poisons the page writer; the store must then take
+/// no further write or commit, whichever path met the failure, also one whose error reached no
+/// caller of the store (here: the eviction inside an insert, whose caller drops the error). Found
+/// by `tests/fs_full.rs` on real file systems: after an eviction's ENOSPC a new transaction still
+/// committed, and a commit whose log write then failed was visible to readers.
+#[test]
+fn a_full_data_file_refuses_every_later_write() {
+    let fs = SimFs::new(SimConfig::seeded(11));
+    let dir = Path::new("/db");
+    let store = Store::open_with_fs(Arc::new(fs.clone()), dir, small()).unwrap();
+    let tx = store.write().unwrap();
+    tx.table("t").unwrap().insert(b"first", b"acked").unwrap();
+    tx.commit().unwrap();
+    // Begun before the failure, committed after it.
+    let early = store.write_concurrent().unwrap();
+    early.table("t").unwrap().insert(b"early", b"x").unwrap();
+    fs.inject(Fault::NoSpaceOnPath(dir.join("data.keel")));
+    // Small transactions until one meets the full data file: once the pool's frames are dirty,
+    // a page read or a new page evicts (writes) one. The error is dropped, as a caller may.
+    let mut failed = None;
+    for n in 0..2_000u32 {
+        let r = store.write().and_then(|tx| {
+            {
+                let mut t = tx.table("t")?;
+                for i in 0..50u32 {
+                    t.insert(&(n * 50 + i).to_be_bytes(), &[5u8; 200])?;
+                }
+            }
+            tx.commit()
+        });
+        if let Err(e) = r {
+            failed = Some(e);
+            break;
+        }
+    }
+    let failed = failed.expect("a page write meets the full data file");
+    assert!(failed.is_no_space(), "{failed}");
+    let later = store
+        .write()
+        .err()
+        .expect("no write after the page writer's failure");
+    assert!(later.is_poisoned() && later.is_no_space(), "{later}");
+    let err = early
+        .commit()
+        .expect_err("no commit after the page writer's failure");
+    assert!(err.is_poisoned(), "{err}");
+    let r = store.read().unwrap();
+    let t = r.table("t").unwrap();
+    assert_eq!(t.get(b"first").unwrap().as_deref(), Some(&b"acked"[..]));
+    assert_eq!(t.get(b"early").unwrap(), None);
+}
+
 /// A thread never waits for itself (issue 13): a write or checkpoint while it holds a read
 /// transaction, or anything while it holds a write transaction, is `WouldDeadlock` at once
 /// (these used to hang forever). Other threads still wait as before, two read transactions on
