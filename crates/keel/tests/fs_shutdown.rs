@@ -36,7 +36,11 @@
 //! `KEEL_FS_SHUTDOWN_ROUNDS` sets the rounds per file system (default 16),
 //! `KEEL_FS_SHUTDOWN_SEED` the first seed (default 1).
 
+#[path = "common/loopfs.rs"]
+mod loopfs;
+
 use keel::{Config, Durability, LogFileMode, Store, SyncMethod, TornPage};
+use loopfs::{cannot_run, run, Fs, Mount};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -106,12 +110,6 @@ fn model(seed: u64, cs: &[u64]) -> Model {
         }
     }
     m
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Fs {
-    Xfs,
-    Ext4,
 }
 
 /// One round's choices.
@@ -225,133 +223,11 @@ impl Round {
         format!(
             "{}|{}|{}|{}",
             self.seed,
-            self.fs_name(),
+            self.fs.name(),
             acks.display(),
             dir.display()
         )
     }
-
-    fn fs_name(&self) -> &'static str {
-        match self.fs {
-            Fs::Xfs => "xfs",
-            Fs::Ext4 => "ext4",
-        }
-    }
-}
-
-/// A loop-mounted file system image; unmounted (and its image removed) on drop.
-struct Mount {
-    image: PathBuf,
-    dir: PathBuf,
-    mounted: bool,
-}
-
-fn run(cmd: &mut Command) -> Result<(), String> {
-    let out = cmd.output().map_err(|e| format!("{cmd:?}: {e}"))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "{cmd:?}: {}: {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
-    }
-}
-
-impl Mount {
-    fn create(fs: Fs, base: &Path) -> Result<Mount, String> {
-        let image = base.join("fs.img");
-        let dir = base.join("mnt");
-        std::fs::create_dir_all(&dir).map_err(|e| format!("mkdir {}: {e}", dir.display()))?;
-        let file =
-            std::fs::File::create(&image).map_err(|e| format!("{}: {e}", image.display()))?;
-        // XFS wants >= 300 MiB; both images are sparse.
-        let size: u64 = if fs == Fs::Xfs { 512 << 20 } else { 128 << 20 };
-        file.set_len(size)
-            .map_err(|e| format!("{}: {e}", image.display()))?;
-        drop(file);
-        match fs {
-            Fs::Xfs => run(Command::new("mkfs.xfs")
-                .args(["-q", "-f", "-m", "reflink=1"])
-                .arg(&image))?,
-            Fs::Ext4 => run(Command::new("mkfs.ext4").args(["-q", "-F"]).arg(&image))?,
-        }
-        let mut m = Mount {
-            image,
-            dir,
-            mounted: false,
-        };
-        m.mount()?;
-        Ok(m)
-    }
-
-    fn mount(&mut self) -> Result<(), String> {
-        run(Command::new("mount")
-            .args(["-o", "loop"])
-            .arg(&self.image)
-            .arg(&self.dir))?;
-        self.mounted = true;
-        Ok(())
-    }
-
-    /// Unmounts, retrying for a while: a killed process's files (and io_uring workers) may
-    /// take a moment to be released after it is reaped.
-    fn unmount(&mut self) -> Result<(), String> {
-        if self.mounted {
-            let deadline = Instant::now() + Duration::from_secs(10);
-            loop {
-                match run(Command::new("umount").arg(&self.dir)) {
-                    Ok(()) => break,
-                    Err(e) if Instant::now() > deadline => return Err(e),
-                    Err(_) => std::thread::sleep(Duration::from_millis(20)),
-                }
-            }
-            self.mounted = false;
-        }
-        Ok(())
-    }
-
-    /// The power loss: everything not yet on the loop device is dropped.
-    fn shut_down(&self) -> Result<(), String> {
-        run(Command::new("xfs_io")
-            .args(["-x", "-c", "shutdown"])
-            .arg(&self.dir))
-    }
-}
-
-impl Drop for Mount {
-    fn drop(&mut self) {
-        if self.mounted && self.unmount().is_err() {
-            let _ = Command::new("umount").arg("-l").arg(&self.dir).status();
-        }
-        let _ = std::fs::remove_file(&self.image);
-    }
-}
-
-/// Why this machine cannot run the test, if it cannot.
-fn cannot_run(fs: Fs) -> Option<String> {
-    let uid = std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("Uid:"))
-                .and_then(|l| l.split_whitespace().next().map(str::to_owned))
-        });
-    if uid.as_deref() != Some("0") {
-        return Some("not root (loop mounts)".into());
-    }
-    let mkfs = if fs == Fs::Xfs {
-        "mkfs.xfs"
-    } else {
-        "mkfs.ext4"
-    };
-    for tool in [mkfs, "xfs_io", "mount", "umount"] {
-        if Command::new(tool).arg("-V").output().is_err() {
-            return Some(format!("{tool} not found"));
-        }
-    }
-    None
 }
 
 /// The last commit each of `writers` writers acknowledged (the largest `n` of its `ACK w n`
@@ -582,7 +458,7 @@ fn round(r: &Round, base: &Path, tally: &mut Tally) -> Result<(), String> {
 }
 
 fn rounds(fs: Fs) {
-    let name = if fs == Fs::Xfs { "xfs" } else { "ext4" };
+    let name = fs.name();
     if let Some(why) = cannot_run(fs) {
         println!("SKIPPED: fs_shutdown {name}: {why}");
         return;

@@ -1,0 +1,155 @@
+//! Loop-mounted XFS and ext4 images for the tests that need a real file system under a store
+//! (`fs_shutdown.rs`, `fs_full.rs`): a sparse image, `mkfs`, `mount -o loop`, `umount` when the
+//! [`Mount`] drops. Root only: [`cannot_run`] says why a machine cannot.
+//!
+//! Invariant: every mount made here is unmounted and its image removed when its guard drops,
+//! also when the test failed in between.
+
+// Each test binary uses a part of it.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// A file system to make.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fs {
+    /// XFS with reflink (so `RWF_ATOMIC` works on Linux >= 6.11).
+    Xfs,
+    /// ext4, `data=ordered`.
+    Ext4,
+}
+
+impl Fs {
+    /// `xfs` or `ext4`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Fs::Xfs => "xfs",
+            Fs::Ext4 => "ext4",
+        }
+    }
+}
+
+/// A loop-mounted file system image; unmounted (and its image removed) on drop.
+pub struct Mount {
+    image: PathBuf,
+    /// Where it is mounted.
+    pub dir: PathBuf,
+    mounted: bool,
+}
+
+pub fn run(cmd: &mut Command) -> Result<(), String> {
+    let out = cmd.output().map_err(|e| format!("{cmd:?}: {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{cmd:?}: {}: {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+impl Mount {
+    /// Makes a sparse image of the file system's default size in `base` (XFS 512 MiB: it wants
+    /// at least 300; ext4 128 MiB) and mounts it at `base/mnt`.
+    pub fn create(fs: Fs, base: &Path) -> Result<Mount, String> {
+        let size: u64 = if fs == Fs::Xfs { 512 << 20 } else { 128 << 20 };
+        Mount::create_sized(fs, base, size)
+    }
+
+    /// [`Mount::create`] with an image of `size` bytes.
+    pub fn create_sized(fs: Fs, base: &Path, size: u64) -> Result<Mount, String> {
+        let image = base.join("fs.img");
+        let dir = base.join("mnt");
+        std::fs::create_dir_all(&dir).map_err(|e| format!("mkdir {}: {e}", dir.display()))?;
+        let file =
+            std::fs::File::create(&image).map_err(|e| format!("{}: {e}", image.display()))?;
+        file.set_len(size)
+            .map_err(|e| format!("{}: {e}", image.display()))?;
+        drop(file);
+        match fs {
+            Fs::Xfs => run(Command::new("mkfs.xfs")
+                .args(["-q", "-f", "-m", "reflink=1"])
+                .arg(&image))?,
+            Fs::Ext4 => run(Command::new("mkfs.ext4").args(["-q", "-F"]).arg(&image))?,
+        }
+        let mut m = Mount {
+            image,
+            dir,
+            mounted: false,
+        };
+        m.mount()?;
+        Ok(m)
+    }
+
+    /// Mounts the image again.
+    pub fn mount(&mut self) -> Result<(), String> {
+        run(Command::new("mount")
+            .args(["-o", "loop"])
+            .arg(&self.image)
+            .arg(&self.dir))?;
+        self.mounted = true;
+        Ok(())
+    }
+
+    /// Unmounts, retrying for a while: a killed process's files (and io_uring workers) may
+    /// take a moment to be released after it is reaped.
+    pub fn unmount(&mut self) -> Result<(), String> {
+        if self.mounted {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            loop {
+                match run(Command::new("umount").arg(&self.dir)) {
+                    Ok(()) => break,
+                    Err(e) if Instant::now() > deadline => return Err(e),
+                    Err(_) => std::thread::sleep(Duration::from_millis(20)),
+                }
+            }
+            self.mounted = false;
+        }
+        Ok(())
+    }
+
+    /// The power loss: everything not yet on the loop device is dropped.
+    pub fn shut_down(&self) -> Result<(), String> {
+        run(Command::new("xfs_io")
+            .args(["-x", "-c", "shutdown"])
+            .arg(&self.dir))
+    }
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        if self.mounted && self.unmount().is_err() {
+            let _ = Command::new("umount").arg("-l").arg(&self.dir).status();
+        }
+        let _ = std::fs::remove_file(&self.image);
+    }
+}
+
+/// Why this machine cannot run the test, if it cannot.
+pub fn cannot_run(fs: Fs) -> Option<String> {
+    let uid = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Uid:"))
+                .and_then(|l| l.split_whitespace().next().map(str::to_owned))
+        });
+    if uid.as_deref() != Some("0") {
+        return Some("not root (loop mounts)".into());
+    }
+    let mkfs = if fs == Fs::Xfs {
+        "mkfs.xfs"
+    } else {
+        "mkfs.ext4"
+    };
+    for tool in [mkfs, "xfs_io", "mount", "umount"] {
+        if Command::new(tool).arg("-V").output().is_err() {
+            return Some(format!("{tool} not found"));
+        }
+    }
+    None
+}
