@@ -97,6 +97,41 @@ fn key_and_value_limits_are_their_own_variants() {
     tx.commit().unwrap();
 }
 
+/// `is_no_space` finds a full disk however it is wrapped: the io variant or an OS error of
+/// ENOSPC (an `open` that could not create a log file), directly or under the log's, the page
+/// writer's or the pool's error, or as a poison cause. Found by `tests/fs_full.rs`: a growing
+/// log's new file and the recovery of a full store each said "no space" and were not.
+#[test]
+fn a_full_disk_is_no_space_at_any_depth() {
+    // 0: the io crate's own variant, 1: ENOSPC from the OS, 2: EIO (not a full disk).
+    let make = |kind: u8| match kind {
+        0 => keel_io::IoError::NoSpace {
+            path: PathBuf::from("/x"),
+            offset: 0,
+            len: 4096,
+        },
+        _ => keel_io::IoError::Os {
+            op: "open",
+            path: PathBuf::from("/x"),
+            source: std::io::Error::from_raw_os_error(if kind == 1 { 28 } else { 5 }),
+        },
+    };
+    for kind in 0..3u8 {
+        let full = kind < 2;
+        let cases = [
+            Error::Io(make(kind)),
+            Error::Log(LogError::Io(make(kind))),
+            Error::Flush(FlushError::Io(make(kind))),
+            Error::Log(LogError::Poisoned {
+                cause: keel_io::PoisonCause::new("create", "/x", make(kind)),
+            }),
+        ];
+        for e in cases {
+            assert_eq!(e.is_no_space(), full, "{e:?}");
+        }
+    }
+}
+
 #[test]
 fn a_full_device_poisons_with_its_own_cause() {
     let fs = SimFs::new(SimConfig::seeded(9));
