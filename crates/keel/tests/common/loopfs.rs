@@ -17,7 +17,8 @@ use std::time::{Duration, Instant};
 pub enum Fs {
     /// XFS with reflink (so `RWF_ATOMIC` works on Linux >= 6.11).
     Xfs,
-    /// ext4, `data=ordered`.
+    /// ext4, `data=ordered`, no blocks reserved for root (the tests run as root, and a full disk
+    /// must be full for them too).
     Ext4,
 }
 
@@ -74,7 +75,9 @@ impl Mount {
             Fs::Xfs => run(Command::new("mkfs.xfs")
                 .args(["-q", "-f", "-m", "reflink=1"])
                 .arg(&image))?,
-            Fs::Ext4 => run(Command::new("mkfs.ext4").args(["-q", "-F"]).arg(&image))?,
+            Fs::Ext4 => run(Command::new("mkfs.ext4")
+                .args(["-q", "-F", "-m", "0"])
+                .arg(&image))?,
         }
         let mut m = Mount {
             image,
