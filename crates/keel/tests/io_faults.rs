@@ -1,0 +1,329 @@
+//! I/O faults at random moments of a random workload (SimFs): ENOSPC on the next few writes, on
+//! every write to one file of the store or past a total size; EIO on one of the next syncs or on
+//! every sync of one file. The crash matrix (`crash.rs`) loses and tears unsynced writes but
+//! never fails a call; `errors.rs` fails one chosen call. This matrix fails any call of any
+//! file at any moment: a write the cleaner or an eviction makes, a checkpoint's sync, a log
+//! file's write, the doublewrite area's.
+//!
+//! Properties, each checked in every case:
+//!
+//! 1. A commit that returned `Ok` survives: after the faults, a power loss (SimFs crash: unsynced
+//!    writes lost or torn) and a reopen, the table is the model of the acknowledged commits —
+//!    or of those plus the first commit that failed with an I/O error (its outcome was
+//!    unknown; see `WriteTxn::commit`).
+//! 2. Poison is sticky: once a call failed and the store says it is poisoned, no later commit
+//!    returns `Ok` (the standards' "a failed fsync poisons the store"; the bug `fs_full.rs`
+//!    found was a commit after an eviction's ENOSPC had poisoned the page writer). A failure
+//!    that changed nothing and poisons nothing (ENOSPC writing the doublewrite area: no page's
+//!    home was touched; the checkpoint fails and is tried again later) lets commits go on.
+//! 3. Reads never return other data: exactly the acknowledged model, or that with the commit
+//!    whose outcome is unknown.
+//! 4. No I/O error without a fault that fired.
+//!
+//! `io_faults_in_ci` runs 400 cases; `KEEL_IO_FAULT_CASES` and `KEEL_IO_FAULT_SEED` run others
+//! (the ignored `io_faults_long`).
+
+use keel::{Config, Durability, Error, Store, TornPage};
+use keel_io::{Fault, SimConfig, SimFs};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+
+fn contents(store: &Store) -> Result<Model, Error> {
+    let r = store.read()?;
+    let t = match r.table("t") {
+        Ok(t) => t,
+        Err(Error::TableNotFound(_)) => return Ok(Model::new()),
+        Err(e) => return Err(e),
+    };
+    t.range(..)?.collect()
+}
+
+/// An error that is not an I/O failure: the transaction was refused for what it is, and the
+/// store goes on.
+fn refused_for_itself(e: &Error) -> bool {
+    e.is_conflict()
+        || matches!(
+            e,
+            Error::TxnTooLargeForLog { .. } | Error::Pool(keel::PoolError::TxnTooLarge { .. })
+        )
+}
+
+/// The files of a store, for faults aimed at one.
+fn store_files(dir: &Path) -> Vec<PathBuf> {
+    vec![
+        dir.join(keel::layout::DATA_FILE_NAME),
+        dir.join(keel::layout::DOUBLEWRITE_FILE_NAME),
+        dir.join(keel::LOG_DIR).join("log.0000000000"),
+        dir.join(keel::LOG_DIR).join("log.0000000001"),
+        dir.join(keel::LOG_DIR).join("log.header"),
+    ]
+}
+
+fn draw_fault(r: &mut Rng, dir: &Path) -> Fault {
+    let files = store_files(dir);
+    let file = files[r.below(files.len() as u64) as usize].clone();
+    match r.below(5) {
+        0 => Fault::NoSpaceOnNthWrite(1 + r.below(40)),
+        1 => Fault::NoSpaceOnPath(file),
+        2 => Fault::NoSpaceAbove(1 << (18 + r.below(4))),
+        3 => Fault::SyncFailsNth(1 + r.below(12)),
+        _ => Fault::SyncFailsOnPath(file),
+    }
+}
+
+#[derive(Debug, Default)]
+struct Totals {
+    cases: u64,
+    faults_fired: u64,
+    acked: u64,
+    failed_commits: u64,
+    /// Cases whose reopened store held the commit that failed (its redo was durable).
+    unknown_durable: u64,
+    refused_after_failure: u64,
+    /// Cases whose store was poisoned.
+    poisoned: u64,
+}
+
+fn config(r: &mut Rng) -> Config {
+    let modes = [
+        TornPage::Doublewrite,
+        TornPage::FullPageWrites,
+        TornPage::Atomic,
+    ];
+    Config {
+        page_size: 4096,
+        // 24 pages: the cleaner and eviction write pages all the time.
+        pool_size: 24 * 4096,
+        torn_page: modes[r.below(3) as usize],
+        doublewrite_batch: 8,
+        log_file_size: 256 * 1024,
+        log_file_count: 2,
+        log_buffer_size: 64 * 1024,
+        durability: Durability::Sync,
+        checkpoint_interval: if r.below(2) == 0 {
+            Duration::from_millis(2)
+        } else {
+            Duration::from_secs(3600)
+        },
+        ..Config::default()
+    }
+}
+
+fn run_case(seed: u64, totals: &mut Totals) -> Result<(), String> {
+    let mut r = Rng(seed);
+    let fs = SimFs::new(
+        SimConfig::seeded(seed)
+            .sector_size(if r.below(2) == 0 { 512 } else { 4096 })
+            .hardware_atomic(),
+    );
+    let dir = Path::new("/db");
+    let cfg = config(&mut r);
+    let store = Store::open_with_fs(Arc::new(fs.clone()), dir, cfg.clone())
+        .map_err(|e| format!("open: {e}"))?;
+    let steps = 20 + r.below(60);
+    let fault_at = r.below(steps);
+    let mut acked = Model::new();
+    // The model with the commit that failed, if one did (its outcome is unknown).
+    let mut unknown: Option<Model> = None;
+    // The first I/O failure any call returned, and the first after which the store said it
+    // was poisoned.
+    let mut failed: Option<String> = None;
+    let mut poisoned: Option<String> = None;
+    let note =
+        |failed: &mut Option<String>, poisoned: &mut Option<String>, what: &str, e: &Error| {
+            if failed.is_none() {
+                *failed = Some(format!("{what}: {e}"));
+            }
+            if poisoned.is_none() && store.is_poisoned() {
+                *poisoned = Some(format!("{what}: {e}"));
+            }
+        };
+    for step in 0..steps {
+        if step == fault_at {
+            fs.inject(draw_fault(&mut r, dir));
+        }
+        match r.below(10) {
+            0 => {
+                if let Err(e) = store.checkpoint() {
+                    note(&mut failed, &mut poisoned, "checkpoint", &e);
+                }
+            }
+            1 | 2 => match contents(&store) {
+                Ok(seen) => {
+                    let fits = seen == acked || unknown.as_ref().is_some_and(|u| *u == seen);
+                    if !fits {
+                        return Err(format!(
+                            "step {step}: a read saw {} rows, acknowledged {} (failure: {failed:?})",
+                            seen.len(),
+                            acked.len()
+                        ));
+                    }
+                }
+                Err(e) => note(&mut failed, &mut poisoned, "read", &e),
+            },
+            _ => {
+                let concurrent = r.below(3) == 0;
+                let mut next = acked.clone();
+                let ops = 1 + r.below(20);
+                let mut writes = Vec::new();
+                for i in 0..ops {
+                    let key = format!("k{:03}", r.below(400)).into_bytes();
+                    if r.below(6) == 0 {
+                        writes.push((key, None));
+                    } else {
+                        let mut v = format!("{seed}:{step}:{i}:").into_bytes();
+                        v.resize(10 + r.below(600) as usize, b'v');
+                        writes.push((key, Some(v)));
+                    }
+                }
+                let result = (|| -> keel::Result<()> {
+                    let tx = if concurrent {
+                        store.write_concurrent()?
+                    } else {
+                        store.write()?
+                    };
+                    {
+                        let mut t = tx.table("t")?;
+                        for (k, v) in &writes {
+                            match v {
+                                Some(v) => {
+                                    t.insert(k, v)?;
+                                }
+                                None => {
+                                    t.remove(k)?;
+                                }
+                            }
+                        }
+                    }
+                    tx.commit()
+                })();
+                for (k, v) in &writes {
+                    match v {
+                        Some(v) => next.insert(k.clone(), v.clone()),
+                        None => next.remove(k),
+                    };
+                }
+                match result {
+                    Ok(()) => {
+                        if let Some(f) = &poisoned {
+                            return Err(format!(
+                                "step {step}: a commit succeeded after the store was poisoned ({f})"
+                            ));
+                        }
+                        acked = next;
+                        totals.acked += 1;
+                    }
+                    Err(e) if refused_for_itself(&e) => {}
+                    Err(e) => {
+                        if poisoned.is_some() {
+                            totals.refused_after_failure += 1;
+                        } else if store.is_poisoned() {
+                            // The commit that met the failure: it may have reached the log.
+                            unknown = Some(next);
+                            totals.failed_commits += 1;
+                        }
+                        note(&mut failed, &mut poisoned, "commit", &e);
+                    }
+                }
+            }
+        }
+    }
+    if poisoned.is_some() {
+        totals.poisoned += 1;
+    }
+    let fired = fs.fault_stats();
+    let fired = fired.no_space + fired.sync_failed;
+    totals.faults_fired += fired;
+    if let (Some(f), 0) = (&failed, fired) {
+        return Err(format!("an I/O failure without a fault: {f}"));
+    }
+    // Power loss, then a reopen on the machine without faults.
+    let post = {
+        fs.crash_at_call(0, None);
+        fs.crash_or_crashed_into()
+    };
+    drop(store);
+    let what = format!(
+        "{:?}, checkpoint every {:?}, first failure: {failed:?}",
+        cfg.torn_page, cfg.checkpoint_interval
+    );
+    let store = Store::open_with_fs(Arc::new(post), dir, cfg)
+        .map_err(|e| format!("reopen ({what}): {e}"))?;
+    let rep = store.recovery().clone();
+    let seen = contents(&store).map_err(|e| format!("read after reopen: {e}"))?;
+    if seen != acked {
+        if unknown.as_ref().is_some_and(|u| *u == seen) {
+            totals.unknown_durable += 1;
+        } else {
+            return Err(format!(
+                "after the reopen the table has {} rows, not the {} acknowledged ({what}; recovery {rep:?})",
+                seen.len(),
+                acked.len()
+            ));
+        }
+    }
+    store
+        .check()
+        .map_err(|e| format!("check after reopen: {e}"))?;
+    totals.cases += 1;
+    Ok(())
+}
+
+fn run(first: u64, cases: u64) {
+    let mut totals = Totals::default();
+    let mut failures = Vec::new();
+    for seed in first..first + cases {
+        if let Err(e) = run_case(seed, &mut totals) {
+            failures.push(format!("seed {seed}: {e}"));
+        }
+    }
+    println!("io_faults: {cases} cases from seed {first}: {totals:?}");
+    assert!(
+        failures.is_empty(),
+        "{} case(s) failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+    assert!(
+        cases < 50 || totals.faults_fired > 0 && totals.failed_commits > 0,
+        "no fault fired or no commit failed: the matrix tests nothing ({totals:?})"
+    );
+}
+
+#[test]
+fn io_faults_in_ci() {
+    run(1, 400);
+}
+
+#[test]
+#[ignore]
+fn io_faults_long() {
+    let cases = std::env::var("KEEL_IO_FAULT_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20_000);
+    let first = std::env::var("KEEL_IO_FAULT_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1_000_001);
+    run(first, cases);
+}
