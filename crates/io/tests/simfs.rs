@@ -450,6 +450,53 @@ fn no_space_on_a_path_and_above_a_size() {
 }
 
 #[test]
+fn eio_on_the_nth_write_and_on_every_read_of_a_path() {
+    let fs = SimFs::with_seed(5);
+    let f = open(&fs, "/f", create());
+    let g = open(&fs, "/g", create());
+    fs.inject(Fault::WriteFailsNth(2));
+    f.write_all_at(b"one", 0).unwrap();
+    match f.write_all_at(b"two", 3) {
+        Err(IoError::Os { op, path, source }) => {
+            assert_eq!(
+                (op, path, source.raw_os_error()),
+                ("pwrite", p("/f"), Some(5))
+            );
+        }
+        other => panic!("expected EIO, got {other:?}"),
+    }
+    assert_eq!(
+        fs.contents(&p("/f")).unwrap(),
+        b"one",
+        "a failed write changes nothing"
+    );
+    f.write_all_at(b"two", 3).unwrap();
+    assert_eq!(fs.fault_stats().write_failed, 1, "fires once");
+
+    g.write_all_at(b"gg", 0).unwrap();
+    fs.inject(Fault::ReadFailsOnPath(p("/f")));
+    let mut buf = [0u8; 2];
+    for _ in 0..2 {
+        match f.read_exact_at(&mut buf, 0) {
+            Err(IoError::Os {
+                op: "pread",
+                source,
+                ..
+            }) => {
+                assert_eq!(source.raw_os_error(), Some(5))
+            }
+            other => panic!("expected EIO, got {other:?}"),
+        }
+    }
+    g.read_exact_at(&mut buf, 0).unwrap();
+    assert_eq!(&buf, b"gg", "other files read");
+    assert_eq!(fs.fault_stats().read_failed, 2);
+    fs.clear_faults();
+    f.read_exact_at(&mut buf, 0).unwrap();
+    assert_eq!(&buf, b"on");
+}
+
+#[test]
 fn sync_failures_surface_as_sync_failed() {
     let fs = SimFs::with_seed(4);
     fs.create_dir_all(Path::new("/d")).unwrap();

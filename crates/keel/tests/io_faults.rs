@@ -1,6 +1,6 @@
 //! I/O faults at random moments of a random workload (SimFs): ENOSPC on the next few writes, on
 //! every write to one file of the store or past a total size; EIO on one of the next syncs or on
-//! every sync of one file. The crash matrix (`crash.rs`) loses and tears unsynced writes but
+//! every sync of one file, on one of the next writes, or on every read of the data file. The crash matrix (`crash.rs`) loses and tears unsynced writes but
 //! never fails a call; `errors.rs` fails one chosen call. This matrix fails any call of any
 //! file at any moment: a write the cleaner or an eviction makes, a checkpoint's sync, a log
 //! file's write, the doublewrite area's.
@@ -81,12 +81,15 @@ fn store_files(dir: &Path) -> Vec<PathBuf> {
 fn draw_fault(r: &mut Rng, dir: &Path) -> Fault {
     let files = store_files(dir);
     let file = files[r.below(files.len() as u64) as usize].clone();
-    match r.below(5) {
+    match r.below(7) {
         0 => Fault::NoSpaceOnNthWrite(1 + r.below(40)),
         1 => Fault::NoSpaceOnPath(file),
         2 => Fault::NoSpaceAbove(1 << (18 + r.below(4))),
         3 => Fault::SyncFailsNth(1 + r.below(12)),
-        _ => Fault::SyncFailsOnPath(file),
+        4 => Fault::SyncFailsOnPath(file),
+        5 => Fault::WriteFailsNth(1 + r.below(40)),
+        // Only the data file is read while the store runs.
+        _ => Fault::ReadFailsOnPath(dir.join(keel::layout::DATA_FILE_NAME)),
     }
 }
 
@@ -251,7 +254,7 @@ fn run_case(seed: u64, totals: &mut Totals) -> Result<(), String> {
         totals.poisoned += 1;
     }
     let fired = fs.fault_stats();
-    let fired = fired.no_space + fired.sync_failed;
+    let fired = fired.no_space + fired.sync_failed + fired.write_failed + fired.read_failed;
     totals.faults_fired += fired;
     if let (Some(f), 0) = (&failed, fired) {
         return Err(format!("an I/O failure without a fault: {f}"));

@@ -33,6 +33,11 @@ pub enum Fault {
     /// the directory syncs that `open` with create, `rename`, `remove_file` and
     /// `create_dir_all` do), until cleared.
     SyncFailsOnPath(PathBuf),
+    /// EIO on the `n`th write request from now (1: the next; each op of a batch is one request);
+    /// fires once. Like [`Fault::NoSpaceOnNthWrite`] the write changes nothing.
+    WriteFailsNth(u64),
+    /// EIO on every read of the file opened at this path (a failing disk), until cleared.
+    ReadFailsOnPath(PathBuf),
     /// Every read that covers byte `offset` of the file opened at `path` returns it with bit
     /// `bit` (0..=7) flipped; the stored byte is unchanged. Until cleared.
     FlipBit {
@@ -62,6 +67,10 @@ pub struct FaultStats {
     pub writes_dropped_by_failed_sync: u64,
     /// Bits flipped in data returned by reads.
     pub bits_flipped: u64,
+    /// Writes refused with EIO.
+    pub write_failed: u64,
+    /// Reads refused with EIO.
+    pub read_failed: u64,
 }
 
 /// The armed faults of one file system.
@@ -74,6 +83,8 @@ pub(crate) struct Faults {
     sync_paths: Vec<PathBuf>,
     flips: Vec<(PathBuf, u64, u8)>,
     random_flips: f64,
+    nth_write_eio: Option<u64>,
+    read_fail_paths: Vec<PathBuf>,
     /// The generator for run-time randomness (random flips, failed-sync fates).
     pub(crate) rng: SplitMix64,
     pub(crate) stats: FaultStats,
@@ -89,6 +100,8 @@ impl Faults {
             sync_paths: Vec::new(),
             flips: Vec::new(),
             random_flips: 0.0,
+            nth_write_eio: None,
+            read_fail_paths: Vec::new(),
             rng,
             stats: FaultStats::default(),
         }
@@ -103,6 +116,8 @@ impl Faults {
             || !self.sync_paths.is_empty()
             || !self.flips.is_empty()
             || self.random_flips > 0.0
+            || self.nth_write_eio.is_some()
+            || !self.read_fail_paths.is_empty()
     }
 
     pub(crate) fn inject(&mut self, fault: Fault) {
@@ -114,6 +129,8 @@ impl Faults {
             Fault::SyncFailsOnPath(p) => self.sync_paths.push(p),
             Fault::FlipBit { path, offset, bit } => self.flips.push((path, offset, bit & 7)),
             Fault::RandomFlips { probability } => self.random_flips = probability,
+            Fault::WriteFailsNth(n) => self.nth_write_eio = Some(n.max(1)),
+            Fault::ReadFailsOnPath(p) => self.read_fail_paths.push(p),
         }
     }
 
@@ -125,6 +142,8 @@ impl Faults {
         self.sync_paths.clear();
         self.flips.clear();
         self.random_flips = 0.0;
+        self.nth_write_eio = None;
+        self.read_fail_paths.clear();
     }
 
     /// Whether a write request to `path` that grows the total file size to `total_after` fails
@@ -157,6 +176,31 @@ impl Faults {
         }
         if fail {
             self.stats.no_space += 1;
+        }
+        fail
+    }
+
+    /// Whether a write request fails with EIO ([`Fault::WriteFailsNth`]; every write request
+    /// counts).
+    pub(crate) fn write_eio(&mut self) -> bool {
+        let Some(n) = self.nth_write_eio else {
+            return false;
+        };
+        if n <= 1 {
+            self.nth_write_eio = None;
+            self.stats.write_failed += 1;
+            true
+        } else {
+            self.nth_write_eio = Some(n - 1);
+            false
+        }
+    }
+
+    /// Whether a read of `path` fails with EIO ([`Fault::ReadFailsOnPath`]).
+    pub(crate) fn read_eio(&mut self, path: &Path) -> bool {
+        let fail = self.read_fail_paths.iter().any(|p| p == path);
+        if fail {
+            self.stats.read_failed += 1;
         }
         fail
     }

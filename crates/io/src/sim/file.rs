@@ -70,12 +70,20 @@ impl SimFile {
             let total_after = self.m.total_len.load(Ordering::Relaxed) + growth;
             let mut f = self.m.faults.lock();
             let fail = f.write_fails(&self.path, growth, total_after, true);
+            let eio_now = !fail && f.write_eio();
             self.m.faults_armed.store(f.armed(), Ordering::Relaxed);
             if fail {
                 return Err(IoError::NoSpace {
                     path: self.path.clone(),
                     offset,
                     len: buf.len(),
+                });
+            }
+            if eio_now {
+                return Err(IoError::Os {
+                    op: "pwrite",
+                    path: self.path.clone(),
+                    source: eio(),
                 });
             }
         }
@@ -175,7 +183,15 @@ impl File for SimFile {
             st.current.read(offset, buf);
         }
         if self.m.faults_armed.load(Ordering::Relaxed) {
-            self.m.faults.lock().on_read(&self.path, offset, buf);
+            let mut f = self.m.faults.lock();
+            if f.read_eio(&self.path) {
+                return Err(IoError::Os {
+                    op: "pread",
+                    path: self.path.clone(),
+                    source: eio(),
+                });
+            }
+            f.on_read(&self.path, offset, buf);
         }
         self.m.counters.read(self.options.class, buf.len());
         Ok(())

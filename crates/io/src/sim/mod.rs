@@ -82,6 +82,8 @@
 //!   bytes stay lost, and a crash shows them lost (or torn as decided) even after that sync.
 //! - Bit flips on read: a given bit of a given byte of a file in every read covering it, or one
 //!   random bit per read request with a probability. The stored data is unchanged.
+//! - EIO on a write (the Nth write request from now; no effect) or on every read of a path
+//!   (a failing disk).
 //!
 //! # Invariants (each has a test that breaks it on purpose, see `sim::tests::sabotage_*`)
 //!
