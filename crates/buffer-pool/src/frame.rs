@@ -103,6 +103,9 @@ pub(crate) struct Frame {
     pub owned: AtomicBool,
     /// Mirror of `meta.flushing`.
     pub flushing: AtomicBool,
+    /// On the free list (set by `push_free`, cleared by `pop_free`: module `free_list`). A new
+    /// frame is: a new pool puts every frame there.
+    pub on_free: AtomicBool,
     /// Dirty-tracking state (through [`Frame::lock_meta`] only).
     meta: Mutex<FrameMeta>,
 }
@@ -127,6 +130,7 @@ impl Frame {
             dirty: AtomicBool::new(false),
             owned: AtomicBool::new(false),
             flushing: AtomicBool::new(false),
+            on_free: AtomicBool::new(true),
             page_id: AtomicU64::new(NO_PAGE),
             meta: Mutex::new(FrameMeta::default()),
             data,

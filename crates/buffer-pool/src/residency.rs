@@ -64,6 +64,11 @@ impl BufferPool {
         let map = shard.map.read();
         let f = *map.get(&id.0)?;
         self.frames[f as usize].pin.fetch_add(1, Ordering::Acquire);
+        debug_assert!(
+            !self.frames[f as usize].on_free.load(Ordering::Acquire),
+            "page {} maps to frame {f}, which is on the free list",
+            id.0
+        );
         drop(map);
         shard.hits.fetch_add(1, Ordering::Relaxed);
         let fr = &self.frames[f as usize];
@@ -78,6 +83,11 @@ impl BufferPool {
         let map = self.table[shard_of(id.0)].map.read();
         let f = *map.get(&id.0)?;
         self.frames[f as usize].pin.fetch_add(1, Ordering::Acquire);
+        debug_assert!(
+            !self.frames[f as usize].on_free.load(Ordering::Acquire),
+            "page {} maps to frame {f}, which is on the free list",
+            id.0
+        );
         Some(f)
     }
 
@@ -120,6 +130,11 @@ impl BufferPool {
             return Some(g);
         }
         let fr = &self.frames[f as usize];
+        assert!(
+            !fr.on_free.load(Ordering::Acquire),
+            "frame {f} mapped to page {} while on the free list",
+            id.0
+        );
         fr.valid.store(false, Ordering::Relaxed);
         fr.page_id.store(id.0, Ordering::Release);
         fr.bump_identity();
@@ -138,6 +153,12 @@ impl BufferPool {
     /// does not need the frame's latch to finish, so callers may hold it.)
     pub(crate) fn unmap(&self, f: u32, id: PageId) {
         let fr = &self.frames[f as usize];
+        debug_assert!(
+            matches!(fr.page_id.load(Ordering::Acquire), x if x == id.0 || x == NO_PAGE),
+            "unmap of page {} from frame {f}, which holds page {}",
+            id.0,
+            fr.page_id.load(Ordering::Acquire)
+        );
         {
             let mut m = fr.lock_meta();
             while m.flushing {

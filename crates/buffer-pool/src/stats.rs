@@ -135,6 +135,9 @@ pool_stats! {
         copy_waits,
         /// Helper threads started to fault the pool's memory in (module `prefault`).
         prefault_helpers,
+        /// Frees of a frame an evictor had freed already (a late last unpin: module
+        /// `free_list`); let go, not listed twice.
+        frees_already_free,
     }
 }
 
@@ -241,6 +244,7 @@ mod tests {
             &c.page_copies,
             &c.copy_waits,
             &c.prefault_helpers,
+            &c.frees_already_free,
         ];
         for (i, a) in fields.iter().enumerate() {
             bump(a, i as u64 + 1);
