@@ -291,10 +291,20 @@ fn run_case(seed: u64, totals: &mut Totals) -> Result<(), String> {
     Ok(())
 }
 
+/// The case running now, named by a panic anywhere (also on a store's background thread).
+static CURRENT_SEED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 fn run(first: u64, cases: u64) {
     let mut totals = Totals::default();
     let mut failures = Vec::new();
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let seed = CURRENT_SEED.load(std::sync::atomic::Ordering::Relaxed);
+        eprintln!("io_faults: panic in the case of seed {seed} (KEEL_IO_FAULT_SEED={seed} KEEL_IO_FAULT_CASES=1 replays it)");
+        default_hook(info);
+    }));
     for seed in first..first + cases {
+        CURRENT_SEED.store(seed, std::sync::atomic::Ordering::Relaxed);
         if let Err(e) = run_case(seed, &mut totals) {
             failures.push(format!("seed {seed}: {e}"));
         }
