@@ -114,9 +114,40 @@ impl BufferPool {
 mod tests {
     use crate::page_store::MemStore;
     use crate::testutil::{pool, put, PS};
+    use crate::BufferPool;
     use keel_page::PageId;
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
+
+    /// A pool over pages 1..=3 (knob `free_without_taking` as `broken`) whose reader of page 1
+    /// lets go of it; `evictor` runs once inside that last unpin, between the pin reaching 0
+    /// and the unpin's look at the frame's page id. Returns the pool and page 1's frame.
+    fn race_a_last_unpin(
+        broken: bool,
+        evictor: impl Fn(&BufferPool, u32) + Send + Sync + 'static,
+    ) -> (Arc<BufferPool>, u32) {
+        let store = Arc::new(MemStore::new(PS));
+        for id in 1..=3 {
+            put(&store, PageId(id), id as u8);
+        }
+        let pool = Arc::new(pool(store));
+        pool.knobs
+            .free_without_taking
+            .store(broken, Ordering::Relaxed);
+        let guard = pool.read(PageId(1)).unwrap();
+        let f = pool.table[crate::page_table::shard_of(1)].map.read()[&1];
+        let armed = AtomicBool::new(true);
+        let p = Arc::downgrade(&pool);
+        *pool.after_last_unpin.lock() = Some(Box::new(move |frame| {
+            let Some(p) = p.upgrade() else { return };
+            if frame == f && armed.swap(false, Ordering::SeqCst) {
+                evictor(&p, f);
+            }
+        }));
+        drop(guard);
+        *pool.after_last_unpin.lock() = None;
+        (pool, f)
+    }
 
     /// A reader's last unpin races an evictor: between the reader's pin reaching 0 and its look
     /// at the frame's page id, the evictor takes the frame (page id `NO_PAGE` until it maps it
@@ -127,29 +158,8 @@ mod tests {
     #[test]
     fn a_last_unpin_never_frees_a_frame_an_evictor_took() {
         for broken in [false, true] {
-            let store = Arc::new(MemStore::new(PS));
-            for id in 1..=3 {
-                put(&store, PageId(id), id as u8);
-            }
-            let pool = Arc::new(pool(store));
-            pool.knobs
-                .free_without_taking
-                .store(broken, Ordering::Relaxed);
-            let guard = pool.read(PageId(1)).unwrap();
-            let f = pool.table[crate::page_table::shard_of(1)].map.read()[&1];
-            let armed = Arc::new(AtomicBool::new(true));
-            {
-                let (p, armed) = (Arc::downgrade(&pool), armed.clone());
-                *pool.after_last_unpin.lock() = Some(Box::new(move |frame| {
-                    let Some(p) = p.upgrade() else { return };
-                    if frame == f && armed.swap(false, Ordering::SeqCst) {
-                        // The evictor: takes the now unpinned frame (pin 0 -> 1, page unmapped).
-                        assert!(p.try_evict(f, PageId(1)));
-                    }
-                }));
-            }
-            drop(guard);
-            *pool.after_last_unpin.lock() = None;
+            // The evictor: takes the now unpinned frame (pin 0 -> 1, page unmapped).
+            let (pool, f) = race_a_last_unpin(broken, |p, f| assert!(p.try_evict(f, PageId(1))));
             // The evictor goes on: maps its frame to page 2 and reads it. Broken, the frame is on
             // the free list by now, and mapping it is caught at once.
             let mapped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -177,30 +187,13 @@ mod tests {
     /// beside every flush). The free list's lock decides which of them frees it.
     #[test]
     fn a_frame_freed_by_an_evictor_is_not_freed_again_by_a_late_unpin() {
-        let store = Arc::new(MemStore::new(PS));
-        for id in 1..=3 {
-            put(&store, PageId(id), id as u8);
-        }
-        let pool = Arc::new(pool(store));
-        let guard = pool.read(PageId(1)).unwrap();
-        let f = pool.table[crate::page_table::shard_of(1)].map.read()[&1];
-        let armed = Arc::new(AtomicBool::new(true));
-        {
-            let (p, armed) = (Arc::downgrade(&pool), armed.clone());
-            *pool.after_last_unpin.lock() = Some(Box::new(move |frame| {
-                let Some(p) = p.upgrade() else { return };
-                if frame == f && armed.swap(false, Ordering::SeqCst) {
-                    // The cleaner: evicts the now unpinned frame and frees it (its `unpin`, without
-                    // this hook, which runs under the hook's lock).
-                    assert!(p.try_evict(f, PageId(1)));
-                    assert_eq!(p.frames[f as usize].pin.fetch_sub(1, Ordering::Release), 1);
-                    p.free_if_orphan(f);
-                }
-            }));
-        }
-        // The late unpin then finds the frame holding no page.
-        drop(guard);
-        *pool.after_last_unpin.lock() = None;
+        // The cleaner: evicts the now unpinned frame and frees it (its `unpin`, without the
+        // hook, which runs under the hook's lock). The late unpin then finds no page either.
+        let (pool, f) = race_a_last_unpin(false, |p, f| {
+            assert!(p.try_evict(f, PageId(1)));
+            assert_eq!(p.frames[f as usize].pin.fetch_sub(1, Ordering::Release), 1);
+            p.free_if_orphan(f);
+        });
         let on_list = pool.free.lock().iter().filter(|&&g| g == f).count();
         assert_eq!(on_list, 1, "frame {f} is on the free list {on_list} times");
         assert_eq!(pool.frames[f as usize].pin.load(Ordering::Relaxed), 0);

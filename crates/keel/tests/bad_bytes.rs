@@ -17,28 +17,17 @@
 //! header — was never tried, and each of those lost acknowledged commits silently (issue 11,
 //! items 3, 4 and 6).
 
+#[path = "common/rng.rs"]
+mod rng;
+
 use keel::{Config, Durability, Error, Store, TornPage};
 use keel_io::{FileClass, FileSystem, OpenOptions, SimConfig, SimFs};
+use rng::Rng;
 use std::collections::BTreeMap;
 use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-}
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 

@@ -17,27 +17,16 @@
 //! size; `crash_matrix_long` (ignored) runs `KEEL_CRASH_CASES` cases (default 100,000) from
 //! seed base `KEEL_CRASH_SEED_BASE` (default CI's, 1,000,003).
 
+#[path = "common/rng.rs"]
+mod rng;
+
 use keel::{Config, Durability, Error, Store, TornPage};
 use keel_io::{Fault, SimConfig, SimFs};
+use rng::Rng;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 /// A transaction's writes: `None` removes.

@@ -16,31 +16,20 @@
 //! doublewrite area, the preallocated log at creation.
 //!
 //! Root only (loop mounts); otherwise each test prints `SKIPPED: <reason>`.
-//! `KEEL_FS_FULL_ROUNDS` sets the rounds per file system (default 6).
+//! `KEEL_FS_FULL_ROUNDS` sets the rounds per file system (default 6), `KEEL_FS_FULL_SEED` the first
+//! seed (default 1).
 
 #[path = "common/loopfs.rs"]
 mod loopfs;
+#[path = "common/rng.rs"]
+mod rng;
 
 use keel::{Config, Durability, LogFileMode, Store, TornPage};
-use loopfs::{cannot_run, run, Fs, Mount};
+use loopfs::{run, Fs, Mount};
+use rng::Rng;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
@@ -105,19 +94,7 @@ struct Round {
 impl Round {
     fn draw(fs: Fs, seed: u64) -> Round {
         let mut r = Rng(seed);
-        let modes: &[TornPage] = match fs {
-            Fs::Xfs => &[
-                TornPage::Doublewrite,
-                TornPage::FullPageWrites,
-                TornPage::Atomic,
-                TornPage::None,
-            ],
-            Fs::Ext4 => &[
-                TornPage::Doublewrite,
-                TornPage::FullPageWrites,
-                TornPage::None,
-            ],
-        };
+        let modes = fs.torn_page_modes();
         Round {
             seed,
             mode: modes[r.below(modes.len() as u64) as usize],
@@ -321,39 +298,22 @@ fn round(fs: Fs, r: &Round, base: &Path, tally: &mut Tally) -> Result<(), String
 }
 
 fn rounds(fs: Fs) {
-    let name = fs.name();
-    if let Some(why) = cannot_run(fs) {
-        println!("SKIPPED: fs_full {name}: {why}");
-        return;
-    }
-    if Command::new("fallocate").arg("-V").output().is_err() {
-        println!("SKIPPED: fs_full {name}: fallocate not found");
-        return;
-    }
-    let count: u64 = std::env::var("KEEL_FS_FULL_ROUNDS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(6);
-    let base = tempfile::Builder::new()
-        .prefix(&format!("keel-fs-full-{name}-"))
-        .tempdir()
-        .expect("temp dir");
     let mut tally = Tally::default();
-    let mut failures = Vec::new();
-    for seed in 1..=count {
-        let r = Round::draw(fs, seed);
-        if let Err(e) = round(fs, &r, base.path(), &mut tally) {
-            println!("  FAILED round {r:?}: {e}");
-            failures.push(format!("seed {seed}: {e}"));
-        }
-    }
-    println!("fs_full {name}: {count} rounds: {tally:?}");
-    assert!(
-        failures.is_empty(),
-        "{} round(s) failed:\n{}",
-        failures.len(),
-        failures.join("\n")
+    let run = loopfs::run_rounds(
+        "fs_full",
+        fs,
+        "KEEL_FS_FULL",
+        6,
+        &["fallocate"],
+        |seed, base| {
+            let r = Round::draw(fs, seed);
+            round(fs, &r, base, &mut tally).map_err(|e| format!("{r:?}: {e}"))
+        },
     );
+    if let Some((seeds, failures)) = run {
+        println!("fs_full {}: rounds {seeds:?}: {tally:?}", fs.name());
+        loopfs::assert_rounds_passed(&failures);
+    }
 }
 
 #[test]

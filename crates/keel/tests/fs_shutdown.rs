@@ -38,9 +38,12 @@
 
 #[path = "common/loopfs.rs"]
 mod loopfs;
+#[path = "common/rng.rs"]
+mod rng;
 
 use keel::{Config, Durability, LogFileMode, Store, SyncMethod, TornPage};
-use loopfs::{cannot_run, run, Fs, Mount};
+use loopfs::{run, Fs, Mount};
+use rng::Rng;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -49,21 +52,6 @@ use std::time::{Duration, Instant};
 /// Set in the child: the round's seed, file system, acks file and store directory ([`Round::spec`]).
 const CHILD_ENV: &str = "KEEL_FS_SHUTDOWN_CHILD";
 const TABLE: &str = "t";
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
@@ -139,20 +127,7 @@ struct Round {
 impl Round {
     fn draw(fs: Fs, seed: u64) -> Round {
         let mut r = Rng(seed);
-        let modes: &[TornPage] = match fs {
-            // XFS with reflink does `RWF_ATOMIC` (software fallback) on Linux >= 6.11.
-            Fs::Xfs => &[
-                TornPage::Doublewrite,
-                TornPage::FullPageWrites,
-                TornPage::Atomic,
-                TornPage::None,
-            ],
-            Fs::Ext4 => &[
-                TornPage::Doublewrite,
-                TornPage::FullPageWrites,
-                TornPage::None,
-            ],
-        };
+        let modes = fs.torn_page_modes();
         let mode = modes[r.below(modes.len() as u64) as usize];
         let log_files = if r.below(2) == 0 {
             LogFileMode::Preallocated
@@ -458,39 +433,22 @@ fn round(r: &Round, base: &Path, tally: &mut Tally) -> Result<(), String> {
 }
 
 fn rounds(fs: Fs) {
-    let name = fs.name();
-    if let Some(why) = cannot_run(fs) {
-        println!("SKIPPED: fs_shutdown {name}: {why}");
-        return;
-    }
-    let count: u64 = std::env::var("KEEL_FS_SHUTDOWN_ROUNDS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(16);
-    let first: u64 = std::env::var("KEEL_FS_SHUTDOWN_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1);
-    let base = tempfile::Builder::new()
-        .prefix(&format!("keel-fs-shutdown-{name}-"))
-        .tempdir()
-        .expect("temp dir");
     let mut tally = Tally::default();
-    let mut failures = Vec::new();
-    for seed in first..first + count {
-        let r = Round::draw(fs, seed);
-        if let Err(e) = round(&r, base.path(), &mut tally) {
-            println!("  FAILED round {r:?}: {e}");
-            failures.push(format!("seed {seed}: {e}"));
-        }
-    }
-    println!("fs_shutdown {name}: {count} rounds from seed {first}: {tally:?}");
-    assert!(
-        failures.is_empty(),
-        "{} round(s) failed:\n{}",
-        failures.len(),
-        failures.join("\n")
+    let run = loopfs::run_rounds(
+        "fs_shutdown",
+        fs,
+        "KEEL_FS_SHUTDOWN",
+        16,
+        &[],
+        |seed, base| {
+            let r = Round::draw(fs, seed);
+            round(&r, base, &mut tally).map_err(|e| format!("{r:?}: {e}"))
+        },
     );
+    if let Some((seeds, failures)) = run {
+        println!("fs_shutdown {}: rounds {seeds:?}: {tally:?}", fs.name());
+        loopfs::assert_rounds_passed(&failures);
+    }
 }
 
 #[test]

@@ -23,6 +23,16 @@ pub enum Fs {
 }
 
 impl Fs {
+    /// The torn-page modes a store can use here: XFS with reflink does `RWF_ATOMIC` (software
+    /// fallback, Linux >= 6.11); ext4 on a loop device does not.
+    pub fn torn_page_modes(self) -> &'static [keel::TornPage] {
+        use keel::TornPage::*;
+        match self {
+            Fs::Xfs => &[Doublewrite, FullPageWrites, Atomic, None],
+            Fs::Ext4 => &[Doublewrite, FullPageWrites, None],
+        }
+    }
+
     /// `xfs` or `ext4`.
     pub fn name(self) -> &'static str {
         match self {
@@ -155,4 +165,60 @@ pub fn cannot_run(fs: Fs) -> Option<String> {
         }
     }
     None
+}
+
+/// Runs the rounds of a real-file-system test on `fs` (`round(seed, dir)`, each failure printed
+/// as it comes): the seeds from `{env}_SEED` (default 1), `{env}_ROUNDS` of them (default
+/// `default_rounds`), in a temporary directory for the images. Returns the seeds and the
+/// failures (one line each, for [`assert_rounds_passed`]), or `None`, after a
+/// `SKIPPED: <test> <fs>: <reason>` line, when this machine cannot run them (see [`cannot_run`];
+/// `tools` are further commands the test needs).
+pub fn run_rounds(
+    test: &str,
+    fs: Fs,
+    env: &str,
+    default_rounds: u64,
+    tools: &[&str],
+    mut round: impl FnMut(u64, &Path) -> Result<(), String>,
+) -> Option<(std::ops::Range<u64>, Vec<String>)> {
+    let name = fs.name();
+    let why = cannot_run(fs).or_else(|| {
+        tools
+            .iter()
+            .find(|t| Command::new(t).arg("-V").output().is_err())
+            .map(|t| format!("{t} not found"))
+    });
+    if let Some(why) = why {
+        println!("SKIPPED: {test} {name}: {why}");
+        return None;
+    }
+    let var = |suffix: &str, default: u64| {
+        std::env::var(format!("{env}_{suffix}"))
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default)
+    };
+    let (count, first) = (var("ROUNDS", default_rounds), var("SEED", 1));
+    let base = tempfile::Builder::new()
+        .prefix(&format!("keel-{test}-{name}-"))
+        .tempdir()
+        .expect("temp dir");
+    let mut failures = Vec::new();
+    for seed in first..first + count {
+        if let Err(e) = round(seed, base.path()) {
+            println!("  FAILED {test} {name} seed {seed}: {e}");
+            failures.push(format!("seed {seed}: {e}"));
+        }
+    }
+    Some((first..first + count, failures))
+}
+
+/// Fails the test listing `failures` (one line per failed round), if there are any.
+pub fn assert_rounds_passed(failures: &[String]) {
+    assert!(
+        failures.is_empty(),
+        "{} round(s) failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }
