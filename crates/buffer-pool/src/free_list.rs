@@ -13,9 +13,12 @@
 //!   `free_without_taking` breaks it on purpose).
 //! - **No double free**: a frame is on the list at most once. Its `on_free` flag says whether
 //!   it is, read and written under the list's lock; a second free of a listed frame only lets
-//!   go of it (`push_free`). Tests: `a_frame_freed_by_an_evictor_is_not_freed_again_by_a_late_unpin`
-//!   (the race that freed one frame twice), `a_frame_freed_twice_is_caught` (`debug_assert!` on
-//!   the list itself, with the flag bypassed on purpose).
+//!   go of it (`push_free`), and a claim takes a listed frame as any frame is taken (pin
+//!   0 → 1), passing over one a late unpin holds. Tests:
+//!   `a_frame_freed_by_an_evictor_is_not_freed_again_by_a_late_unpin` (the race that freed one
+//!   frame twice), `a_claim_passes_over_a_listed_frame_a_late_unpin_holds` (its other half),
+//!   `a_frame_freed_twice_is_caught` (`debug_assert!` on the list itself, with the flag
+//!   bypassed on purpose).
 //! - **A free frame holds no page**: a frame taken off the list has page id `NO_PAGE`
 //!   (`assert!`). Test: `a_free_frame_holding_a_page_is_caught`.
 //! - `free_len` is the list's length, stored under its lock (readable without it as a hint).
@@ -84,17 +87,25 @@ impl BufferPool {
         fr.pin.store(0, Ordering::Release);
     }
 
-    /// Pops a free frame and pins it (pin 0 → 1).
+    /// Pops a free frame and pins it (pin 0 → 1, under the list's lock).
     pub(crate) fn pop_free(&self) -> Option<u32> {
         if self.free_len.load(Ordering::Relaxed) == 0 {
             return None;
         }
         let mut free = self.free.lock();
-        let f = free.pop()?;
+        // Taken like any frame (pin 0 -> 1), and skipped if that fails: a late last unpin may
+        // hold a listed frame for a moment before it finds it listed and lets go
+        // (`free_if_orphan`).
+        let at = free.iter().rposition(|&f| {
+            self.frames[f as usize]
+                .pin
+                .compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+        })?;
+        let f = free.swap_remove(at);
         self.free_len.store(free.len(), Ordering::Relaxed);
         let fr = &self.frames[f as usize];
         fr.on_free.store(false, Ordering::Release);
-        fr.pin.store(1, Ordering::Release);
         drop(free);
         assert!(
             fr.page_id.load(Ordering::Acquire) == NO_PAGE,
@@ -204,6 +215,30 @@ mod tests {
         distinct.sort_unstable();
         distinct.dedup();
         assert_eq!(distinct.len(), claimed.len(), "a frame was claimed twice");
+    }
+
+    /// The other half of the same race: the late unpin has taken the frame (pin 0 -> 1) and
+    /// not yet looked at the list when a claimer pops. The claimer must pass the held frame
+    /// over; took it, the late unpin would find it unlisted and list it again while in use.
+    #[test]
+    fn a_claim_passes_over_a_listed_frame_a_late_unpin_holds() {
+        let pool = pool(Arc::new(MemStore::new(PS)));
+        let n = pool.frames();
+        let held = *pool.free.lock().last().unwrap();
+        let fr = &pool.frames[held as usize];
+        // The late unpin, between its take and its look at the list.
+        assert!(fr
+            .pin
+            .compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok());
+        let claimed: Vec<u32> = (0..n).filter_map(|_| pool.pop_free()).collect();
+        assert_eq!(claimed.len(), n - 1);
+        assert!(!claimed.contains(&held), "frame {held} claimed while held");
+        // It goes on: finds the frame listed and only lets go of it.
+        pool.push_free(held);
+        assert_eq!(fr.pin.load(Ordering::Relaxed), 0);
+        assert_eq!(pool.pop_free(), Some(held));
+        assert_eq!(pool.pop_free(), None);
     }
 
     /// Freeing a frame that is already on the free list (every frame of a new pool is) with its
