@@ -16,7 +16,8 @@
 //!   or one being written.
 //! - A frame request fails with [`PoolError::NoFreeFrame`] only after four rounds (sweep,
 //!   free list, slow path) found no frame, and then only once the pins are all transactions'
-//!   or `frame_wait_ms` has passed.
+//!   and no frame is takeable at that moment (unpinned, unowned, listed or clean: one that came
+//!   free after the round looked is taken by the next), or `frame_wait_ms` has passed.
 //!
 //! Tests: `tests/pool.rs: eviction_never_takes_a_pinned_page`,
 //! `the_slow_path_is_counted_when_no_clean_frame_exists`,
