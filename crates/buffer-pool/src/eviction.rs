@@ -100,11 +100,7 @@ impl BufferPool {
         if fr.page_id.load(Ordering::Relaxed) != id.0 || fr.dirty.load(Ordering::Acquire) {
             return false;
         }
-        if fr
-            .pin
-            .compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed)
-            .is_err()
-        {
+        if !fr.take() {
             return false;
         }
         // Pin 0 under the exclusive shard lock: nobody can pin it, and dirty can only be set by

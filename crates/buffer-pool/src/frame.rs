@@ -153,6 +153,15 @@ impl Frame {
         self.version.load(Ordering::Relaxed) == v
     }
 
+    /// Takes the frame if nobody holds it (pin 0 → 1): the caller then owns it. How an evictor,
+    /// a claim from the free list and a last unpin that frees a frame each take one.
+    #[inline]
+    pub fn take(&self) -> bool {
+        self.pin
+            .compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+    }
+
     /// Marks a change of the page the frame holds (eviction, unmapping): optimistic readers
     /// that started before it fail their validation. Call after storing the new `page_id`.
     pub fn bump_identity(&self) {

@@ -48,11 +48,7 @@ impl BufferPool {
             self.push_free(f);
             return;
         }
-        if fr
-            .pin
-            .compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed)
-            .is_err()
-        {
+        if !fr.take() {
             return;
         }
         if fr.page_id.load(Ordering::Acquire) != NO_PAGE {
@@ -96,12 +92,7 @@ impl BufferPool {
         // Taken like any frame (pin 0 -> 1), and skipped if that fails: a late last unpin may
         // hold a listed frame for a moment before it finds it listed and lets go
         // (`free_if_orphan`).
-        let at = free.iter().rposition(|&f| {
-            self.frames[f as usize]
-                .pin
-                .compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed)
-                .is_ok()
-        })?;
+        let at = free.iter().rposition(|&f| self.frames[f as usize].take())?;
         let f = free.swap_remove(at);
         self.free_len.store(free.len(), Ordering::Relaxed);
         let fr = &self.frames[f as usize];
@@ -227,10 +218,7 @@ mod tests {
         let held = *pool.free.lock().last().unwrap();
         let fr = &pool.frames[held as usize];
         // The late unpin, between its take and its look at the list.
-        assert!(fr
-            .pin
-            .compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed)
-            .is_ok());
+        assert!(fr.take());
         let claimed: Vec<u32> = (0..n).filter_map(|_| pool.pop_free()).collect();
         assert_eq!(claimed.len(), n - 1);
         assert!(!claimed.contains(&held), "frame {held} claimed while held");

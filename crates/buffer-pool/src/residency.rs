@@ -57,18 +57,26 @@ impl BufferPool {
         self.table[shard_of(id.0)].map.read().contains_key(&id.0)
     }
 
+    /// Pins frame `f`, which the page table maps `id` to (the caller holds the shard's lock):
+    /// a mapped frame is never on the free list.
+    #[inline]
+    fn pin_mapped(&self, f: u32, id: PageId) {
+        let fr = &self.frames[f as usize];
+        fr.pin.fetch_add(1, Ordering::Acquire);
+        debug_assert!(
+            !fr.on_free.load(Ordering::Acquire),
+            "page {} maps to frame {f}, which is on the free list",
+            id.0
+        );
+    }
+
     /// Pins page `id` if it is resident (counts a hit).
     #[inline]
     pub(crate) fn lookup_pin(&self, id: PageId) -> Option<u32> {
         let shard = &self.table[shard_of(id.0)];
         let map = shard.map.read();
         let f = *map.get(&id.0)?;
-        self.frames[f as usize].pin.fetch_add(1, Ordering::Acquire);
-        debug_assert!(
-            !self.frames[f as usize].on_free.load(Ordering::Acquire),
-            "page {} maps to frame {f}, which is on the free list",
-            id.0
-        );
+        self.pin_mapped(f, id);
         drop(map);
         shard.hits.fetch_add(1, Ordering::Relaxed);
         let fr = &self.frames[f as usize];
@@ -82,12 +90,7 @@ impl BufferPool {
     pub(crate) fn pin_quiet(&self, id: PageId) -> Option<u32> {
         let map = self.table[shard_of(id.0)].map.read();
         let f = *map.get(&id.0)?;
-        self.frames[f as usize].pin.fetch_add(1, Ordering::Acquire);
-        debug_assert!(
-            !self.frames[f as usize].on_free.load(Ordering::Acquire),
-            "page {} maps to frame {f}, which is on the free list",
-            id.0
-        );
+        self.pin_mapped(f, id);
         Some(f)
     }
 
@@ -126,7 +129,7 @@ impl BufferPool {
     pub(crate) fn map_claimed(&self, f: u32, id: PageId) -> Option<u32> {
         let mut map = self.table[shard_of(id.0)].map.write();
         if let Some(&g) = map.get(&id.0) {
-            self.frames[g as usize].pin.fetch_add(1, Ordering::Acquire);
+            self.pin_mapped(g, id);
             return Some(g);
         }
         let fr = &self.frames[f as usize];

@@ -27,9 +27,12 @@ pub(crate) fn poison_reason(
     writer: &PageWriter,
     err: &Error,
 ) -> Option<PoisonCause> {
-    cause_in(err)
-        .or_else(|| log.poison_cause())
-        .or_else(|| writer.poison_cause())
+    cause_in(err).or_else(|| layer_cause(log, writer))
+}
+
+/// The cause the log or the page writer holds, if either poisoned itself.
+pub(crate) fn layer_cause(log: &RedoLog, writer: &PageWriter) -> Option<PoisonCause> {
+    log.poison_cause().or_else(|| writer.poison_cause())
 }
 
 /// The first [`PoisonCause`] in `err`'s source chain.

@@ -10,7 +10,7 @@ use crate::checkpointer::{
 use crate::config::Config;
 use crate::held;
 use crate::meta::{self, MetaInfo, META_PAGE};
-use crate::poison::{poison_reason, poisoned, StorePoison};
+use crate::poison::{layer_cause, poison_reason, poisoned, StorePoison};
 use crate::txn::{Exclusive, ReadTxn, WriteTxn};
 use crate::{Error, Result};
 use keel_buffer_pool::{BufferPool, PageCleaner};
@@ -666,11 +666,7 @@ impl Inner {
     /// failure.
     pub(crate) fn check_poison(&self) -> Result<()> {
         if !self.poison.is_poisoned() {
-            if let Some(cause) = self
-                .log
-                .poison_cause()
-                .or_else(|| self.writer.poison_cause())
-            {
+            if let Some(cause) = layer_cause(&self.log, &self.writer) {
                 self.poison.poison(cause);
             }
         }

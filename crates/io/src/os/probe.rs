@@ -1,8 +1,8 @@
 //! What can the file system holding a path do? [`probe`] reports its name (`statfs` `f_type`),
 //! the direct-I/O alignment and atomic-write limits (`statx` on the file itself or an existing
-//! file of the directory opened read-only with O_DIRECT, else on a scratch file), the device's logical and physical block sizes (sysfs, see
-//! [`super::device_info`]) and whether io_uring works. [`probe_open_file`] is the same `statx`
-//! question for a file just opened direct.
+//! file of the directory opened read-only with O_DIRECT, else on a scratch file), the device's
+//! logical and physical block sizes (sysfs, see [`super::device_info`]) and whether io_uring
+//! works. [`probe_open_file`] is the same `statx` question for a file just opened direct.
 //!
 //! Invariants: the probe writes nothing where a file exists to ask (so a read-only open, a
 //! read-only mount and a full disk can all be probed), and leaves nothing behind where it had
