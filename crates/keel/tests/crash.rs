@@ -17,18 +17,20 @@
 //! size; `crash_matrix_long` (ignored) runs `KEEL_CRASH_CASES` cases (default 100,000) from
 //! seed base `KEEL_CRASH_SEED_BASE` (default CI's, 1,000,003).
 
+#[path = "common/model.rs"]
+mod model;
 #[path = "common/rng.rs"]
 mod rng;
 
 use keel::{Config, Durability, Error, Store, TornPage};
 use keel_io::{Fault, SimConfig, SimFs};
+use model::{contents, seen_by, Model};
 use rng::Rng;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 /// A transaction's writes: `None` removes.
 type Writes = BTreeMap<Vec<u8>, Option<Vec<u8>>>;
 
@@ -118,20 +120,6 @@ enum Outcome {
     Recovered(usize),
     /// Recovery or a read reported corruption (allowed only in `none` mode).
     ReportedCorruption,
-}
-
-fn contents(store: &Store) -> Result<Model, Error> {
-    seen_by(&store.read()?)
-}
-
-/// What read transaction `r` sees of table "t".
-fn seen_by(r: &keel::ReadTxn) -> Result<Model, Error> {
-    let t = match r.table("t") {
-        Ok(t) => t,
-        Err(Error::TableNotFound(_)) => return Ok(Model::new()),
-        Err(e) => return Err(e),
-    };
-    t.range(..)?.collect()
 }
 
 /// The post-crash file system: the armed crash point's, or a crash now. Background threads may

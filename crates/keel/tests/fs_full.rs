@@ -21,17 +21,17 @@
 
 #[path = "common/loopfs.rs"]
 mod loopfs;
+#[path = "common/model.rs"]
+mod model;
 #[path = "common/rng.rs"]
 mod rng;
 
 use keel::{Config, Durability, LogFileMode, Store, TornPage};
 use loopfs::{run, Fs, Mount};
+use model::Model;
 use rng::Rng;
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
-
-type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
 const TABLE: &str = "t";
 /// No round should need more commits than this to fill a few MiB.
@@ -54,17 +54,9 @@ fn model(seed: u64, c: u64) -> Model {
     (1..=c).flat_map(|n| rows(seed, n)).collect()
 }
 
+/// Table "t", or the error as text.
 fn contents(store: &Store) -> Result<Model, String> {
-    let r = store.read().map_err(|e| format!("read: {e}"))?;
-    let t = match r.table(TABLE) {
-        Ok(t) => t,
-        Err(keel::Error::TableNotFound(_)) => return Ok(Model::new()),
-        Err(e) => return Err(format!("table: {e}")),
-    };
-    t.range(..)
-        .map_err(|e| format!("range: {e}"))?
-        .collect::<Result<Model, _>>()
-        .map_err(|e| format!("rows: {e}"))
+    model::contents(store).map_err(|e| format!("reading table {TABLE}: {e}"))
 }
 
 /// Which commit point `rows` is: `acked`, or `acked + 1` (the commit that failed).

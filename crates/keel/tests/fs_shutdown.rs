@@ -38,13 +38,15 @@
 
 #[path = "common/loopfs.rs"]
 mod loopfs;
+#[path = "common/model.rs"]
+mod model;
 #[path = "common/rng.rs"]
 mod rng;
 
 use keel::{Config, Durability, LogFileMode, Store, SyncMethod, TornPage};
 use loopfs::{run, Fs, Mount};
+use model::Model;
 use rng::Rng;
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -52,8 +54,6 @@ use std::time::{Duration, Instant};
 /// Set in the child: the round's seed, file system, acks file and store directory ([`Round::spec`]).
 const CHILD_ENV: &str = "KEEL_FS_SHUTDOWN_CHILD";
 const TABLE: &str = "t";
-
-type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
 /// The row writer `w`'s transactions add 1 to (`add_i64`).
 fn counter(w: usize) -> Vec<u8> {
@@ -370,18 +370,7 @@ fn round(r: &Round, base: &Path, tally: &mut Tally) -> Result<(), String> {
     }
     tally.groups_replayed += rep.groups_replayed;
     tally.doublewrite_restored += rep.doublewrite_restored;
-    let rows: Model = {
-        let rt = store.read().map_err(|e| format!("read: {e}"))?;
-        match rt.table(TABLE) {
-            Ok(t) => t
-                .range(..)
-                .map_err(|e| format!("range: {e}"))?
-                .collect::<Result<Model, _>>()
-                .map_err(|e| format!("rows: {e}"))?,
-            Err(keel::Error::TableNotFound(_)) => Model::new(),
-            Err(e) => return Err(format!("table: {e}")),
-        }
-    };
+    let rows = model::contents(&store).map_err(|e| format!("reading table {TABLE}: {e}"))?;
     let mut cs = Vec::with_capacity(r.writers);
     for w in 0..r.writers {
         let c = match rows.get(&counter(w)) {

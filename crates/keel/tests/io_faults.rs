@@ -23,28 +23,18 @@
 //! `io_faults_in_ci` runs 400 cases; `KEEL_IO_FAULT_CASES` and `KEEL_IO_FAULT_SEED` run others
 //! (the ignored `io_faults_long`).
 
+#[path = "common/model.rs"]
+mod model;
 #[path = "common/rng.rs"]
 mod rng;
 
 use keel::{Config, Durability, Error, Store, TornPage};
 use keel_io::{Fault, SimConfig, SimFs};
+use model::{contents, Model};
 use rng::Rng;
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
-
-type Model = BTreeMap<Vec<u8>, Vec<u8>>;
-
-fn contents(store: &Store) -> Result<Model, Error> {
-    let r = store.read()?;
-    let t = match r.table("t") {
-        Ok(t) => t,
-        Err(Error::TableNotFound(_)) => return Ok(Model::new()),
-        Err(e) => return Err(e),
-    };
-    t.range(..)?.collect()
-}
 
 /// An error that is not an I/O failure: the transaction was refused for what it is, and the
 /// store goes on.
