@@ -419,6 +419,7 @@ fn add_stats(a: &FlushStats, b: &FlushStats) -> FlushStats {
         doublewrite_reuse_syncs: a.doublewrite_reuse_syncs + b.doublewrite_reuse_syncs,
         restored_pages: a.restored_pages + b.restored_pages,
         forced_log_flushes: a.forced_log_flushes + b.forced_log_flushes,
+        checkpoint_stamps: a.checkpoint_stamps + b.checkpoint_stamps,
         pages_read: a.pages_read + b.pages_read,
     }
 }

@@ -18,7 +18,10 @@ use crate::scheme::{self, Ctx, Group, GroupPage, Knobs, Poison, ProtectionScheme
 use crate::stats::{add, Counters, FlushStats};
 use crate::wal::WalFlush;
 use keel_io::{AlignedBuf, File, FileClass, FileSystem, IoError, OpenOptions, ReadOp, WriteOp};
-use keel_page::{seal, verify, Lsn, PageHeader, PageId, PageSize, PageState};
+use keel_page::{
+    file_checkpoint, seal, set_file_checkpoint, verify, Lsn, PageHeader, PageId, PageSize,
+    PageState,
+};
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashSet};
@@ -79,6 +82,22 @@ pub struct PageWriter {
     /// images recovery would restore, served to reads in place of their torn or older home
     /// pages. Empty (and never consulted beyond one atomic load) otherwise.
     overlay: Overlay,
+    /// The data file's checkpoint record on page 0; its lock also serialises every write of
+    /// page 0 (see [`PageWriter::stamp_checkpoint`]).
+    file_ckpt: Mutex<FileCheckpoint>,
+}
+
+/// What the writer knows of the file checkpoint LSN recorded on page 0
+/// ([`keel_page::set_file_checkpoint`]).
+#[derive(Default)]
+struct FileCheckpoint {
+    /// Set by [`PageWriter::set_file_checkpoint_floor`]: until then page 0 is written as given.
+    known: bool,
+    /// The LSN every write of page 0 records: never below what page 0 on disk records, never
+    /// above the durable log.
+    value: Lsn,
+    /// The LSN the last [`PageWriter::stamp_checkpoint`] made durable.
+    durable: Lsn,
 }
 
 /// Pages served from memory instead of the data file.
@@ -264,6 +283,7 @@ impl PageWriter {
             spare: Mutex::new(Vec::new()),
             knobs: Knobs::default(),
             overlay: Overlay::default(),
+            file_ckpt: Mutex::new(FileCheckpoint::default()),
         })
     }
 
@@ -411,6 +431,12 @@ impl PageWriter {
         }
         self.enforce_wal(newest)?;
         self.ensure_recovered()?;
+        // Page 0 carries the file checkpoint: its writes are serialised with the stamp's.
+        let page0 = pages
+            .iter()
+            .any(|p| p.page_id == PageId(0))
+            .then(|| self.file_ckpt.lock());
+        let stamp = page0.as_ref().filter(|f| f.known).map(|f| f.value);
 
         let skip = self.config.init_on_flush_skip && self.scheme.protects();
         let (skipped, protected): (Vec<&FlushPage<'_>>, Vec<&FlushPage<'_>>) =
@@ -424,7 +450,7 @@ impl PageWriter {
         let ctx = self.ctx();
         for (i, chunk) in chunks.into_iter().enumerate() {
             let extra: &[&FlushPage<'_>] = if i == last { &skipped } else { &[] };
-            let mut group = self.seal_group(chunk, extra, ps);
+            let mut group = self.seal_group(chunk, extra, ps, stamp);
             let r = self.scheme.write_group(&ctx, &mut group);
             self.give_back(group.buf);
             r?;
@@ -454,6 +480,88 @@ impl PageWriter {
     pub fn sync_data(&self) -> Result<()> {
         self.poison.check()?;
         self.ctx().sync_data_file()
+    }
+
+    /// Makes page 0 of the data file record, durably, that the file holds every change up to
+    /// `lsn` (a checkpoint LSN whose pages are all written): the log is made durable up to `lsn`,
+    /// page 0 is read from the file, its file checkpoint set to `lsn`, and the page written back
+    /// in place and the data file synced. Call before the log records `lsn` as its checkpoint:
+    /// then page 0 on disk always records at least the log's checkpoint, and a data file that
+    /// records less is older than the log (restored from an older copy) — the open refuses it.
+    /// Every later write of page 0 records `lsn` or more.
+    ///
+    /// The write needs no torn-page protection: only the first 32 bytes differ from the page on
+    /// disk (checksum, flags, file checkpoint), and they lie in one sector, so a torn write
+    /// leaves either the old page or the new one. Writes of page 0 are serialised with it.
+    /// Nothing to do when an earlier stamp already recorded `lsn` or more.
+    ///
+    /// # Errors
+    /// A poisoned writer; the log cannot be made durable up to `lsn`
+    /// ([`FlushError::Wal`]); page 0 is unwritten ([`FlushError::BadPage`]) or fails
+    /// verification; the write or the sync fails (which poisons the writer).
+    pub fn stamp_checkpoint(&self, lsn: Lsn) -> Result<()> {
+        self.poison.check()?;
+        self.ensure_recovered()?;
+        let mut f = self.file_ckpt.lock();
+        if f.known && f.durable >= lsn {
+            return Ok(());
+        }
+        self.log_durable_to(lsn, PageId(0))?;
+        let ps = self.config.page_size.bytes();
+        let mut buf = AlignedBuf::page(ps);
+        match self.read_page(PageId(0), &mut buf)? {
+            PageState::Valid(_) => {}
+            PageState::Unwritten => {
+                return Err(FlushError::BadPage {
+                    page_id: PageId(0),
+                    reason: "page 0 is unwritten: no file checkpoint can be recorded on it".into(),
+                })
+            }
+        }
+        let value = if f.known { f.value.max(lsn) } else { lsn };
+        set_file_checkpoint(&mut buf, value);
+        seal(&mut buf, self.config.checksum);
+        let ctx = self.ctx();
+        ctx.write_home(
+            &[WriteOp {
+                buf: &buf,
+                offset: 0,
+            }],
+            false,
+        )?;
+        ctx.sync_data_file()?;
+        add(&self.counters.checkpoint_stamps, 1);
+        f.known = true;
+        f.value = value;
+        f.durable = value;
+        Ok(())
+    }
+
+    /// Sets the file checkpoint every later write of page 0 records to at least `lsn` (the
+    /// recovered checkpoint, or what page 0 on disk records if more). Until it is called, page 0
+    /// is written as the caller gives it. `lsn` must not exceed the durable log.
+    pub fn set_file_checkpoint_floor(&self, lsn: Lsn) {
+        let mut f = self.file_ckpt.lock();
+        f.value = if f.known { f.value.max(lsn) } else { lsn };
+        f.known = true;
+    }
+
+    /// The file checkpoint page 0 records on disk (through the in-memory doublewrite overlay of
+    /// a read-only recovery): `None` when page 0 is unwritten or has no record (written before
+    /// the field existed). Page 0's LSN is not compared with the log here: the caller compares
+    /// the record itself with the log.
+    ///
+    /// # Errors
+    /// Page 0 cannot be read or fails verification (torn, for instance).
+    pub fn file_checkpoint_on_disk(&self) -> Result<Option<Lsn>> {
+        let mut buf = AlignedBuf::page(self.config.page_size.bytes());
+        self.read_raw(PageId(0), &mut buf)?;
+        Ok(
+            match verify(&buf, PageId(0), self.config.checksum, self.data.path())? {
+                PageState::Valid(_) => file_checkpoint(&buf),
+                PageState::Unwritten => None,
+            },
+        )
     }
 
     fn check_page(&self, p: &FlushPage<'_>) -> Result<()> {
@@ -541,6 +649,7 @@ impl PageWriter {
         protected: &[&FlushPage<'_>],
         skipped: &[&FlushPage<'_>],
         ps: usize,
+        stamp: Option<Lsn>,
     ) -> Group {
         let dir_len = if protected.is_empty() {
             0
@@ -553,6 +662,9 @@ impl PageWriter {
         for (i, p) in protected.iter().chain(skipped).enumerate() {
             let img = &mut buf[dir_len + i * ps..dir_len + (i + 1) * ps];
             img.copy_from_slice(p.image);
+            if let (PageId(0), Some(lsn)) = (p.page_id, stamp) {
+                set_file_checkpoint(img, lsn);
+            }
             seal(img, self.config.checksum);
             pages.push(GroupPage {
                 id: p.page_id,

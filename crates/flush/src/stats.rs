@@ -49,6 +49,9 @@ pub struct FlushStats {
     /// Times the WAL rule made the writer force the redo log (the log was not yet durable up to
     /// a batch's newest page LSN).
     pub forced_log_flushes: u64,
+    /// Times [`crate::PageWriter::stamp_checkpoint`] rewrote page 0 to record a new file
+    /// checkpoint LSN (once per checkpoint).
+    pub checkpoint_stamps: u64,
     /// Pages read (and verified) from the data file.
     pub pages_read: u64,
 }
@@ -76,6 +79,7 @@ impl FlushStats {
             doublewrite_reuse_syncs,
             restored_pages,
             forced_log_flushes,
+            checkpoint_stamps,
             pages_read
         )
     }
@@ -100,6 +104,7 @@ pub(crate) struct Counters {
     pub doublewrite_reuse_syncs: AtomicU64,
     pub restored_pages: AtomicU64,
     pub forced_log_flushes: AtomicU64,
+    pub checkpoint_stamps: AtomicU64,
     pub pages_read: AtomicU64,
 }
 
@@ -130,6 +135,7 @@ impl Counters {
             doublewrite_reuse_syncs,
             restored_pages,
             forced_log_flushes,
+            checkpoint_stamps,
             pages_read
         )
     }

@@ -25,6 +25,10 @@
 //!    with the parked writer).
 //! 4. A failed checkpoint that poisoned the log or the page writer poisons the store with its
 //!    cause; parked writers see the poison and return it.
+//! 5. Page 0 of the data file records, durably, a file checkpoint at least the log's
+//!    checkpoint before the log records it ([`record_checkpoint`]): a data file recording less
+//!    is older than the log, and the open refuses it (`bad_bytes.rs` restores stale copies;
+//!    `open.rs` tests the order).
 
 use crate::config::Config;
 use crate::poison::{poison_reason, poisoned, StorePoison};
@@ -223,11 +227,22 @@ fn exclusive_phase_allowed(
 fn record_progress(c: &CheckpointShared) -> Result<Lsn> {
     let lsn = c.pool.checkpoint_lsn(&c.log);
     if lsn > c.log.checkpoint_lsn() {
-        c.log.checkpoint(lsn)?;
+        record_checkpoint(&c.log, &c.writer, lsn)?;
         let _p = c.progress_lock.lock();
         c.progress.notify_all();
     }
     Ok(c.log.checkpoint_lsn())
+}
+
+/// Records `lsn` as the checkpoint: first on page 0 of the data file
+/// ([`PageWriter::stamp_checkpoint`]), then in the log. Invariant 5: page 0 on disk never
+/// records less than the log's checkpoint, so a data file that does is older than the log and
+/// the open refuses it (`open.rs`, `check_file_checkpoint`). Every checkpoint the log records
+/// goes through here.
+pub(crate) fn record_checkpoint(log: &RedoLog, writer: &PageWriter, lsn: Lsn) -> Result<()> {
+    writer.stamp_checkpoint(lsn)?;
+    log.checkpoint(lsn)?;
+    Ok(())
 }
 
 /// The synchronous checkpoint point: the caller holds the writer lock (and no transaction) and

@@ -28,7 +28,7 @@ use keel_btree::BTree;
 use keel_buffer_pool::{BufferPool, PageStore as PoolPageStore, PoolConfig};
 use keel_flush::{PageWriter, PageWriterConfig};
 use keel_io::{FileSystem, LockGuard, LockMode, OsFs, ReadOnlyFs};
-use keel_page::PageId;
+use keel_page::{Lsn, PageId};
 use keel_redo_log::{LogOpenMode, RedoLog};
 use std::path::Path;
 use std::sync::Arc;
@@ -127,11 +127,22 @@ impl Store {
         // images are served to reads in place of their home pages and the redo is applied to
         // pool pages, which stay dirty in memory (a read-only store has no cleaner or
         // checkpointer, and eviction takes clean frames first). Nothing is written.
+        // Before the doublewrite recovery writes anything into a data file that may not belong
+        // with this log; after it if page 0 was torn.
+        let page0_read = writer.file_checkpoint_on_disk().ok();
+        if let Some(on_disk) = page0_read {
+            check_file_checkpoint(&writer, on_disk, &recovered, config.accept_log_loss)?;
+        }
         let dw = if read_only {
             writer.recover_doublewrite_in_memory()?
         } else {
             writer.recover_doublewrite()?
         };
+        let on_disk = match page0_read {
+            Some(on_disk) => on_disk,
+            None => writer.file_checkpoint_on_disk().ok().flatten(),
+        };
+        check_file_checkpoint(&writer, on_disk, &recovered, config.accept_log_loss)?;
         let pool = Arc::new(BufferPool::new(
             PoolConfig {
                 page_size: config.page_size(),
@@ -154,7 +165,7 @@ impl Store {
         if !recovered.groups.is_empty() && !read_only {
             pages_flushed = pool.flush_all()? as u64;
             let c = pool.checkpoint_lsn(&log);
-            log.checkpoint(c)?;
+            crate::checkpointer::record_checkpoint(&log, &writer, c)?;
         }
         let resolved = writer.resolved();
         let probe = fs.capabilities(&dir).ok();
@@ -214,6 +225,57 @@ impl Store {
             dir_lock,
         })
     }
+}
+/// Compares the file checkpoint page 0 records (`PageWriter::stamp_checkpoint`) with the
+/// recovered log, and makes every later write of page 0 record at least the log's checkpoint.
+///
+/// Page 0 on disk always records at least the log's checkpoint (checkpointer invariant 5), and
+/// never more than the durable log. So a data file recording less than the log's checkpoint is
+/// older than the log: a copy restored from before that checkpoint, whose pages lack changes
+/// the log no longer replays — opening it would read the old data silently. And a data file
+/// recording more than the log's end was written after log data that is now gone (a log
+/// restored from an older copy), unless the loss was accepted (`accept_log_loss`). Both are
+/// refused. A page 0 without the record (written before it existed) or that cannot be read
+/// (torn, rebuilt by redo below) is not checked. Called before the doublewrite recovery (so a
+/// refused data file is left as it was) and again after it, with the restored page 0, if page
+/// 0 could not be read before.
+///
+/// # Errors
+/// [`Error::Recovery`] naming the data file and both LSNs.
+fn check_file_checkpoint(
+    writer: &PageWriter,
+    on_disk: Option<Lsn>,
+    recovered: &keel_redo_log::Recovered,
+    accept_log_loss: bool,
+) -> Result<()> {
+    let log_ckpt = recovered.checkpoint_lsn;
+    if let Some(d) = on_disk {
+        if d < log_ckpt {
+            return Err(Error::Recovery {
+                lsn: log_ckpt,
+                detail: format!(
+                    "{} records the checkpoint at {d}, older than the log's checkpoint at {log_ckpt}: the data file is older than the log (restored from an older copy?) and lacks changes the log no longer holds; refusing to open",
+                    writer.data_path().display()
+                ),
+            });
+        }
+        if d > recovered.end_lsn && !accept_log_loss {
+            return Err(Error::Recovery {
+                lsn: recovered.end_lsn,
+                detail: format!(
+                    "{} records the checkpoint at {d}, past the end of the log at {}: log data the data file depends on is gone (a log restored from an older copy?); refusing to open",
+                    writer.data_path().display(),
+                    recovered.end_lsn
+                ),
+            });
+        }
+    }
+    // Never above the durable log: a record past its end is kept only when the loss was
+    // accepted, and then the later writes of page 0 record the log's end instead.
+    let durable = recovered.end_lsn.max(log_ckpt);
+    let floor = on_disk.map_or(log_ckpt, |d| d.min(durable).max(log_ckpt));
+    writer.set_file_checkpoint_floor(floor);
+    Ok(())
 }
 
 /// Recovery applies a transaction with all its pages in the pool at once, so the pool must hold
@@ -420,7 +482,7 @@ fn catalog_root(p: &Parts<'_>) -> Result<PageId> {
             log.wait_durable(lsn)?;
             pool.flush_all()?;
             let c = pool.checkpoint_lsn(log);
-            log.checkpoint(c)?;
+            crate::checkpointer::record_checkpoint(log, writer, c)?;
             writer.sync_data()?;
             meta::publish_identity(fs, dir, config.page_size, config.checksum)?;
             layout::unmark_creating(fs, dir)?;

@@ -5,12 +5,20 @@
 //! values from 0 bytes to several pages, overwrites and deletes), every commit acknowledged, then
 //! ends the process in one of three ways (clean `close`, drop without a checkpoint, power loss),
 //! then damages ONE file of the store directory in one way (a flipped bit, a zeroed 512-byte
-//! sector, a garbage 4 KiB block, a whole file zeroed, or the file deleted) and reopens.
+//! sector, a garbage 4 KiB block, a whole file zeroed, the file deleted, truncated or grown by
+//! garbage, or replaced by a stale copy: its contents after an earlier acknowledged commit) and
+//! reopens.
 //!
 //! The property: the store either refuses (an error at open or on a read), or returns exactly
 //! the acknowledged data — by get, forward scan and reverse scan — and keeps doing so after one
 //! more commit and a reopen. A panic, a silently shorter table, or a store re-created over the
 //! old files fails the case.
+//!
+//! A stale copy of a log file whose commits were never checkpointed into the data file is a
+//! rollback to an earlier commit point that nothing else on disk contradicts: like damage to the
+//! log's final blocks it cannot be detected, and it is counted apart ("stale-log rollbacks").
+//! A stale data file can be: it used to open silently with the old table, and is now refused
+//! (the file checkpoint on page 0, design invariant 9).
 //!
 //! Why this test exists: the crash matrix (`crash.rs`) only loses or tears *unsynced* writes, so
 //! damage to synced bytes — a log block in the replay range, a zeroed meta page, a deleted log
@@ -38,13 +46,50 @@ enum Ending {
     PowerLoss,
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 enum Damage {
-    FlipBit { offset: u64, bit: u8 },
-    ZeroSector { offset: u64 },
-    Garbage4k { offset: u64 },
+    FlipBit {
+        offset: u64,
+        bit: u8,
+    },
+    ZeroSector {
+        offset: u64,
+    },
+    Garbage4k {
+        offset: u64,
+    },
     ZeroFile,
     Delete,
+    /// The file cut to `len % its length` bytes (an interrupted copy, a file system that lost
+    /// the end of a file).
+    Truncate {
+        len: u64,
+    },
+    /// `n` garbage bytes appended (a file that grew past what the store wrote).
+    Extend {
+        n: u64,
+    },
+    /// The file's contents as they were after an earlier acknowledged commit (a stale copy
+    /// restored from a backup): `None` if it did not exist then.
+    Stale(Option<Vec<u8>>),
+}
+
+impl std::fmt::Debug for Damage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Damage::FlipBit { offset, bit } => {
+                write!(f, "FlipBit {{ offset: {offset}, bit: {bit} }}")
+            }
+            Damage::ZeroSector { offset } => write!(f, "ZeroSector {{ offset: {offset} }}"),
+            Damage::Garbage4k { offset } => write!(f, "Garbage4k {{ offset: {offset} }}"),
+            Damage::ZeroFile => write!(f, "ZeroFile"),
+            Damage::Delete => write!(f, "Delete"),
+            Damage::Truncate { len } => write!(f, "Truncate {{ len: {len} }}"),
+            Damage::Extend { n } => write!(f, "Extend {{ n: {n} }}"),
+            Damage::Stale(None) => write!(f, "Stale (did not exist)"),
+            Damage::Stale(Some(b)) => write!(f, "Stale ({} bytes)", b.len()),
+        }
+    }
 }
 
 fn config(mode: TornPage) -> Config {
@@ -113,8 +158,9 @@ fn check_gets(store: &Store, model: &Model) -> Result<Option<String>, Error> {
 
 fn damage(fs: &SimFs, path: &Path, d: &Damage) -> Result<(), String> {
     let e = |e: keel_io::IoError| e.to_string();
-    if let Damage::Delete = d {
-        return fs.remove_file(path).map_err(e);
+    match d {
+        Damage::Delete | Damage::Stale(None) => return fs.remove_file(path).map_err(e),
+        _ => {}
     }
     let bytes = fs.contents(path).map_err(e)?;
     let f = fs
@@ -144,7 +190,17 @@ fn damage(fs: &SimFs, path: &Path, d: &Damage) -> Result<(), String> {
         Damage::ZeroFile => {
             f.write_all_at(&vec![0u8; len as usize], 0).map_err(e)?;
         }
-        Damage::Delete => unreachable!(),
+        Damage::Truncate { len: to } => f.set_len(to % len.max(1)).map_err(e)?,
+        Damage::Extend { n } => {
+            let mut r = Rng(n);
+            let g: Vec<u8> = (0..n).map(|_| r.next() as u8).collect();
+            f.write_all_at(&g, len).map_err(e)?;
+        }
+        Damage::Stale(Some(ref old)) => {
+            f.set_len(0).map_err(e)?;
+            f.write_all_at(old, 0).map_err(e)?;
+        }
+        Damage::Delete | Damage::Stale(None) => unreachable!(),
     }
     f.sync_all().map_err(e)
 }
@@ -218,7 +274,9 @@ fn damaged_range(d: &Damage, len: u64) -> (u64, u64) {
             let o = (offset % len.max(1)) / 4096 * 4096;
             (o, o + 4096)
         }
-        Damage::ZeroFile | Damage::Delete => (0, len),
+        Damage::Truncate { len: to } => (to % len.max(1), len),
+        Damage::Extend { n } => (len, len + n),
+        Damage::ZeroFile | Damage::Delete | Damage::Stale(_) => (0, len),
     }
 }
 
@@ -249,7 +307,13 @@ fn run_case(seed: u64) -> Result<(Verdict, String), String> {
         .map_err(|e| format!("first open: {e}"))?;
     let mut model = Model::new();
     let mut snapshots = vec![Model::new()];
-    for _ in 0..5 + rng.below(40) {
+    // A second stream for the damages added later, so that the cases of the first ones replay
+    // as they did.
+    let mut more = Rng(seed ^ 0x5741_1e00_0000_0001);
+    let txns = 5 + rng.below(40);
+    let stale_at = more.below(txns);
+    let mut stale: BTreeMap<PathBuf, Vec<u8>> = BTreeMap::new();
+    for i in 0..txns {
         let tx = store.write().map_err(|e| e.to_string())?;
         {
             let mut t = tx.table("t").map_err(|e| e.to_string())?;
@@ -275,6 +339,12 @@ fn run_case(seed: u64) -> Result<(Verdict, String), String> {
         }
         tx.commit().map_err(|e| e.to_string())?;
         snapshots.push(model.clone());
+        if i == stale_at {
+            for f in fs.files().map_err(|e| e.to_string())? {
+                let bytes = fs.contents(&f).map_err(|e| e.to_string())?;
+                stale.insert(f, bytes);
+            }
+        }
     }
     let ending = [Ending::Close, Ending::Drop, Ending::PowerLoss][rng.below(3) as usize];
     let post = match ending {
@@ -307,6 +377,14 @@ fn run_case(seed: u64) -> Result<(Verdict, String), String> {
         6 | 7 => Damage::Garbage4k { offset: rng.next() },
         8 => Damage::ZeroFile,
         _ => Damage::Delete,
+    };
+    let d = match more.below(8) {
+        0 => Damage::Truncate { len: more.next() },
+        1 => Damage::Extend {
+            n: 1 + more.below(3 * 4096),
+        },
+        2 | 3 => Damage::Stale(stale.get(&victim).cloned()),
+        _ => d,
     };
     let victim_len = post.contents(&victim).map_or(0, |c| c.len() as u64);
     let (lo, hi) = damaged_range(&d, victim_len);
@@ -410,9 +488,10 @@ fn matrix(cases: u64, seed_base: u64) {
             Err(e) => failures.push(format!("seed {seed}: {e}")),
         }
     }
+    let stale_logs = tail.iter().filter(|t| t.contains("Stale")).count();
     println!(
-        "bad bytes: {cases} cases, {refused} refused with an error, {intact} intact, {} tail losses (damage to the log's final blocks, undetectable by design), {} silent failures",
-        tail.len(),
+        "bad bytes: {cases} cases, {refused} refused with an error, {intact} intact, {} tail losses (damage to the log's final blocks) and {stale_logs} stale-log rollbacks (both undetectable by design), {} silent failures",
+        tail.len() - stale_logs,
         failures.len()
     );
     for t in &tail {

@@ -182,6 +182,71 @@ fn a_zeroed_meta_page_is_refused_and_nothing_is_overwritten() {
     );
 }
 
+/// Copies every file of directory `from` into `to` (one level: the log directory is its own).
+fn copy_files(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_file() {
+            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
+    }
+}
+
+/// A data file restored from an older copy beside the current log lacks changes the log no
+/// longer replays (they were checkpointed). It used to open and show the old table silently
+/// (found by `bad_bytes.rs`' stale copies); page 0 now records the checkpoint it was written
+/// for, so the open refuses it, naming the file and both LSNs, and writes nothing.
+#[test]
+fn a_data_file_older_than_the_log_is_refused() {
+    let dir = closed_store(10);
+    let data = dir.path().join("data.keel");
+    let old = std::fs::read(&data).unwrap();
+    let s = Store::open(dir.path(), small()).unwrap();
+    fill(&s, 200);
+    s.close().unwrap();
+    std::fs::write(&data, &old).unwrap();
+    for read_only in [true, false] {
+        let e = Store::open(
+            dir.path(),
+            Config {
+                read_only,
+                ..small()
+            },
+        )
+        .unwrap_err();
+        assert!(matches!(e, Error::Recovery { .. }), "{e}");
+        let msg = e.to_string();
+        assert!(
+            msg.contains("data.keel") && msg.contains("older than the log"),
+            "{msg}"
+        );
+    }
+    assert!(
+        std::fs::read(&data).unwrap() == old,
+        "the data file was written"
+    );
+}
+
+/// The mirror case: a log restored from an older copy beside a data file written after it. The
+/// data file's checkpoint lies past the old log's end, so the commits between are gone from the
+/// log; refused rather than opened over a data file that no longer matches it.
+#[test]
+fn a_log_older_than_the_data_file_is_refused() {
+    let dir = closed_store(10);
+    let log = dir.path().join(LOG_DIR);
+    let saved = tempfile::tempdir().unwrap();
+    copy_files(&log, saved.path());
+    let s = Store::open(dir.path(), small()).unwrap();
+    fill(&s, 200);
+    s.close().unwrap();
+    std::fs::remove_dir_all(&log).unwrap();
+    copy_files(saved.path(), &log);
+    let e = Store::open(dir.path(), small()).unwrap_err();
+    assert!(matches!(e, Error::Recovery { .. }), "{e}");
+    assert!(e.to_string().contains("past the end of the log"), "{e}");
+}
+
 #[test]
 fn a_deleted_log_header_or_log_is_refused() {
     let dir = closed_store(10);

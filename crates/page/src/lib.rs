@@ -7,11 +7,11 @@
 //! | --- | --- |
 //! | 0..4 | checksum of bytes `4..page_size` (0 when the algorithm is `None`) |
 //! | 4 | checksum algorithm tag (0 none, 1 crc32c, 2 legacy) |
-//! | 5 | flags (reserved, 0) |
+//! | 5 | flags: bit 0 set when bytes 24..32 hold the file checkpoint LSN; other bits 0 |
 //! | 6..8 | page type |
 //! | 8..16 | page id: the page's own position in its file, to catch misdirected writes |
 //! | 16..24 | page LSN: end LSN of the newest redo record applied to the page |
-//! | 24..32 | reserved (0) |
+//! | 24..32 | the file checkpoint LSN on the first page of a data file (flags bit 0), else 0 |
 //! | 32..size-8 | payload, owned by the layer above |
 //! | size-8..size | trailer: the page LSN again, to detect a torn page even without a checksum |
 //!
@@ -31,8 +31,8 @@ mod zero;
 
 pub use checksum::Checksum;
 pub use header::{
-    seal, set_lsn, set_page_type, verify, CorruptionDetail, PageError, PageHeader, PageState,
-    PageType, PAGE_HEADER_SIZE, PAGE_TRAILER_SIZE,
+    file_checkpoint, seal, set_file_checkpoint, set_lsn, set_page_type, verify, CorruptionDetail,
+    PageError, PageHeader, PageState, PageType, PAGE_HEADER_SIZE, PAGE_TRAILER_SIZE,
 };
 pub use op::{check_payload_range, payload_range, OutsidePayload, PageOp};
 pub use zero::is_zero;

@@ -434,3 +434,54 @@ fn impossible_batch_sizes_are_config_errors() {
         assert!(matches!(err, FlushError::Config(_)), "{err}");
     }
 }
+
+/// The file checkpoint on page 0: a stamp makes the log durable up to it first, reaches the
+/// disk changing nothing but page 0's first 32 bytes, and every later write of page 0 records at
+/// least it (invariant broken on purpose: a writer that forgot the floor writes page 0 without a
+/// record, which the open would take for a data file older than the log).
+#[test]
+fn the_file_checkpoint_is_stamped_durably_and_kept_by_later_writes() {
+    for mode in [
+        TornPageProtection::Doublewrite { batch_pages: 4 },
+        TornPageProtection::FullPageWrites,
+        TornPageProtection::None,
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let shared = Shared::new();
+        let w = open_writer(dir.path(), cfg(mode), &shared);
+        w.recover_doublewrite().unwrap();
+        // No floor yet: page 0 is written as given, with no record.
+        write_v(&w, &[0, 1], 10, 1, false);
+        assert_eq!(w.file_checkpoint_on_disk().unwrap(), None, "{mode:?}");
+        let before = std::fs::read(dir.path().join(DATA_FILE_NAME)).unwrap();
+        w.set_file_checkpoint_floor(Lsn(10));
+        w.stamp_checkpoint(Lsn(40)).unwrap();
+        assert!(
+            shared.durable.load(Ordering::SeqCst) >= 40,
+            "log made durable first"
+        );
+        assert_eq!(w.file_checkpoint_on_disk().unwrap(), Some(Lsn(40)));
+        let after = std::fs::read(dir.path().join(DATA_FILE_NAME)).unwrap();
+        let ps = PS.bytes();
+        assert_eq!(
+            before[32..ps],
+            after[32..ps],
+            "only the header's first 32 bytes change"
+        );
+        assert_eq!(before[ps..], after[ps..], "no other page is touched");
+        // A stamp at or below the durable one writes nothing.
+        let stamps = w.stats().checkpoint_stamps;
+        w.stamp_checkpoint(Lsn(30)).unwrap();
+        assert_eq!(w.stats().checkpoint_stamps, stamps);
+        // A later write of page 0 (whose image carries no record) keeps the stamp.
+        write_v(&w, &[0], 50, 2, false);
+        assert_eq!(w.file_checkpoint_on_disk().unwrap(), Some(Lsn(40)));
+        assert_eq!(read_version(&w, 0).unwrap(), Some(2));
+        // On purpose: a writer opened again without the floor drops the record.
+        drop(w);
+        let w = open_writer(dir.path(), cfg(mode), &shared);
+        w.recover_doublewrite().unwrap();
+        write_v(&w, &[0], 60, 3, false);
+        assert_eq!(w.file_checkpoint_on_disk().unwrap(), None, "{mode:?}");
+    }
+}
