@@ -56,6 +56,23 @@ pub(crate) fn log_past(log: &RedoLog, fraction: f64) -> bool {
         .is_some_and(|cap| log.space_used() as f64 > fraction * cap as f64)
 }
 
+/// Whether the log is past the asynchronous checkpoint point: `fraction` of its capacity, or,
+/// for growing files (which have none and never fill), `fraction` of `log_file_count` files —
+/// the log a preallocated configuration of the same settings would hold. Growing logs were
+/// checkpointed only by the interval before, so a busy store's log (and its recovery time)
+/// grew without bound in between: PostgreSQL's `max_wal_size` trigger is the same rule.
+/// Growing logs have no synchronous point: nothing waits for their space.
+pub(crate) fn checkpoint_due(log: &RedoLog, config: &Config) -> bool {
+    let fraction = config.checkpoint_log_fraction;
+    match log.config().files {
+        keel_redo_log::LogFiles::Growing { file_size } => {
+            let budget = file_size.saturating_mul(u64::from(config.log_file_count.max(1)));
+            log.space_used() as f64 > fraction * budget as f64
+        }
+        keel_redo_log::LogFiles::Preallocated { .. } => log_past(log, fraction),
+    }
+}
+
 /// What a checkpoint needs, shared with the checkpointer thread.
 pub(crate) struct CheckpointShared {
     log: RedoLog,
@@ -288,7 +305,7 @@ pub(crate) fn spawn_checkpointer(
     let c = ckpt.clone();
     let stop = stop.clone();
     let interval = config.checkpoint_interval;
-    let fraction = config.checkpoint_log_fraction;
+    let config = config.clone();
     std::thread::Builder::new()
         .name("keel-checkpointer".into())
         .spawn(move || {
@@ -318,7 +335,7 @@ pub(crate) fn spawn_checkpointer(
                     last = Instant::now();
                     continue;
                 }
-                if log_past(&c.log, fraction) || last.elapsed() >= interval {
+                if checkpoint_due(&c.log, &config) || last.elapsed() >= interval {
                     if let Err(e) = checkpoint(&c, Exclusive::Try(Duration::from_millis(100))) {
                         tracing::warn!(error = %e, "checkpoint failed");
                     }

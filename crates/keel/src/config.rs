@@ -82,7 +82,8 @@ pub struct Config {
     /// keeps the size it was made with when this is 0, and any other value must match it.
     #[serde(with = "human::size_u64")]
     pub log_file_size: u64,
-    /// Number of preallocated log files.
+    /// Number of preallocated log files. With growing files, the log a checkpoint is due at
+    /// (`checkpoint_log_fraction` of this many files) — growing files are never preallocated.
     pub log_file_count: u32,
     /// Bytes of the in-memory log buffer.
     #[serde(with = "human::size_usize")]
@@ -102,7 +103,8 @@ pub struct Config {
     /// hot pages often; recovery replays at most about half the log whatever it is.
     #[serde(with = "human::duration")]
     pub checkpoint_interval: Duration,
-    /// Take a checkpoint when this fraction of the log space is in use.
+    /// Take a checkpoint when this fraction of the log space is in use (with growing files: of
+    /// `log_file_count` × `log_file_size` bytes since the checkpoint).
     pub checkpoint_log_fraction: f64,
     /// Open the data file and the doublewrite area with O_DIRECT (default true), so page reads
     /// and writes reach the device instead of being served and absorbed by the OS page cache

@@ -4,8 +4,8 @@
 
 use crate::check::CheckReport;
 use crate::checkpointer::{
-    checkpoint, log_past, spawn_checkpointer, sync_point, wait_for_log_space, CheckpointShared,
-    Exclusive as CheckpointExclusive,
+    checkpoint, checkpoint_due, log_past, spawn_checkpointer, sync_point, wait_for_log_space,
+    CheckpointShared, Exclusive as CheckpointExclusive,
 };
 use crate::config::Config;
 use crate::held;
@@ -627,7 +627,7 @@ impl Inner {
         let fraction = self.config.checkpoint_log_fraction;
         let over_sync_point = || log_past(&self.log, sync_point(fraction));
         // Asynchronous point: wake the checkpointer (it sleeps until its interval otherwise).
-        if log_past(&self.log, fraction) {
+        if checkpoint_due(&self.log, &self.config) {
             self.ckpt.kick(&self.stop);
         }
         if over_sync_point() {

@@ -347,6 +347,49 @@ fn an_idle_store_leaves_its_checkpointer_asleep_and_log_pressure_wakes_it() {
     );
 }
 
+/// Growing log files have no capacity, and were checkpointed only by the interval: with an
+/// hour's interval a busy store's log grew by a file every 256 KiB of redo and recovery replayed
+/// all of it. The checkpoint is now due at `checkpoint_log_fraction` of `log_file_count` files
+/// since the last one, as with preallocated files, so the log (its files on disk and what
+/// recovery replays) stays bounded.
+#[test]
+fn growing_log_files_are_checkpointed_by_their_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = Config {
+        log_files: keel::LogFileMode::Growing,
+        ..tiny_log(3_600_000)
+    };
+    let store = Store::open(dir.path(), config.clone()).unwrap();
+    let t0 = std::time::Instant::now();
+    for i in 0..6000u32 {
+        insert_one(&store, i);
+    }
+    // The checkpointer runs on its own thread: give its last kick a moment.
+    while store.stats().checkpoints == 0 && t0.elapsed().as_secs() < 20 {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let s = store.stats();
+    assert!(s.checkpoints > 0, "no checkpoint by log size: {s:?}");
+    drop(store);
+    let log_files = std::fs::read_dir(dir.path().join(keel::LOG_DIR))
+        .unwrap()
+        .filter(|e| {
+            let n = e.as_ref().unwrap().file_name();
+            let n = n.to_string_lossy();
+            n.starts_with("log.") && n != "log.header"
+        })
+        .count();
+    let store = Store::open(dir.path(), config).unwrap();
+    let replayed = store.recovery().end_lsn.0 - store.recovery().checkpoint_lsn.0;
+    assert!(
+        replayed < 2 * 512 * 1024,
+        "recovery replayed {replayed} bytes of log ({log_files} files)"
+    );
+    assert!(log_files <= 6, "{log_files} log files kept");
+    let r = store.read().unwrap();
+    assert_eq!(r.table("t").unwrap().range(..).unwrap().count(), 6000);
+}
+
 /// A log far smaller than the work makes writers reach the synchronous checkpoint point; the
 /// stats count those waits and their time, and nothing is lost.
 #[test]
