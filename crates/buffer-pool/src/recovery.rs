@@ -149,14 +149,23 @@ impl BufferPool {
             // The group's frees change the pending copies as its commit did (a copy freed; a
             // freed source's copies that were freed before it resolved): without this, the
             // copies replayed could wait in a cycle the run never had (module `copy_deps`).
-            let freed: Vec<PageId> = g
-                .records
-                .iter()
-                .filter_map(|r| match r {
-                    Record::PageFree { page_id } => Some(*page_id),
-                    _ => None,
-                })
-                .collect();
+            // Only pages the group leaves freed, as the commit's own list has them: a page
+            // freed and then allocated again in one group (a merge, then a split) may be a copy
+            // made after its free, which stays pending. Counting its free marked that copy
+            // freed, so the flush after recovery wrote its source first, and a crash during that
+            // flush left the copy impossible to rebuild (crash matrix: power lost again during
+            // recovery).
+            let mut freed: Vec<PageId> = Vec::new();
+            for r in &g.records {
+                match r {
+                    Record::PageFree { page_id } => freed.push(*page_id),
+                    r => {
+                        if let Some(p) = r.page_id() {
+                            freed.retain(|&f| f != p);
+                        }
+                    }
+                }
+            }
             if !freed.is_empty()
                 && self
                     .copy_deps_len

@@ -530,6 +530,51 @@ fn recovery_resolves_copies_as_the_frees_did() {
     );
 }
 
+/// A group that frees a page, allocates it again and makes it a copy (a merge, then a split,
+/// in one transaction) leaves that copy pending, as the commit's own list of frees does (it
+/// holds only pages the transaction leaves freed). Recovery once counted every free record of
+/// the group, marked the new copy freed, and the flush after recovery wrote the source first:
+/// power lost during that flush left the copy impossible to rebuild (found by the keel crash
+/// matrix once it lost power a second time during recovery).
+#[test]
+fn a_copy_made_after_its_page_was_freed_in_the_same_group_is_written_first() {
+    use keel_buffer_pool::{Record, RecoveredGroup};
+    let store = crash_store();
+    let pool = pool_over(store.clone());
+    let group = RecoveredGroup {
+        start_lsn: Lsn(100),
+        end_lsn: Lsn(150),
+        records: vec![
+            Record::PageFree { page_id: PageId(3) },
+            Record::PageInit {
+                page_id: PageId(3),
+                page_type: PageType::RAW,
+            },
+            Record::PageCopy {
+                page_id: PageId(3),
+                from: PageId(1),
+            },
+            Record::from_page_op(
+                PageId(1),
+                keel_page::PageOp::Write {
+                    offset: P,
+                    bytes: b"source moved on",
+                },
+            )
+            .unwrap(),
+        ],
+    };
+    pool.apply_redo(Lsn(100), &[group]).unwrap();
+    pool.flush_all().unwrap();
+    let order: Vec<PageId> = store.log.lock().iter().map(|w| w.0).collect();
+    let at = |id: u64| order.iter().rposition(|&p| p == PageId(id));
+    let (copy, source) = (at(3), at(1));
+    assert!(
+        copy.is_some() && source.is_some() && copy < source,
+        "the source was written before its copy: {order:?}"
+    );
+}
+
 /// Damaged redo that makes two pages copies of each other (a cycle of waits no run makes:
 /// neither could ever be written) is refused at recovery, naming the page.
 #[test]
