@@ -20,6 +20,9 @@
 //!    whose outcome is unknown.
 //! 4. No I/O error without a fault that fired.
 //!
+//! A third of the cases also inject a fault into the first recovery and lose power again after
+//! it: 1 and 3 hold for that recovery (if it opens) and for the one after it.
+//!
 //! `io_faults_in_ci` runs 400 cases; `KEEL_IO_FAULT_CASES` and `KEEL_IO_FAULT_SEED` run others
 //! (the ignored `io_faults_long`).
 
@@ -83,6 +86,10 @@ struct Totals {
     refused_after_failure: u64,
     /// Cases whose store was poisoned.
     poisoned: u64,
+    /// Cases whose first recovery met a fault too (then lost power again).
+    faulty_recoveries: u64,
+    /// ... and whose faulty recovery still opened.
+    faulty_recoveries_opened: u64,
 }
 
 fn config(r: &mut Rng) -> Config {
@@ -248,6 +255,35 @@ fn run_case(seed: u64, totals: &mut Totals) -> Result<(), String> {
         "{:?}, checkpoint every {:?}, first failure: {failed:?}",
         cfg.torn_page, cfg.checkpoint_interval
     );
+    // A third of the cases meet a fault during the first recovery as well (its doublewrite
+    // restores, the flush of replayed pages, the checkpoint it records), then lose power again:
+    // that recovery may fail, or open and read only what was acknowledged (with the unknown
+    // commit); the recovery after it must still find every acknowledged commit. Its own
+    // generator, so the rest of each case is what the seed always gave.
+    let mut again = Rng(seed ^ 0x0fa1_1ed0_0000_0001);
+    let post = if again.below(3) == 0 {
+        totals.faulty_recoveries += 1;
+        post.inject(draw_fault(&mut again, dir));
+        let attempt = Store::open_with_fs(Arc::new(post.clone()), dir, cfg.clone());
+        if let Ok(s) = &attempt {
+            totals.faulty_recoveries_opened += 1;
+            if let Ok(seen) = contents(s) {
+                if seen != acked && unknown.as_ref() != Some(&seen) {
+                    return Err(format!(
+                        "a recovery that met a fault opened with {} rows, not the {} acknowledged ({what})",
+                        seen.len(),
+                        acked.len()
+                    ));
+                }
+            }
+        }
+        post.crash_at_call(0, None);
+        let post2 = post.crash_or_crashed_into();
+        drop(attempt);
+        post2
+    } else {
+        post
+    };
     let store = Store::open_with_fs(Arc::new(post), dir, cfg)
         .map_err(|e| format!("reopen ({what}): {e}"))?;
     let rep = store.recovery().clone();
