@@ -135,6 +135,9 @@ fn print_text(info: &Info) {
             e.saturating_sub(c)
         );
     }
+    if let Some(d) = info.recovery.as_ref().and_then(|r| r.data_file_checkpoint) {
+        println!("data file:  records the checkpoint at {d} (page 0)");
+    }
     if let Some(r) = &info.recovery {
         if r.in_memory {
             println!(

@@ -98,9 +98,22 @@ fn a_sound_store_checks_clean_and_info_describes_it() {
         .unwrap()
         .iter()
         .any(|f| f["path"] == "data.keel"));
+    // The data file's own record of its checkpoint (design invariant 9): the log's, after a
+    // clean close.
+    assert_eq!(
+        v["recovery"]["data_file_checkpoint"],
+        v["checkpoint_lsn"],
+        "{}",
+        text(&o)
+    );
     let o = keel(&["info", d]);
     assert!(o.status.success(), "{}", text(&o));
     assert!(text(&o).contains("orders"), "{}", text(&o));
+    assert!(
+        text(&o).contains("data file:  records the checkpoint at LSN"),
+        "{}",
+        text(&o)
+    );
 }
 
 #[test]

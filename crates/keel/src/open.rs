@@ -207,6 +207,7 @@ impl Store {
             pages_flushed,
             duration_ms: t0.elapsed().as_secs_f64() * 1000.0,
             log_loss: recovered.log_loss.clone(),
+            data_file_checkpoint: on_disk,
         };
         if !created {
             tracing::info!(?recovery, "recovered");

@@ -68,6 +68,11 @@ pub struct RecoveryReport {
     /// durable, where the recovered log ends); `None` when nothing durable was lost.
     #[serde(default)]
     pub log_loss: Option<String>,
+    /// The file checkpoint page 0 of the data file recorded at the open (design invariant 9):
+    /// at least `checkpoint_lsn` and at most `end_lsn`, or the open was refused. `None` when
+    /// page 0 had no record (written before the field existed, or unreadable until recovery).
+    #[serde(default)]
+    pub data_file_checkpoint: Option<Lsn>,
 }
 
 /// The settings in force, including what `auto` chose and why.

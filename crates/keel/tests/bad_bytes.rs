@@ -6,8 +6,8 @@
 //! ends the process in one of three ways (clean `close`, drop without a checkpoint, power loss),
 //! then damages ONE file of the store directory in one way (a flipped bit, a zeroed 512-byte
 //! sector, a garbage 4 KiB block, a whole file zeroed, the file deleted, truncated or grown by
-//! garbage, or replaced by a stale copy: its contents after an earlier acknowledged commit) and
-//! reopens.
+//! garbage, replaced by a stale copy (its contents after an earlier acknowledged commit) or by
+//! the file of the same name from another store) and reopens.
 //!
 //! The property: the store either refuses (an error at open or on a read), or returns exactly
 //! the acknowledged data — by get, forward scan and reverse scan — and keeps doing so after one
@@ -72,6 +72,9 @@ enum Damage {
     /// The file's contents as they were after an earlier acknowledged commit (a stale copy
     /// restored from a backup): `None` if it did not exist then.
     Stale(Option<Vec<u8>>),
+    /// The file of the same name from another store (files copied between two store
+    /// directories): `None` if that store has none.
+    Foreign(Option<Vec<u8>>),
 }
 
 impl std::fmt::Debug for Damage {
@@ -88,6 +91,8 @@ impl std::fmt::Debug for Damage {
             Damage::Extend { n } => write!(f, "Extend {{ n: {n} }}"),
             Damage::Stale(None) => write!(f, "Stale (did not exist)"),
             Damage::Stale(Some(b)) => write!(f, "Stale ({} bytes)", b.len()),
+            Damage::Foreign(None) => write!(f, "Foreign (the other store has none)"),
+            Damage::Foreign(Some(b)) => write!(f, "Foreign ({} bytes)", b.len()),
         }
     }
 }
@@ -159,7 +164,9 @@ fn check_gets(store: &Store, model: &Model) -> Result<Option<String>, Error> {
 fn damage(fs: &SimFs, path: &Path, d: &Damage) -> Result<(), String> {
     let e = |e: keel_io::IoError| e.to_string();
     match d {
-        Damage::Delete | Damage::Stale(None) => return fs.remove_file(path).map_err(e),
+        Damage::Delete | Damage::Stale(None) | Damage::Foreign(None) => {
+            return fs.remove_file(path).map_err(e)
+        }
         _ => {}
     }
     let bytes = fs.contents(path).map_err(e)?;
@@ -196,11 +203,11 @@ fn damage(fs: &SimFs, path: &Path, d: &Damage) -> Result<(), String> {
             let g: Vec<u8> = (0..n).map(|_| r.next() as u8).collect();
             f.write_all_at(&g, len).map_err(e)?;
         }
-        Damage::Stale(Some(ref old)) => {
+        Damage::Stale(Some(ref old)) | Damage::Foreign(Some(ref old)) => {
             f.set_len(0).map_err(e)?;
             f.write_all_at(old, 0).map_err(e)?;
         }
-        Damage::Delete | Damage::Stale(None) => unreachable!(),
+        Damage::Delete | Damage::Stale(None) | Damage::Foreign(None) => unreachable!(),
     }
     f.sync_all().map_err(e)
 }
@@ -276,8 +283,42 @@ fn damaged_range(d: &Damage, len: u64) -> (u64, u64) {
         }
         Damage::Truncate { len: to } => (to % len.max(1), len),
         Damage::Extend { n } => (len, len + n),
-        Damage::ZeroFile | Damage::Delete | Damage::Stale(_) => (0, len),
+        Damage::ZeroFile | Damage::Delete | Damage::Stale(_) | Damage::Foreign(_) => (0, len),
     }
+}
+
+/// The file at `path` of another store made with the same configuration (its own rows, closed
+/// cleanly or dropped), or `None` if it has none.
+fn foreign_file(rng: &mut Rng, cfg: &Config, path: &Path) -> Result<Option<Vec<u8>>, String> {
+    let fs = SimFs::new(SimConfig::seeded(rng.next()).hardware_atomic());
+    let dir = Path::new("/db");
+    let store = Store::open_with_fs(Arc::new(fs.clone()), dir, cfg.clone())
+        .map_err(|e| format!("foreign open: {e}"))?;
+    // As much redo as the store under test writes, so the two stores' LSNs overlap.
+    for i in 0..5 + rng.below(60) {
+        let tx = store.write().map_err(|e| e.to_string())?;
+        let rows: Vec<usize> = (0..1 + rng.below(8))
+            .map(|_| {
+                let max = if rng.below(10) == 0 { 3 * 4096 } else { 300 };
+                rng.below(max) as usize
+            })
+            .collect();
+        tx.table("t")
+            .and_then(|mut t| {
+                for (j, len) in rows.into_iter().enumerate() {
+                    t.insert(format!("other{i:04}.{j}").as_bytes(), &vec![0xee; len])?;
+                }
+                Ok(())
+            })
+            .map_err(|e| e.to_string())?;
+        tx.commit().map_err(|e| e.to_string())?;
+    }
+    if rng.below(2) == 0 {
+        store.close().map_err(|e| e.to_string())?;
+    } else {
+        drop(store);
+    }
+    Ok(fs.contents(path).ok())
 }
 
 /// How a case ended.
@@ -384,6 +425,7 @@ fn run_case(seed: u64) -> Result<(Verdict, String), String> {
             n: 1 + more.below(3 * 4096),
         },
         2 | 3 => Damage::Stale(stale.get(&victim).cloned()),
+        4 => Damage::Foreign(foreign_file(&mut more, &cfg, &victim)?),
         _ => d,
     };
     let victim_len = post.contents(&victim).map_or(0, |c| c.len() as u64);
