@@ -53,6 +53,9 @@ pub(crate) const AREA_HEADER_LEN: usize = 4096;
 const AREA_MAGIC: &[u8; 8] = b"KEELDWA1";
 const SLOT_MAGIC: &[u8; 8] = b"KEELDWSL";
 const FORMAT_VERSION: u32 = 1;
+/// Offset in the header of the store the area belongs to (its log's salt; 0 in areas made
+/// before it was recorded).
+const HEADER_STORE: usize = 28;
 /// Fixed part of a slot directory; entries follow.
 const DIR_FIXED: usize = 64;
 /// Bytes per directory entry.
@@ -92,7 +95,8 @@ impl Geometry {
         self.slot_offset(self.slots)
     }
 
-    fn encode_header(&self) -> AlignedBuf {
+    /// The header of an area of this geometry belonging to store `store` (0: none recorded).
+    fn encode_header(&self, store: u32) -> AlignedBuf {
         let mut h = AlignedBuf::page(AREA_HEADER_LEN);
         h[0..8].copy_from_slice(AREA_MAGIC);
         put_u32(&mut h, 8, FORMAT_VERSION);
@@ -100,6 +104,7 @@ impl Geometry {
         put_u32(&mut h, 16, self.capacity as u32);
         put_u32(&mut h, 20, self.slots as u32);
         put_u32(&mut h, 24, self.dir_len() as u32);
+        put_u32(&mut h, HEADER_STORE, store);
         let crc = crc32c::crc32c(&h[..AREA_HEADER_LEN - 4]);
         put_u32(&mut h, AREA_HEADER_LEN - 4, crc);
         h
@@ -222,6 +227,8 @@ fn leave_busy(slot: &mut SlotUse, i: usize, to: SlotUse) {
 struct SlotState {
     /// The geometry the file currently has (None: header never written).
     on_disk: Option<Geometry>,
+    /// The store the file's header records (0: none).
+    on_disk_store: u32,
     slots: Vec<SlotUse>,
     next_seq: u64,
     /// Where the search for a free slot starts.
@@ -242,6 +249,10 @@ pub(crate) struct DoublewriteArea {
     /// The geometry the configuration wants (None: the writer does not use doublewrite and only
     /// keeps the area to recover from it).
     wanted: Option<Geometry>,
+    /// The store this writer belongs to (its log's salt; 0: unknown): recorded in the header
+    /// when the area is formatted, and an area recording another store is refused by
+    /// [`DoublewriteArea::scan`] (its images are another store's pages).
+    store: u32,
     state: Mutex<SlotState>,
     freed: Condvar,
 }
@@ -249,22 +260,31 @@ pub(crate) struct DoublewriteArea {
 impl DoublewriteArea {
     /// Opens the area file `file` (just opened or created). A file that is empty (or all zero) is
     /// formatted with `wanted` when given; one that holds data waits for recovery.
-    pub fn open(file: Arc<dyn File>, wanted: Option<Geometry>) -> Result<DoublewriteArea> {
+    pub fn open(
+        file: Arc<dyn File>,
+        wanted: Option<Geometry>,
+        store: u32,
+    ) -> Result<DoublewriteArea> {
         let path = file.path().to_path_buf();
         let len = file.len()?;
-        let on_disk = if len >= AREA_HEADER_LEN as u64 {
+        let (on_disk, on_disk_store) = if len >= AREA_HEADER_LEN as u64 {
             let mut h = AlignedBuf::page(AREA_HEADER_LEN);
             file.read_exact_at(&mut h, 0)?;
-            Geometry::decode_header(&h).ok().flatten()
+            match Geometry::decode_header(&h).ok().flatten() {
+                Some(g) => (Some(g), get_u32(&h, HEADER_STORE)),
+                None => (None, 0),
+            }
         } else {
-            None
+            (None, 0)
         };
         let area = DoublewriteArea {
             file,
             path,
             wanted,
+            store,
             state: Mutex::new(SlotState {
                 on_disk,
+                on_disk_store,
                 slots: vec![SlotUse::Free; wanted.map_or(0, |g| g.slots)],
                 next_seq: 1,
                 next_slot: 0,
@@ -307,21 +327,34 @@ impl DoublewriteArea {
             st.ready = true;
             return Ok(());
         };
-        if st.on_disk != Some(g) {
+        if st.on_disk != Some(g) || st.on_disk_store != self.store {
             self.file.set_len(0)?;
             preallocate(&*self.file, g.file_len(), Preallocation::Zeroed)?;
-            self.file.write_all_at(&g.encode_header(), 0)?;
+            self.file.write_all_at(&g.encode_header(self.store), 0)?;
             self.file.sync_all()?;
             st.on_disk = Some(g);
+            st.on_disk_store = self.store;
         }
         st.ready = true;
         Ok(())
     }
 
     /// Reads every slot and returns the valid images (recovery's first half). An area made for
-    /// another page size is an error.
+    /// another page size, or whose header records another store, is an error.
     pub fn scan(&self, checksum: Checksum, page_size: PageSize) -> Result<Scan> {
-        let on_disk = self.state.lock().on_disk;
+        let (on_disk, on_disk_store) = {
+            let st = self.state.lock();
+            (st.on_disk, st.on_disk_store)
+        };
+        if self.store != 0 && on_disk_store != 0 && on_disk_store != self.store {
+            return Err(FlushError::DoublewriteArea {
+                file: self.path.clone(),
+                reason: format!(
+                    "the area belongs to another store (its header records store {on_disk_store:#010x}, this store's log is {:#010x}): its images are not this store's pages; refusing to restore them (remove the file if it was copied here by mistake)",
+                    self.store
+                ),
+            });
+        }
         if let Some(g) = on_disk {
             if g.page_size != page_size.bytes() {
                 return Err(FlushError::DoublewriteArea {

@@ -101,6 +101,12 @@ pub struct PageWriterConfig {
     /// data file with O_DIRECT (RWF_ATOMIC needs it). Default false here; the `keel` facade
     /// defaults it to true.
     pub direct_io: bool,
+    /// The store the writer belongs to (the `keel` facade passes its log's salt; 0: none). The
+    /// doublewrite area records it in its header, and an area recording another store is
+    /// refused at recovery instead of restoring another store's pages
+    /// (`FlushError::DoublewriteArea`).
+    #[serde(default)]
+    pub store: u32,
 }
 
 impl Default for PageWriterConfig {
@@ -111,6 +117,7 @@ impl Default for PageWriterConfig {
             protection: TornPageProtection::default(),
             init_on_flush_skip: true,
             direct_io: false,
+            store: 0,
         }
     }
 }

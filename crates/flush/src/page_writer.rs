@@ -233,7 +233,7 @@ impl PageWriter {
                         slots: DOUBLEWRITE_SLOTS,
                     };
                     let file = fs.open(&area_path, &area_options.create(true))?;
-                    let area = Arc::new(DoublewriteArea::open(file, Some(g))?);
+                    let area = Arc::new(DoublewriteArea::open(file, Some(g), config.store)?);
                     let scheme = scheme::Doublewrite {
                         area: area.clone(),
                         checksum: config.checksum,
@@ -245,7 +245,7 @@ impl PageWriter {
                 mode => {
                     let area = if fs.exists(&area_path)? {
                         let file = fs.open(&area_path, &area_options)?;
-                        Some(Arc::new(DoublewriteArea::open(file, None)?))
+                        Some(Arc::new(DoublewriteArea::open(file, None, config.store)?))
                     } else {
                         None
                     };

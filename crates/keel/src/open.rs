@@ -120,6 +120,8 @@ impl Store {
                 },
                 init_on_flush_skip: config.init_on_flush_skip,
                 direct_io: config.direct_io,
+                // The doublewrite area records the store it belongs to: the log's salt.
+                store: log.salt(),
             },
             log.clone(),
         )?);

@@ -440,6 +440,12 @@ impl RedoLog {
         self.sh().checkpoint(lsn.0)
     }
 
+    /// The log's salt: random at creation, mixed into every block checksum; the store's
+    /// identity for the files beside the log (the doublewrite area records it).
+    pub fn salt(&self) -> u32 {
+        self.sh().geo.salt
+    }
+
     /// The current checkpoint LSN.
     pub fn checkpoint_lsn(&self) -> Lsn {
         Lsn(self.sh().checkpoint_lsn.load(SeqCst))

@@ -43,9 +43,9 @@ fn area_with(dir: &Path, slot0: &[u8]) -> DoublewriteArea {
         )
         .unwrap();
     // Format through the real code path, then put the slot bytes in place.
-    drop(DoublewriteArea::open(f.clone(), Some(G)).unwrap());
+    drop(DoublewriteArea::open(f.clone(), Some(G), 0).unwrap());
     f.write_all_at(slot0, G.slot_offset(0)).unwrap();
-    DoublewriteArea::open(f, Some(G)).unwrap()
+    DoublewriteArea::open(f, Some(G), 0).unwrap()
 }
 
 #[test]
@@ -150,9 +150,9 @@ fn a_corrupt_header_over_data_is_an_error() {
             &OpenOptions::new(FileClass::Doublewrite).create(true),
         )
         .unwrap();
-    drop(DoublewriteArea::open(f.clone(), Some(G)).unwrap());
+    drop(DoublewriteArea::open(f.clone(), Some(G), 0).unwrap());
     f.write_all_at(&[0xFF; 16], 100).unwrap(); // corrupt the header
-    let area = DoublewriteArea::open(f.clone(), Some(G)).unwrap();
+    let area = DoublewriteArea::open(f.clone(), Some(G), 0).unwrap();
     assert!(area
         .scan(Checksum::Crc32c, PS)
         .unwrap()
@@ -160,7 +160,7 @@ fn a_corrupt_header_over_data_is_an_error() {
         .is_empty());
     f.write_all_at(&slot_bytes(0, 1, &[(1, 1, 1)]), G.slot_offset(0))
         .unwrap();
-    let area = DoublewriteArea::open(f, Some(G)).unwrap();
+    let area = DoublewriteArea::open(f, Some(G), 0).unwrap();
     let err = area.scan(Checksum::Crc32c, PS).unwrap_err();
     let msg = err.to_string();
     assert!(msg.contains("header checksum mismatch"), "{msg}");
@@ -183,13 +183,13 @@ fn geometry_header_round_trips_and_sizes_add_up() {
         capacity: 128,
         slots: 2,
     };
-    drop(DoublewriteArea::open(f.clone(), Some(g)).unwrap());
+    drop(DoublewriteArea::open(f.clone(), Some(g), 0).unwrap());
     assert_eq!(g.dir_len(), 8192); // 64 + 32 × 128 = 4160 → two 4 KiB blocks
     assert_eq!(f.len().unwrap(), 4096 + 2 * (8192 + 128 * 16384));
     let mut h = AlignedBuf::page(AREA_HEADER_LEN);
     f.read_exact_at(&mut h, 0).unwrap();
     assert_eq!(&h[0..8], b"KEELDWA1");
-    let area = DoublewriteArea::open(f, Some(g)).unwrap();
+    let area = DoublewriteArea::open(f, Some(g), 0).unwrap();
     let scan = area.scan(Checksum::Crc32c, PageSize::K16).unwrap();
     assert_eq!((scan.slots_scanned, scan.slots_valid), (2, 0));
     // Recovering it for a store of another page size is an error, never a misplaced restore.
@@ -240,7 +240,7 @@ fn an_area_with_another_slot_count_is_recovered_then_reformatted() {
             &OpenOptions::new(FileClass::Doublewrite).create(true),
         )
         .unwrap();
-    drop(DoublewriteArea::open(f.clone(), Some(G)).unwrap());
+    drop(DoublewriteArea::open(f.clone(), Some(G), 0).unwrap());
     f.write_all_at(
         &slot_bytes(1, 3, &[(5, 20, 2), (6, 21, 2)]),
         G.slot_offset(1),
@@ -310,4 +310,55 @@ fn an_area_with_another_slot_count_is_recovered_then_reformatted() {
         w.read_page(PageId(100 + i), &mut buf).unwrap();
         assert_eq!(version_of(&buf, 100 + i), Some(3));
     }
+}
+
+/// The area records the store it belongs to (the log's salt) and refuses, at recovery, to hand
+/// out another store's images: a doublewrite file copied from another store directory would
+/// otherwise restore that store's pages over this store's torn ones. An area from before the
+/// field (store 0) is read, and formatted with the store once recovered.
+#[test]
+fn an_area_of_another_store_is_refused_and_an_unmarked_one_adopted() {
+    let dir = tempfile::tempdir().unwrap();
+    let fs = OsFs::default();
+    let f = fs
+        .open(
+            &dir.path().join("dw"),
+            &OpenOptions::new(FileClass::Doublewrite).create(true),
+        )
+        .unwrap();
+    drop(DoublewriteArea::open(f.clone(), Some(G), 0xAAAA).unwrap());
+    f.write_all_at(&slot_bytes(0, 7, &[(1, 10, 1)]), G.slot_offset(0))
+        .unwrap();
+    // Its own store reads the image.
+    let own = DoublewriteArea::open(f.clone(), Some(G), 0xAAAA).unwrap();
+    assert_eq!(own.scan(Checksum::Crc32c, PS).unwrap().images_valid, 1);
+    // Another store refuses the area, naming it and both stores.
+    let other = DoublewriteArea::open(f.clone(), Some(G), 0xBBBB).unwrap();
+    let msg = other.scan(Checksum::Crc32c, PS).unwrap_err().to_string();
+    assert!(msg.contains("another store") && msg.contains("dw"), "{msg}");
+    assert!(
+        msg.contains("0x0000aaaa") && msg.contains("0x0000bbbb"),
+        "{msg}"
+    );
+    // A writer that knows no store (0) reads any area.
+    let unknown = DoublewriteArea::open(f.clone(), Some(G), 0).unwrap();
+    assert_eq!(unknown.scan(Checksum::Crc32c, PS).unwrap().images_valid, 1);
+
+    // An area with no store recorded (made before the field) is read by any store, and
+    // formatted with that store's mark once recovered.
+    let f2 = fs
+        .open(
+            &dir.path().join("dw2"),
+            &OpenOptions::new(FileClass::Doublewrite).create(true),
+        )
+        .unwrap();
+    drop(DoublewriteArea::open(f2.clone(), Some(G), 0).unwrap());
+    f2.write_all_at(&slot_bytes(0, 7, &[(1, 10, 1)]), G.slot_offset(0))
+        .unwrap();
+    let adopted = DoublewriteArea::open(f2.clone(), Some(G), 0xCCCC).unwrap();
+    assert_eq!(adopted.scan(Checksum::Crc32c, PS).unwrap().images_valid, 1);
+    adopted.finish_recovery(7).unwrap();
+    let mut h = AlignedBuf::page(AREA_HEADER_LEN);
+    f2.read_exact_at(&mut h, 0).unwrap();
+    assert_eq!(u32::from_le_bytes(h[28..32].try_into().unwrap()), 0xCCCC);
 }

@@ -675,7 +675,7 @@ fn run_hot(seed: u64, ps: PageSize, knobs: Knobs, policy: Option<CrashPolicy>) -
                 &OpenOptions::new(FileClass::Doublewrite),
             )
             .unwrap();
-        let area = crate::area::DoublewriteArea::open(file, None).unwrap();
+        let area = crate::area::DoublewriteArea::open(file, None, 0).unwrap();
         let scan = area.scan(keel_page::Checksum::Crc32c, ps).unwrap();
         (0..2u64)
             .map(|hot| {
