@@ -31,10 +31,11 @@ fn slot_bytes(slot: usize, seq: u64, pages: &[(u64, u64, u64)]) -> Vec<u8> {
     buf
 }
 
-/// A fresh area file on OsFs with the given slot 0 contents (and nothing else).
-fn area_with(dir: &Path, slot0: &[u8]) -> DoublewriteArea {
+/// A fresh area file `dir/name` on OsFs, formatted for `store`, with the given slot 0 contents
+/// (and nothing else).
+fn area_file(dir: &Path, name: &str, store: u32, slot0: &[u8]) -> Arc<dyn File> {
     let fs = OsFs::default();
-    let path = dir.join("dw");
+    let path = dir.join(name);
     let _ = std::fs::remove_file(&path);
     let f = fs
         .open(
@@ -43,9 +44,14 @@ fn area_with(dir: &Path, slot0: &[u8]) -> DoublewriteArea {
         )
         .unwrap();
     // Format through the real code path, then put the slot bytes in place.
-    drop(DoublewriteArea::open(f.clone(), Some(G), 0).unwrap());
+    drop(DoublewriteArea::open(f.clone(), Some(G), store).unwrap());
     f.write_all_at(slot0, G.slot_offset(0)).unwrap();
-    DoublewriteArea::open(f, Some(G), 0).unwrap()
+    f
+}
+
+/// [`area_file`] `dw` of no store, opened.
+fn area_with(dir: &Path, slot0: &[u8]) -> DoublewriteArea {
+    DoublewriteArea::open(area_file(dir, "dw", 0, slot0), Some(G), 0).unwrap()
 }
 
 #[test]
@@ -319,16 +325,8 @@ fn an_area_with_another_slot_count_is_recovered_then_reformatted() {
 #[test]
 fn an_area_of_another_store_is_refused_and_an_unmarked_one_adopted() {
     let dir = tempfile::tempdir().unwrap();
-    let fs = OsFs::default();
-    let f = fs
-        .open(
-            &dir.path().join("dw"),
-            &OpenOptions::new(FileClass::Doublewrite).create(true),
-        )
-        .unwrap();
-    drop(DoublewriteArea::open(f.clone(), Some(G), 0xAAAA).unwrap());
-    f.write_all_at(&slot_bytes(0, 7, &[(1, 10, 1)]), G.slot_offset(0))
-        .unwrap();
+    let slot0 = slot_bytes(0, 7, &[(1, 10, 1)]);
+    let f = area_file(dir.path(), "dw", 0xAAAA, &slot0);
     // Its own store reads the image.
     let own = DoublewriteArea::open(f.clone(), Some(G), 0xAAAA).unwrap();
     assert_eq!(own.scan(Checksum::Crc32c, PS).unwrap().images_valid, 1);
@@ -341,20 +339,12 @@ fn an_area_of_another_store_is_refused_and_an_unmarked_one_adopted() {
         "{msg}"
     );
     // A writer that knows no store (0) reads any area.
-    let unknown = DoublewriteArea::open(f.clone(), Some(G), 0).unwrap();
+    let unknown = DoublewriteArea::open(f, Some(G), 0).unwrap();
     assert_eq!(unknown.scan(Checksum::Crc32c, PS).unwrap().images_valid, 1);
 
     // An area with no store recorded (made before the field) is read by any store, and
     // formatted with that store's mark once recovered.
-    let f2 = fs
-        .open(
-            &dir.path().join("dw2"),
-            &OpenOptions::new(FileClass::Doublewrite).create(true),
-        )
-        .unwrap();
-    drop(DoublewriteArea::open(f2.clone(), Some(G), 0).unwrap());
-    f2.write_all_at(&slot_bytes(0, 7, &[(1, 10, 1)]), G.slot_offset(0))
-        .unwrap();
+    let f2 = area_file(dir.path(), "dw2", 0, &slot0);
     let adopted = DoublewriteArea::open(f2.clone(), Some(G), 0xCCCC).unwrap();
     assert_eq!(adopted.scan(Checksum::Crc32c, PS).unwrap().images_valid, 1);
     adopted.finish_recovery(7).unwrap();
