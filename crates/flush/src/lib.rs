@@ -23,6 +23,14 @@
 //! says no image is needed. Switch it off with [`PageWriterConfig::init_on_flush_skip`] for the
 //! comparison.
 //!
+//! **The file checkpoint on page 0** ([`PageWriter::stamp_checkpoint`]): before the log records a
+//! checkpoint, page 0 of the data file is rewritten in place recording it (only its first 32
+//! bytes change: no torn-page protection needed), and every other write of page 0 carries the
+//! newest record. So the data file says which checkpoint it belongs to, and the `keel` facade
+//! refuses to open a data file older than the log, or a log older than the data file. The
+//! doublewrite area records the store it belongs to ([`PageWriterConfig::store`]) and refuses to
+//! restore another store's images.
+//!
 //! # Files
 //!
 //! `dir/data.keel` (pages at `id × page_size`; pages beyond the end read as unwritten) and, in
