@@ -28,6 +28,9 @@
 //!   20-line appender showed it on both file systems without Keel (docs/design.md, "Power loss
 //!   on real file systems") — so those commits count as in flight.
 //!
+//! A third of the rounds shut the file system down again 0–4 ms into the first recovery, then
+//! mount it and recover once more: the same must survive.
+//!
 //! Rounds draw the torn-page mode, the log's file mode and sync method, the checkpoint interval,
 //! the crash moment (also during the store's creation) and the style from a seed; a failure
 //! prints its round, and `KEEL_FS_SHUTDOWN_SEED` replays it (the timing within it varies).
@@ -122,6 +125,9 @@ struct Round {
     writers: usize,
     /// They use `write_concurrent` (retrying a conflict), else `write`.
     concurrent: bool,
+    /// Shut the file system down again this many microseconds into the first recovery (then
+    /// unmount, mount and recover once more); `None`: one recovery.
+    recovery_shutdown_us: Option<u64>,
 }
 
 impl Round {
@@ -152,6 +158,9 @@ impl Round {
         let stop_first = r.below(2) == 0;
         let writers = 1 + r.below(4) as usize;
         let concurrent = r.below(2) == 0;
+        // Its own generator, so the other choices are what the seed always gave.
+        let mut again = Rng(seed ^ 0x5eed_2ec0_0000_0001);
+        let recovery_shutdown_us = (again.below(3) == 0).then(|| again.below(4_000));
         Round {
             fs,
             seed,
@@ -165,6 +174,7 @@ impl Round {
             stop_first,
             writers,
             concurrent,
+            recovery_shutdown_us,
         }
     }
 
@@ -267,6 +277,10 @@ struct Tally {
     before_create: u64,
     groups_replayed: u64,
     doublewrite_restored: u64,
+    /// Rounds whose first recovery met a second shutdown, and of those, the ones whose open had
+    /// finished before it.
+    recovery_shutdowns: u64,
+    recovery_shutdowns_after_open: u64,
 }
 
 fn round(r: &Round, base: &Path, tally: &mut Tally) -> Result<(), String> {
@@ -342,6 +356,24 @@ fn round(r: &Round, base: &Path, tally: &mut Tally) -> Result<(), String> {
         })
         .unwrap_or_default();
 
+    // A third of the rounds lose power again during the first recovery (its doublewrite
+    // restores, the flush of replayed pages, the checkpoint it records on page 0 and in the log,
+    // the log's restart), as the crash matrix does on SimFs: what had to survive still must.
+    if let Some(us) = r.recovery_shutdown_us {
+        let (dir, cfg) = (store_dir.clone(), r.config(true));
+        let opener = std::thread::spawn(move || Store::open(&dir, cfg));
+        std::thread::sleep(Duration::from_micros(us));
+        let shut = mnt.shut_down();
+        let opened = opener
+            .join()
+            .map_err(|_| "the recovery that met the shutdown panicked".to_string())?;
+        tally.recovery_shutdowns += 1;
+        tally.recovery_shutdowns_after_open += u64::from(opened.is_ok());
+        drop(opened);
+        shut?;
+        mnt.unmount()?;
+        mnt.mount()?;
+    }
     let store = match Store::open(&store_dir, r.config(true)) {
         Ok(s) => s,
         Err(e) if last_ack.iter().all(|&a| a == 0) => {
