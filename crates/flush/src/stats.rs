@@ -50,7 +50,8 @@ pub struct FlushStats {
     /// a batch's newest page LSN).
     pub forced_log_flushes: u64,
     /// Times [`crate::PageWriter::stamp_checkpoint`] rewrote page 0 to record a new file
-    /// checkpoint LSN (once per checkpoint).
+    /// checkpoint LSN (once per checkpoint). Absent from stats written before it: 0.
+    #[serde(default)]
     pub checkpoint_stamps: u64,
     /// Pages read (and verified) from the data file.
     pub pages_read: u64,
