@@ -235,7 +235,9 @@ impl Store {
 /// Page 0 on disk always records at least the log's checkpoint (checkpointer invariant 5), and
 /// never more than the durable log. So a data file recording less than the log's checkpoint is
 /// older than the log: a copy restored from before that checkpoint, whose pages lack changes
-/// the log no longer replays — opening it would read the old data silently. And a data file
+/// recovery from the log's checkpoint does not replay — opening it would read the old data
+/// silently. (Replaying from the data file's own record instead, where the log still holds it,
+/// would open such a copy; it is refused, the simpler safe answer.) And a data file
 /// recording more than the log's end was written after log data that is now gone (a log
 /// restored from an older copy), unless the loss was accepted (`accept_log_loss`). Both are
 /// refused. A page 0 without the record (written before it existed) or that cannot be read
@@ -257,7 +259,7 @@ fn check_file_checkpoint(
             return Err(Error::Recovery {
                 lsn: log_ckpt,
                 detail: format!(
-                    "{} records the checkpoint at {d}, older than the log's checkpoint at {log_ckpt}: the data file is older than the log (restored from an older copy?) and lacks changes the log no longer holds; refusing to open",
+                    "{} records the checkpoint at {d}, older than the log's checkpoint at {log_ckpt}: the data file is older than the log (restored from an older copy?), and recovery from the log's checkpoint would skip changes it lacks; refusing to open",
                     writer.data_path().display()
                 ),
             });
