@@ -125,16 +125,17 @@ impl Store {
             },
             log.clone(),
         )?);
-        // A read-only open of a store that needs recovery recovers in memory: the doublewrite
-        // images are served to reads in place of their home pages and the redo is applied to
-        // pool pages, which stay dirty in memory (a read-only store has no cleaner or
-        // checkpointer, and eviction takes clean frames first). Nothing is written.
-        // Before the doublewrite recovery writes anything into a data file that may not belong
-        // with this log; after it if page 0 was torn.
+        // The data file's checkpoint against the log: before the doublewrite recovery writes
+        // anything into a data file that may not belong with this log; after it if page 0 was
+        // torn (then read as restored).
         let page0_read = writer.file_checkpoint_on_disk().ok();
         if let Some(on_disk) = page0_read {
             check_file_checkpoint(&writer, on_disk, &recovered, config.accept_log_loss)?;
         }
+        // A read-only open of a store that needs recovery recovers in memory: the doublewrite
+        // images are served to reads in place of their home pages and the redo is applied to
+        // pool pages, which stay dirty in memory (a read-only store has no cleaner or
+        // checkpointer, and eviction takes clean frames first). Nothing is written.
         let dw = if read_only {
             writer.recover_doublewrite_in_memory()?
         } else {
@@ -142,9 +143,12 @@ impl Store {
         };
         let on_disk = match page0_read {
             Some(on_disk) => on_disk,
-            None => writer.file_checkpoint_on_disk().ok().flatten(),
+            None => {
+                let on_disk = writer.file_checkpoint_on_disk().ok().flatten();
+                check_file_checkpoint(&writer, on_disk, &recovered, config.accept_log_loss)?;
+                on_disk
+            }
         };
-        check_file_checkpoint(&writer, on_disk, &recovered, config.accept_log_loss)?;
         let pool = Arc::new(BufferPool::new(
             PoolConfig {
                 page_size: config.page_size(),
@@ -229,6 +233,7 @@ impl Store {
         })
     }
 }
+
 /// Compares the file checkpoint page 0 records (`PageWriter::stamp_checkpoint`) with the
 /// recovered log, and makes every later write of page 0 record at least the log's checkpoint.
 ///
