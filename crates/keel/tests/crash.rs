@@ -125,15 +125,6 @@ enum Outcome {
     ReportedCorruption,
 }
 
-/// The post-crash file system: the armed crash point's, or a crash now. Background threads may
-/// fire the crash point at any moment, so disarm it first.
-fn crash_now(fs: &SimFs) -> SimFs {
-    fs.crash_at_call(0, None);
-    // Not "if not crashed, crash": a background thread that consumed the crash point just
-    // before the disarm may be crashing the machine right now (the CI matrix met that race).
-    fs.crash_or_crashed_into()
-}
-
 fn run_case(case: Case) -> Result<Outcome, String> {
     run_case_knob(case, false)
 }
@@ -391,7 +382,7 @@ fn run_case_knob(case: Case, ignore_copy_order: bool) -> Result<Outcome, String>
         t.concurrent_commits += concurrent_commits.get();
     });
     let mid_run = fs.is_crashed();
-    let post = crash_now(&fs);
+    let post = fs.crash_or_crashed_into();
     drop(store);
     // KEEL_DUMP_DIR=DIR: the crashed files, for `keel dump` / `keel info` (with
     // `crash_case_from_env`).
@@ -432,7 +423,7 @@ fn run_case_knob(case: Case, ignore_copy_order: bool) -> Result<Outcome, String>
     let post = if again.below(4) == 0 {
         post.crash_at_call(1 + again.below(60), None);
         let attempt = Store::open_with_fs(Arc::new(post.clone()), dir, cfg.clone());
-        let post2 = crash_now(&post);
+        let post2 = post.crash_or_crashed_into();
         drop(attempt);
         add_totals(|t| t.recovery_crashes += 1);
         post2
@@ -691,7 +682,7 @@ fn a_failed_sync_poisons_and_reopen_recovers() {
     assert!(saw_error, "an injected sync failure must surface");
     assert!(store.is_poisoned());
     assert!(matches!(store.write(), Err(Error::Poisoned { .. })));
-    let post = crash_now(&fs);
+    let post = fs.crash_or_crashed_into();
     drop(store);
     let store = Store::open_with_fs(Arc::new(post), dir, cfg).unwrap();
     let got = contents(&store).unwrap();
@@ -731,7 +722,7 @@ fn acknowledging_before_durability_is_caught() {
                 .unwrap();
             tx.commit().unwrap();
         }
-        let post = crash_now(&fs);
+        let post = fs.crash_or_crashed_into();
         drop(store);
         let store = Store::open_with_fs(Arc::new(post), dir, cfg).unwrap();
         if contents(&store).unwrap().len() < 20 {
@@ -780,7 +771,7 @@ fn a_clean_close_leaves_pages_durable_in_place() {
         tx.commit().unwrap();
     }
     store.close().unwrap();
-    let post = crash_now(&fs);
+    let post = fs.crash_or_crashed_into();
     let store = Store::open_with_fs(Arc::new(post), dir, cfg).unwrap();
     assert_eq!(
         store.recovery().doublewrite_restored,
@@ -840,7 +831,7 @@ fn freed_pages_are_reused_through_trunk_pages() {
         "1600 freed pages must make trunks: {m:?}"
     );
     // Power loss, recovery, then the freed pages are allocated again.
-    let post = crash_now(&fs);
+    let post = fs.crash_or_crashed_into();
     drop(store);
     let store = Store::open_with_fs(Arc::new(post), dir, cfg).unwrap();
     assert_eq!(store.meta().unwrap(), m);
@@ -914,7 +905,7 @@ fn split_run(
         acked = snapshots.len() - 1;
     }
     let copies = store.stats().pool.page_copies;
-    let post = crash_now(&fs);
+    let post = fs.crash_or_crashed_into();
     drop(store);
     let got = Store::open_with_fs(Arc::new(post), dir, cfg).and_then(|s| contents(&s));
     let lost = match got {

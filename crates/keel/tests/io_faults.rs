@@ -246,10 +246,7 @@ fn run_case(seed: u64, totals: &mut Totals) -> Result<(), String> {
         return Err(format!("an I/O failure without a fault: {f}"));
     }
     // Power loss, then a reopen on the machine without faults.
-    let post = {
-        fs.crash_at_call(0, None);
-        fs.crash_or_crashed_into()
-    };
+    let post = fs.crash_or_crashed_into();
     drop(store);
     let what = format!(
         "{:?}, checkpoint every {:?}, first failure: {failed:?}",
@@ -277,7 +274,6 @@ fn run_case(seed: u64, totals: &mut Totals) -> Result<(), String> {
                 }
             }
         }
-        post.crash_at_call(0, None);
         let post2 = post.crash_or_crashed_into();
         drop(attempt);
         post2

@@ -62,8 +62,10 @@ impl SimFs {
     /// already, also by a crash point firing on another thread at this very moment — the one
     /// it crashed into (waiting for that crash to finish building it). For harnesses whose
     /// background threads may fire an armed crash point while they crash the machine: checking
-    /// [`SimFs::is_crashed`] and then calling [`SimFs::crash`] races with such a thread.
+    /// [`SimFs::is_crashed`] and then calling [`SimFs::crash`] races with such a thread. A crash
+    /// point still armed is disarmed first (the power fails now, not at a later call).
     pub fn crash_or_crashed_into(&self) -> SimFs {
+        self.crash_at_call(0, None);
         loop {
             if let Some(p) = self.crashed_into() {
                 return p;
