@@ -554,11 +554,23 @@ impl PageWriter {
     /// # Errors
     /// Page 0 cannot be read or fails verification (torn, for instance).
     pub fn file_checkpoint_on_disk(&self) -> Result<Option<Lsn>> {
+        Ok(self.page0_on_disk()?.and_then(|p| file_checkpoint(&p)))
+    }
+
+    /// Page 0 as it is on disk (through the in-memory doublewrite overlay of a read-only
+    /// recovery), verified (checksum, page id, trailer) but its LSN not compared with the log:
+    /// `None` when it is unwritten. For the open's checks of the data file against the log
+    /// (the file checkpoint here, the store its meta page records above) before recovery writes
+    /// anything.
+    ///
+    /// # Errors
+    /// Page 0 cannot be read or fails verification (torn, for instance).
+    pub fn page0_on_disk(&self) -> Result<Option<Vec<u8>>> {
         let mut buf = AlignedBuf::page(self.config.page_size.bytes());
         self.read_raw(PageId(0), &mut buf)?;
         Ok(
             match verify(&buf, PageId(0), self.config.checksum, self.data.path())? {
-                PageState::Valid(_) => file_checkpoint(&buf),
+                PageState::Valid(_) => Some(buf.to_vec()),
                 PageState::Unwritten => None,
             },
         )

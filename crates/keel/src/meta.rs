@@ -12,6 +12,9 @@
 //!   is in exactly one place (`freed_pages_are_reused_through_trunk_pages` checks that a store
 //!   does not grow when freed pages are allocated again; a trunk whose ids are out of range is
 //!   reported, `a_corrupt_trunk_is_an_error`).
+//! - The meta page records the store it belongs to (its log's salt, design invariant 10); a
+//!   data file recording another store than the log's is never opened (`check_store`, broken
+//!   on purpose by `tests/open.rs: a_file_of_a_twin_store_is_refused` without the check).
 
 use crate::{Error, Result};
 use keel_buffer_pool::PageTxn;
@@ -35,6 +38,8 @@ const M_PAGE_SIZE: usize = PAGE_HEADER_SIZE + 12;
 const M_PAGE_COUNT: usize = PAGE_HEADER_SIZE + 16;
 const M_CATALOG_ROOT: usize = PAGE_HEADER_SIZE + 24;
 const M_FREE_COUNT: usize = PAGE_HEADER_SIZE + 32;
+/// The store the data file belongs to: its log's salt (0: not recorded, a store made before).
+const M_STORE: usize = PAGE_HEADER_SIZE + 36;
 const M_TRUNK: usize = PAGE_HEADER_SIZE + 40;
 // Trunk page payload: next trunk u64, id count u32, reserved u32, then the ids.
 const T_NEXT: usize = PAGE_HEADER_SIZE;
@@ -211,6 +216,9 @@ pub struct MetaInfo {
     pub free_count: u32,
     /// The newest free-list trunk page (0: none).
     pub trunk_head: PageId,
+    /// The store the data file belongs to: the salt of its log (`log.header` byte 32), which
+    /// is never 0; 0 in a store made before the field, until its first read-write open.
+    pub store: u32,
 }
 
 /// Decodes and checks the meta page.
@@ -259,7 +267,38 @@ pub(crate) fn read_meta(page: &[u8], file: &Path) -> Result<MetaInfo> {
         catalog_root,
         free_count,
         trunk_head,
+        store: rd_u32(page, M_STORE),
     })
+}
+
+/// The store a page 0 image records, without the other checks of [`read_meta`]: `None` unless
+/// it is a meta page (its magic) of the right size recording a store. For the open's check of
+/// the data file against the log before recovery writes anything.
+pub(crate) fn recorded_store(page: &[u8]) -> Option<u32> {
+    let magic = page.get(M_MAGIC..M_MAGIC + 8)?;
+    if magic != META_MAGIC || page.len() < M_FREE {
+        return None;
+    }
+    Some(rd_u32(page, M_STORE)).filter(|&s| s != 0)
+}
+
+/// Refuses a data file whose meta page records another store than the log's: the data file and
+/// the log come from different stores (twins with the same history agree in every LSN, so
+/// nothing else tells them apart). A meta page recording no store (made before the field) is
+/// not checked.
+///
+/// # Errors
+/// [`Error::Format`] naming the data file and both stores.
+pub(crate) fn check_store(recorded: Option<u32>, log_salt: u32, file: &Path) -> Result<()> {
+    match recorded {
+        Some(s) if s != log_salt => Err(Error::Format {
+            path: file.to_path_buf(),
+            detail: format!(
+                "the data file belongs to another store than the log (its meta page records store {s:#010x}, the log's header {log_salt:#010x}): one of them was copied from another store; refusing to open"
+            ),
+        }),
+        _ => Ok(()),
+    }
 }
 
 /// Decodes and checks the meta page (page 0) as read from `file`: for tools that read the data
@@ -317,13 +356,22 @@ pub(crate) fn read_trunk(page: &[u8], id: PageId, file: &Path) -> Result<(PageId
     Ok((PageId(rd_u64(page, T_NEXT)), ids))
 }
 
-/// Creates the meta page in a new store (page ids 0 = meta; the next page is 1).
-pub(crate) fn init_meta(txn: &PageTxn<'_>, page_size: usize) -> Result<()> {
+/// Creates the meta page in a new store (page ids 0 = meta; the next page is 1) belonging to
+/// `store` (its log's salt).
+pub(crate) fn init_meta(txn: &PageTxn<'_>, page_size: usize, store: u32) -> Result<()> {
     let mut g = txn.new_page(META_PAGE, keel_page::PageType::META)?;
     g.write(M_MAGIC, META_MAGIC)?;
     g.write(M_VERSION, &FORMAT_VERSION.to_le_bytes())?;
     g.write(M_PAGE_SIZE, &(page_size as u32).to_le_bytes())?;
     g.write(M_PAGE_COUNT, &1u64.to_le_bytes())?;
+    g.write(M_STORE, &store.to_le_bytes())?;
+    Ok(())
+}
+
+/// Records the store the data file belongs to (a meta page made before the field records none).
+pub(crate) fn set_store(txn: &PageTxn<'_>, store: u32) -> Result<()> {
+    let mut g = txn.write(META_PAGE)?;
+    g.write(M_STORE, &store.to_le_bytes())?;
     Ok(())
 }
 
@@ -462,7 +510,7 @@ mod tests {
         let log = MemLog::new();
         let file = Path::new("/db/data.keel");
         let txn = pool.begin();
-        init_meta(&txn, ps).unwrap();
+        init_meta(&txn, ps, 1).unwrap();
         // Allocate enough pages, then free one more than the meta array holds: a trunk is made.
         let cap = free_capacity(ps);
         let ids: Vec<PageId> = (0..cap + 1)

@@ -28,7 +28,7 @@ use keel_btree::BTree;
 use keel_buffer_pool::{BufferPool, PageStore as PoolPageStore, PoolConfig};
 use keel_flush::{PageWriter, PageWriterConfig};
 use keel_io::{FileSystem, LockGuard, LockMode, OsFs, ReadOnlyFs};
-use keel_page::{Lsn, PageId};
+use keel_page::{file_checkpoint, Lsn, PageId};
 use keel_redo_log::{LogOpenMode, RedoLog};
 use std::path::Path;
 use std::sync::Arc;
@@ -125,12 +125,22 @@ impl Store {
             },
             log.clone(),
         )?);
-        // The data file's checkpoint against the log: before the doublewrite recovery writes
-        // anything into a data file that may not belong with this log; after it if page 0 was
-        // torn (then read as restored).
-        let page0_read = writer.file_checkpoint_on_disk().ok();
-        if let Some(on_disk) = page0_read {
-            check_file_checkpoint(&writer, on_disk, &recovered, config.accept_log_loss)?;
+        // The data file against the log — the store its meta page records, and its checkpoint
+        // — before the doublewrite recovery writes anything into a data file that may not
+        // belong with this log; after it if page 0 was torn (then read as restored; the store
+        // is checked again on the recovered meta page by `catalog_root`).
+        let page0_read = writer.page0_on_disk().ok().map(|p| {
+            p.as_deref()
+                .map(|p| (meta::recorded_store(p), file_checkpoint(p)))
+        });
+        if let Some(page0) = page0_read {
+            meta::check_store(page0.and_then(|p| p.0), log.salt(), writer.data_path())?;
+            check_file_checkpoint(
+                &writer,
+                page0.and_then(|p| p.1),
+                &recovered,
+                config.accept_log_loss,
+            )?;
         }
         // A read-only open of a store that needs recovery recovers in memory: the doublewrite
         // images are served to reads in place of their home pages and the redo is applied to
@@ -142,7 +152,7 @@ impl Store {
             writer.recover_doublewrite()?
         };
         let on_disk = match page0_read {
-            Some(on_disk) => on_disk,
+            Some(page0) => page0.and_then(|p| p.1),
             None => {
                 let on_disk = writer.file_checkpoint_on_disk().ok().flatten();
                 check_file_checkpoint(&writer, on_disk, &recovered, config.accept_log_loss)?;
@@ -470,7 +480,19 @@ fn catalog_root(p: &Parts<'_>) -> Result<PageId> {
                     detail: "a store being created already has a meta page".into(),
                 });
             }
-            meta::read_meta(&g, writer.data_path())?.catalog_root
+            let m = meta::read_meta(&g, writer.data_path())?;
+            drop(g);
+            // Checked again on the recovered meta page (page 0 may have been torn or older on
+            // disk); a meta page recording no store (made before the field) gets this one.
+            let recorded = Some(m.store).filter(|&s| s != 0);
+            meta::check_store(recorded, log.salt(), writer.data_path())?;
+            if recorded.is_none() && !config.read_only {
+                let txn = pool.begin();
+                meta::set_store(&txn, log.salt())?;
+                let lsn = txn.commit(log)?;
+                log.wait_durable(lsn)?;
+            }
+            m.catalog_root
         }
         Err(keel_buffer_pool::PoolError::Unwritten { file, page_id }) if !created => {
             return Err(Error::Corruption {
@@ -481,7 +503,7 @@ fn catalog_root(p: &Parts<'_>) -> Result<PageId> {
         }
         Err(keel_buffer_pool::PoolError::Unwritten { .. }) => {
             let txn = pool.begin();
-            meta::init_meta(&txn, config.page_size)?;
+            meta::init_meta(&txn, config.page_size, log.salt())?;
             let root = {
                 let mut pages =
                     crate::table::TxnPages::new(&txn, writer.data_path(), config.page_size);
