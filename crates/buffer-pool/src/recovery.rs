@@ -594,6 +594,42 @@ impl BufferPool {
     }
 }
 
+/// The pages the recovered redo changes that it cannot rebuild by itself: their first record
+/// since the checkpoint is neither an image, nor an init (of a page not made a copy anywhere in
+/// the redo: a copy needs its source as it was), nor a free (which makes the content dead).
+/// Replay needs their disk copies, so a torn write of one during recovery is repaired only if
+/// the write was protected (doublewrite, atomic). In full-page-writes mode the redo begins
+/// every changed page with an image or an init, so there are none — unless the log was written
+/// in another mode (doublewrite, atomic, none), which logs no images.
+pub fn pages_redo_cannot_rebuild(groups: &[RecoveredGroup]) -> Vec<PageId> {
+    let copies: std::collections::HashSet<PageId> = groups
+        .iter()
+        .flat_map(|g| &g.records)
+        .filter_map(|r| match r {
+            Record::PageCopy { page_id, .. } => Some(*page_id),
+            _ => None,
+        })
+        .collect();
+    let mut first: HashMap<PageId, bool> = HashMap::new();
+    let mut out = Vec::new();
+    for r in groups.iter().flat_map(|g| &g.records) {
+        let Some(pid) = r.page_id() else { continue };
+        if first.contains_key(&pid) {
+            continue;
+        }
+        let rebuilds = match r {
+            Record::PageImage { .. } | Record::PageFree { .. } => true,
+            Record::PageInit { .. } => !copies.contains(&pid),
+            _ => false,
+        };
+        first.insert(pid, rebuilds);
+        if !rebuilds {
+            out.push(pid);
+        }
+    }
+    out
+}
+
 /// Where each page's redo rebuilds it (init, image, free: positions as (group, record), in log
 /// order), and which pages are made copies anywhere in the recovered redo.
 #[derive(Default)]

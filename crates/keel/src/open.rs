@@ -26,7 +26,7 @@ use crate::store::{Effective, Opened, RecoveryReport};
 use crate::{Error, Result, Store, LOG_DIR};
 use keel_btree::BTree;
 use keel_buffer_pool::{BufferPool, PageStore as PoolPageStore, PoolConfig};
-use keel_flush::{PageWriter, PageWriterConfig};
+use keel_flush::{PageWriter, PageWriterConfig, TornPageProtection};
 use keel_io::{FileSystem, LockGuard, LockMode, OsFs, ReadOnlyFs};
 use keel_page::{file_checkpoint, Lsn, PageId};
 use keel_redo_log::{LogOpenMode, RedoLog};
@@ -105,84 +105,67 @@ impl Store {
             ),
             other => Error::Log(other),
         })?;
-        let writer = Arc::new(PageWriter::open(
-            fs.clone(),
-            &dir,
-            PageWriterConfig {
-                page_size: config.page_size(),
-                checksum: config.checksum,
-                // Read-only: no page is ever written, and an existing doublewrite area is only
-                // read (opened for recovery, never formatted).
-                protection: if read_only {
-                    keel_flush::TornPageProtection::None
-                } else {
-                    config.protection()
+        // Full-page writes protect a page written during recovery only through the images its
+        // redo begins with. A log written in another mode (doublewrite, atomic writes, none)
+        // has none, so a power loss during the flush of the replayed pages could tear a page
+        // nothing can rebuild (crash matrix, recovering in another mode than the run's). Such a
+        // log is recovered under doublewrite protection and checkpointed; the configured mode
+        // then opens a store with nothing to replay (design invariant 11).
+        let unprotected =
+            if !read_only && matches!(config.protection(), TornPageProtection::FullPageWrites) {
+                keel_buffer_pool::recovery::pages_redo_cannot_rebuild(&recovered.groups).len()
+            } else {
+                0
+            };
+        let (pages, recovered_under) = if unprotected > 0 {
+            let under = TornPageProtection::Doublewrite {
+                batch_pages: config.doublewrite_batch,
+            };
+            let first = recover_pages(&fs, &dir, &config, under, &log, &recovered)?;
+            let PagesRecovered {
+                writer,
+                pool,
+                dw,
+                redo,
+                pages_flushed,
+                on_disk,
+            } = first;
+            drop(pool);
+            drop(writer);
+            let settled = keel_redo_log::Recovered {
+                groups: Vec::new(),
+                checkpoint_lsn: log.checkpoint_lsn(),
+                ..recovered.clone()
+            };
+            let second = recover_pages(&fs, &dir, &config, config.protection(), &log, &settled)?;
+            let note = format!(
+                "doublewrite: the log since the checkpoint holds no full page image of {unprotected} pages it changes (written in another mode), so they were replayed and written under doublewrite protection before full-page writes took over"
+            );
+            tracing::warn!(%note, "recovered under another protection");
+            (
+                PagesRecovered {
+                    dw,
+                    redo,
+                    pages_flushed,
+                    on_disk,
+                    ..second
                 },
-                init_on_flush_skip: config.init_on_flush_skip,
-                direct_io: config.direct_io,
-                // The doublewrite area records the store it belongs to: the log's salt.
-                store: log.salt(),
-            },
-            log.clone(),
-        )?);
-        // The data file against the log — the store its meta page records, and its checkpoint
-        // — before the doublewrite recovery writes anything into a data file that may not
-        // belong with this log; after it if page 0 was torn (then read as restored; the store
-        // is checked again on the recovered meta page by `catalog_root`).
-        let page0_read = writer.page0_on_disk().ok().map(|p| {
-            p.as_deref()
-                .map(|p| (meta::recorded_store(p), file_checkpoint(p)))
-        });
-        if let Some(page0) = page0_read {
-            meta::check_store(page0.and_then(|p| p.0), log.salt(), writer.data_path())?;
-            check_file_checkpoint(
-                &writer,
-                page0.and_then(|p| p.1),
-                &recovered,
-                config.accept_log_loss,
-            )?;
-        }
-        // A read-only open of a store that needs recovery recovers in memory: the doublewrite
-        // images are served to reads in place of their home pages and the redo is applied to
-        // pool pages, which stay dirty in memory (a read-only store has no cleaner or
-        // checkpointer, and eviction takes clean frames first). Nothing is written.
-        let dw = if read_only {
-            writer.recover_doublewrite_in_memory()?
+                Some(note),
+            )
         } else {
-            writer.recover_doublewrite()?
+            (
+                recover_pages(&fs, &dir, &config, config.protection(), &log, &recovered)?,
+                None,
+            )
         };
-        let on_disk = match page0_read {
-            Some(page0) => page0.and_then(|p| p.1),
-            None => {
-                let on_disk = writer.file_checkpoint_on_disk().ok().flatten();
-                check_file_checkpoint(&writer, on_disk, &recovered, config.accept_log_loss)?;
-                on_disk
-            }
-        };
-        let pool = Arc::new(BufferPool::new(
-            PoolConfig {
-                page_size: config.page_size(),
-                pool_bytes: config.pool_size,
-                version_budget: config.snapshot_budget,
-                ..PoolConfig::default()
-            },
-            writer.clone() as Arc<dyn PoolPageStore>,
-        )?);
-        group_room(&dir, &config, &recovered)?;
-        if read_only && !recovered.groups.is_empty() {
-            in_memory_room(&dir, &config, &recovered)?;
-        }
-        let redo = pool.apply_redo(recovered.checkpoint_lsn, &recovered.groups)?;
-        // A split's right half as a page copy (module `copy_deps` of the pool) where the log
-        // takes the record (format version 4 on) and the page writer never leaves a torn page
-        // that only redo could rebuild (doublewrite, atomic writes).
-        pool.set_page_copies(log.accepts_page_copies() && !read_only);
-        let mut pages_flushed = 0;
-        if !recovered.groups.is_empty() && !read_only {
-            pages_flushed = pool.flush_all()? as u64;
-            let c = pool.checkpoint_lsn(&log);
-            crate::checkpointer::record_checkpoint(&log, &writer, c)?;
-        }
+        let PagesRecovered {
+            writer,
+            pool,
+            dw,
+            redo,
+            pages_flushed,
+            on_disk,
+        } = pages;
         let resolved = writer.resolved();
         let probe = fs.capabilities(&dir).ok();
         let effective = Effective {
@@ -224,6 +207,7 @@ impl Store {
             duration_ms: t0.elapsed().as_secs_f64() * 1000.0,
             log_loss: recovered.log_loss.clone(),
             data_file_checkpoint: on_disk,
+            recovered_under,
         };
         if !created {
             tracing::info!(?recovery, "recovered");
@@ -242,6 +226,116 @@ impl Store {
             dir_lock,
         })
     }
+}
+
+/// What [`recover_pages`] leaves: the page writer and the pool, and what recovery did.
+struct PagesRecovered {
+    writer: Arc<PageWriter>,
+    pool: Arc<BufferPool>,
+    dw: keel_flush::DoublewriteRecovery,
+    redo: keel_buffer_pool::RedoApplyReport,
+    pages_flushed: u64,
+    on_disk: Option<Lsn>,
+}
+
+/// Opens the page writer with `protection` and the pool, checks the data file against the log,
+/// runs the doublewrite recovery and replays `recovered`; a read-write open then flushes the
+/// replayed pages and records a checkpoint.
+fn recover_pages(
+    fs: &Arc<dyn FileSystem>,
+    dir: &Path,
+    config: &Config,
+    protection: TornPageProtection,
+    log: &RedoLog,
+    recovered: &keel_redo_log::Recovered,
+) -> Result<PagesRecovered> {
+    let read_only = config.read_only;
+    let writer = Arc::new(PageWriter::open(
+        fs.clone(),
+        dir,
+        PageWriterConfig {
+            page_size: config.page_size(),
+            checksum: config.checksum,
+            // Read-only: no page is ever written, and an existing doublewrite area is only
+            // read (opened for recovery, never formatted).
+            protection: if read_only {
+                TornPageProtection::None
+            } else {
+                protection
+            },
+            init_on_flush_skip: config.init_on_flush_skip,
+            direct_io: config.direct_io,
+            // The doublewrite area records the store it belongs to: the log's salt.
+            store: log.salt(),
+        },
+        log.clone(),
+    )?);
+    // The data file against the log — the store its meta page records, and its checkpoint
+    // — before the doublewrite recovery writes anything into a data file that may not
+    // belong with this log; after it if page 0 was torn (then read as restored; the store
+    // is checked again on the recovered meta page by `catalog_root`).
+    let page0_read = writer.page0_on_disk().ok().map(|p| {
+        p.as_deref()
+            .map(|p| (meta::recorded_store(p), file_checkpoint(p)))
+    });
+    if let Some(page0) = page0_read {
+        meta::check_store(page0.and_then(|p| p.0), log.salt(), writer.data_path())?;
+        check_file_checkpoint(
+            &writer,
+            page0.and_then(|p| p.1),
+            recovered,
+            config.accept_log_loss,
+        )?;
+    }
+    // A read-only open of a store that needs recovery recovers in memory: the doublewrite
+    // images are served to reads in place of their home pages and the redo is applied to
+    // pool pages, which stay dirty in memory (a read-only store has no cleaner or
+    // checkpointer, and eviction takes clean frames first). Nothing is written.
+    let dw = if read_only {
+        writer.recover_doublewrite_in_memory()?
+    } else {
+        writer.recover_doublewrite()?
+    };
+    let on_disk = match page0_read {
+        Some(page0) => page0.and_then(|p| p.1),
+        None => {
+            let on_disk = writer.file_checkpoint_on_disk().ok().flatten();
+            check_file_checkpoint(&writer, on_disk, recovered, config.accept_log_loss)?;
+            on_disk
+        }
+    };
+    let pool = Arc::new(BufferPool::new(
+        PoolConfig {
+            page_size: config.page_size(),
+            pool_bytes: config.pool_size,
+            version_budget: config.snapshot_budget,
+            ..PoolConfig::default()
+        },
+        writer.clone() as Arc<dyn PoolPageStore>,
+    )?);
+    group_room(dir, config, recovered)?;
+    if read_only && !recovered.groups.is_empty() {
+        in_memory_room(dir, config, recovered)?;
+    }
+    let redo = pool.apply_redo(recovered.checkpoint_lsn, &recovered.groups)?;
+    // A split's right half as a page copy (module `copy_deps` of the pool) where the log
+    // takes the record (format version 4 on) and the page writer never leaves a torn page
+    // that only redo could rebuild (doublewrite, atomic writes).
+    pool.set_page_copies(log.accepts_page_copies() && !read_only);
+    let mut pages_flushed = 0;
+    if !recovered.groups.is_empty() && !read_only {
+        pages_flushed = pool.flush_all()? as u64;
+        let c = pool.checkpoint_lsn(log);
+        crate::checkpointer::record_checkpoint(log, &writer, c)?;
+    }
+    Ok(PagesRecovered {
+        writer,
+        pool,
+        dw,
+        redo,
+        pages_flushed,
+        on_disk,
+    })
 }
 
 /// Compares the file checkpoint page 0 records (`PageWriter::stamp_checkpoint`) with the

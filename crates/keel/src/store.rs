@@ -73,6 +73,12 @@ pub struct RecoveryReport {
     /// page 0 had no record (written before the field existed, or unreadable until recovery).
     #[serde(default)]
     pub data_file_checkpoint: Option<Lsn>,
+    /// The torn-page protection recovery wrote the replayed pages under, when it was not the
+    /// configured one, and why: a full-page-writes store whose log since the checkpoint was
+    /// written in another mode (no page images) is recovered under doublewrite (design
+    /// invariant 11). `None` when recovery used the configured protection.
+    #[serde(default)]
+    pub recovered_under: Option<String>,
 }
 
 /// The settings in force, including what `auto` chose and why.
