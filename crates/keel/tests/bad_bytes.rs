@@ -10,6 +10,8 @@
 //! the file of the same name from another store, or by that of a *twin*: a store with the same
 //! transactions but other values, whose LSNs and checkpoints agree) and reopens.
 //!
+//! A quarter of the cases reopen with another torn-page protection than the run had.
+//!
 //! The property: the store either refuses (an error at open or on a read), or returns exactly
 //! the acknowledged data — by get, forward scan and reverse scan — and keeps doing so after one
 //! more commit and a reopen. A panic, a silently shorter table, or a store re-created over the
@@ -499,7 +501,29 @@ fn run_case(seed: u64) -> Result<(Verdict, String), String> {
         .iter()
         .any(|(p, a, b)| *p == victim && lo < *b && *a < hi);
     damage(&post, &victim, &d)?;
-    let what = format!("{mode:?}, {ending:?}, {d:?} in {}", victim.display());
+    // A quarter of the cases reopen with another torn-page protection than the run's (each
+    // open may choose): the damage must be refused or harmless in that mode too. Its own
+    // generator, so the rest of each case is what the seed always gave.
+    let mut switch = Rng(seed ^ 0x5717_c40d_e000_0002);
+    let (cfg, reopened) = if switch.below(4) == 0 {
+        let m = [
+            TornPage::Doublewrite,
+            TornPage::FullPageWrites,
+            TornPage::Atomic,
+            TornPage::None,
+        ]
+        .into_iter()
+        .filter(|m| *m != mode)
+        .nth(switch.below(3) as usize)
+        .unwrap_or(mode);
+        (config(m), format!(", reopened in {m:?}"))
+    } else {
+        (cfg, String::new())
+    };
+    let what = format!(
+        "{mode:?}, {ending:?}, {d:?} in {}{reopened}",
+        victim.display()
+    );
     let fs2 = post.clone();
     let verdict = std::panic::catch_unwind(AssertUnwindSafe(|| -> Result<Verdict, String> {
         let store = match Store::open_with_fs(Arc::new(fs2.clone()), dir, cfg.clone()) {
