@@ -157,7 +157,8 @@ impl LogFileSet {
         if self.geo.preallocated {
             return Ok(());
         }
-        let later: Vec<u64> = self.open.range(i + 1..).map(|(k, _)| *k).collect();
+        // Newest first: a crash part-way leaves the files up to some index, never a gap.
+        let later: Vec<u64> = self.open.range(i + 1..).rev().map(|(k, _)| *k).collect();
         for k in later {
             self.open.remove(&k);
             self.fs.remove_file(&self.path(k))?;
@@ -227,6 +228,20 @@ impl BlockSource for FileSource<'_> {
 
     fn path_of(&self, n: u64) -> PathBuf {
         self.set.path(self.set.geo.location(n).0)
+    }
+
+    fn next_present(&self, n: u64) -> Option<u64> {
+        if self.set.geo.preallocated {
+            return None;
+        }
+        let (fi, _) = self.set.geo.location(n);
+        let b = self.set.geo.block as u64;
+        let (&j, _) = self
+            .set
+            .open
+            .range(fi.checked_add(1)?..)
+            .find(|(_, f)| f.len().is_ok_and(|len| len >= b))?;
+        j.checked_mul(self.set.geo.blocks_per_file)
     }
 }
 

@@ -37,6 +37,11 @@ pub(crate) trait BlockSource {
 
     /// The file holding block `n` (for errors).
     fn path_of(&self, n: u64) -> PathBuf;
+
+    /// Growing logs: the first block after `n` that a later file holds, when block `n` is
+    /// missing because its file is missing or cut short while a later file exists (a gap in
+    /// the middle of the log). `None` when nothing follows (or for preallocated files).
+    fn next_present(&self, n: u64) -> Option<u64>;
 }
 
 /// What the scan reports to its visitor.
@@ -297,7 +302,20 @@ fn look_past<S: BlockSource>(
     while m <= last {
         let b = match load(src, &geo, &mut raw, m, true)? {
             Ok(b) => b,
-            Err(BlockFault::Missing) => break,
+            // A growing log's file missing or cut short with a later file present: the gap
+            // is no torn tail (files are filled and created in order), so the later files are
+            // searched for proof too, as far past the gap as past a damaged block. Without
+            // this, a deleted middle file ended the log there silently, and the open then
+            // deleted the files after it with their acknowledged commits.
+            Err(BlockFault::Missing) => match src.next_present(m) {
+                Some(j) if j > m => {
+                    last = last.saturating_add(j - m);
+                    m = j;
+                    zero_run = 0;
+                    continue;
+                }
+                _ => break,
+            },
             // A block of an older lap (its checksum holds, its number or epoch is not this
             // lap's), past the damaged one: the writer never got here in this lap, and writes
             // are issued in block order, so nothing after it can have been synced later either.
@@ -590,5 +608,15 @@ impl BlockSource for ImageSource<'_> {
 
     fn path_of(&self, n: u64) -> PathBuf {
         PathBuf::from(format!("image {}", self.geo.location(n).0))
+    }
+
+    fn next_present(&self, n: u64) -> Option<u64> {
+        if self.geo.preallocated {
+            return None;
+        }
+        let (f, _) = self.geo.location(n);
+        let f = usize::try_from(f).ok()?;
+        let next = (f + 1..self.files.len()).find(|&j| self.files[j].len() >= self.geo.block)?;
+        (next as u64).checked_mul(self.geo.blocks_per_file)
     }
 }

@@ -261,3 +261,61 @@ fn a_version_3_log_refuses_page_copies() {
         assert_eq!(copies, usize::from(version == 4), "version {version}");
     }
 }
+
+/// A growing log's file deleted or cut short while later files exist is a corrupt middle too
+/// (files are filled and created in order, so a gap is no torn tail): refused naming the first
+/// missing block's file, with every file left in place; `accept_loss` opens and reports. The
+/// tests above damaged bytes inside one file only, and a deleted middle file used to end the
+/// log at the gap silently (the search for proof stopped at the first missing block), after
+/// which the open deleted the files past it as a torn tail.
+#[test]
+fn a_growing_log_missing_or_cutting_short_a_file_is_refused() {
+    for block in [LogBlockSize::B512, LogBlockSize::B4096] {
+        let files = LogFiles::Growing {
+            file_size: 64 << 10,
+        };
+        let c = cfg(block, files);
+        for (victim, cut) in [(0u64, false), (1, false), (2, false), (1, true)] {
+            let fs = SimFs::new(SimConfig::seeded(9));
+            let dir = Path::new("/log");
+            write(&fs, dir, &c, 1200);
+            let names = |fs: &SimFs| {
+                let mut v: Vec<_> = fs
+                    .files()
+                    .unwrap()
+                    .into_iter()
+                    .filter(|p| p.to_string_lossy().contains("log.0"))
+                    .collect();
+                v.sort();
+                v
+            };
+            let before = names(&fs);
+            assert!(before.len() >= 5, "{} files", before.len());
+            let path = dir.join(format!("log.{victim:010}"));
+            if cut {
+                let f = fs.open(&path, &OpenOptions::new(FileClass::Other)).unwrap();
+                f.set_len(f.len().unwrap() / 2).unwrap();
+                f.sync_all().unwrap();
+            } else {
+                fs.remove_file(&path).unwrap();
+            }
+            let left = names(&fs);
+            let what = format!(
+                "{block:?}, file {victim} {}",
+                if cut { "cut" } else { "deleted" }
+            );
+            match open(&fs, dir, &c, false) {
+                Err(LogError::CorruptMiddle { path: p, .. }) => assert_eq!(p, path, "{what}"),
+                Err(e) => panic!("{what}: expected CorruptMiddle, got {e}"),
+                Ok(r) => panic!(
+                    "{what}: opened with {} groups; end: {}",
+                    r.groups.len(),
+                    r.end_reason
+                ),
+            }
+            assert_eq!(names(&fs), left, "{what}: the refused open removed files");
+            let r = open(&fs, dir, &c, true).unwrap();
+            assert!(r.log_loss.is_some(), "{what}");
+        }
+    }
+}
