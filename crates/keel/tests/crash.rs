@@ -7,8 +7,9 @@
 //! reordered. Then it reopens (recovery) and checks that the table equals the model at some
 //! commit point no earlier than the last acknowledged commit. In `none` mode a torn page may be
 //! reported as corruption — never returned as data. A quarter of the cases lose power a second
-//! time during the first recovery, at one of its first 60 mutating calls, and a quarter recover
-//! with another torn-page protection and doublewrite batch than the run had.
+//! time during the first recovery, at one of its first 60 mutating calls, a quarter recover
+//! with another torn-page protection and doublewrite batch than the run had, and a quarter keep
+//! their log in growing files.
 //!
 //! Transactions are exclusive or concurrent by the seed, and a second concurrent transaction
 //! held open across others commits between them or inside one, or is refused with a conflict
@@ -111,6 +112,8 @@ struct Totals {
     /// Cases recovered with another torn-page protection (and doublewrite batch) than the
     /// run's.
     mode_switches: u64,
+    /// Cases whose log is in growing files.
+    growing_logs: u64,
 }
 
 static TOTALS: std::sync::Mutex<Option<Totals>> = std::sync::Mutex::new(None);
@@ -151,6 +154,14 @@ fn run_case_knob(case: Case, ignore_copy_order: bool) -> Result<Outcome, String>
     // Its own generator, so the other choices are those the seed always gave.
     if Rng(case.seed ^ 0x636b_7074).below(2) == 0 {
         cfg.checkpoint_interval = Duration::from_secs(3600);
+    }
+    // A quarter of the cases keep their log in growing files (32 KiB each, so files are
+    // created, filled and deleted behind the checkpoint all through the run). Its own generator
+    // too.
+    if Rng(case.seed ^ 0x6706_1e00_0000_0005).below(4) == 0 {
+        cfg.log_files = keel::LogFileMode::Growing;
+        cfg.log_file_size = 32 * 1024;
+        add_totals(|t| t.growing_logs += 1);
     }
     let store = Store::open_with_fs(Arc::new(fs.clone()), dir, cfg.clone())
         .map_err(|e| format!("first open: {e}"))?;
