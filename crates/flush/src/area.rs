@@ -328,7 +328,12 @@ impl DoublewriteArea {
             return Ok(());
         };
         if st.on_disk != Some(g) || st.on_disk_store != self.store {
+            // The old area is emptied durably first: a crash while the new one is written must
+            // not leave a zeroed header beside the old slots' bytes, which `scan` refuses as a
+            // damaged header hiding images (crash matrix, reopening with another batch size:
+            // the store could not be opened again).
             self.file.set_len(0)?;
+            self.file.sync_all()?;
             preallocate(&*self.file, g.file_len(), Preallocation::Zeroed)?;
             self.file.write_all_at(&g.encode_header(self.store), 0)?;
             self.file.sync_all()?;

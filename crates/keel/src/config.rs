@@ -88,7 +88,10 @@ pub struct Config {
     /// Bytes of the in-memory log buffer.
     #[serde(with = "human::size_usize")]
     pub log_buffer_size: usize,
-    /// Page checksum algorithm. Fixed at creation.
+    /// Page checksum algorithm. Fixed at creation. `Checksum::None` detects no damaged byte,
+    /// and a page torn between its first and last sector passes for whole: the torn-page
+    /// protections still repair such a page (the doublewrite recovery compares bytes, and no
+    /// page skips the protection), but with `torn_page = None` it goes undetected.
     pub checksum: Checksum,
     /// What a commit waits for.
     pub durability: Durability,

@@ -114,6 +114,8 @@ struct Totals {
     mode_switches: u64,
     /// Cases whose log is in growing files.
     growing_logs: u64,
+    /// Cases with the legacy page checksum or none.
+    other_checksums: u64,
 }
 
 static TOTALS: std::sync::Mutex<Option<Totals>> = std::sync::Mutex::new(None);
@@ -139,6 +141,17 @@ fn run_case(case: Case) -> Result<Outcome, String> {
 /// [`run_case`], with the pool's `ignore_copy_order` knob set as given (a left half may reach
 /// disk before its page copy: the matrix must notice).
 fn run_case_knob(case: Case, ignore_copy_order: bool) -> Result<Outcome, String> {
+    let mut notes = String::new();
+    run_case_noted(case, ignore_copy_order, &mut notes).map_err(|e| format!("{e} [{notes}]"))
+}
+
+/// [`run_case_knob`], writing the choices the seed made beyond `case` into `notes` (named in a
+/// failure).
+fn run_case_noted(
+    case: Case,
+    ignore_copy_order: bool,
+    notes: &mut String,
+) -> Result<Outcome, String> {
     let mut rng = Rng(case.seed);
     let fs = SimFs::new(
         SimConfig::seeded(case.seed)
@@ -162,6 +175,16 @@ fn run_case_knob(case: Case, ignore_copy_order: bool) -> Result<Outcome, String>
         cfg.log_files = keel::LogFileMode::Growing;
         cfg.log_file_size = 32 * 1024;
         add_totals(|t| t.growing_logs += 1);
+        notes.push_str("growing log; ");
+    }
+    // A quarter of the cases of a protected mode use the slow legacy checksum or none at all:
+    // a torn page must then be repaired by the protection alone (a page torn between its first
+    // and last sector passes every check without a checksum). Unprotected runs keep CRC-32C.
+    let mut sums = Rng(case.seed ^ 0xc4ec_c500_0000_0006);
+    if case.mode != TornPage::None && sums.below(4) == 0 {
+        cfg.checksum = [keel::Checksum::Legacy, keel::Checksum::None][sums.below(2) as usize];
+        add_totals(|t| t.other_checksums += 1);
+        notes.push_str(&format!("checksum {:?}; ", cfg.checksum));
     }
     let store = Store::open_with_fs(Arc::new(fs.clone()), dir, cfg.clone())
         .map_err(|e| format!("first open: {e}"))?;
@@ -429,7 +452,14 @@ fn run_case_knob(case: Case, ignore_copy_order: bool) -> Result<Outcome, String>
         .filter(|m| *m != case.mode)
         .nth(switch.below(3) as usize)
         .unwrap_or(case.mode);
+        // Without a checksum a torn page can pass for whole: never recovered unprotected.
+        let mode = if mode == TornPage::None && cfg.checksum == keel::Checksum::None {
+            TornPage::Doublewrite
+        } else {
+            mode
+        };
         add_totals(|t| t.mode_switches += 1);
+        notes.push_str(&format!("recovered in {mode:?}; "));
         Config {
             torn_page: mode,
             doublewrite_batch: [1, 4, 8, 16][switch.below(4) as usize],
@@ -469,6 +499,7 @@ fn run_case_knob(case: Case, ignore_copy_order: bool) -> Result<Outcome, String>
         let post2 = post.crash_or_crashed_into();
         drop(attempt);
         add_totals(|t| t.recovery_crashes += 1);
+        notes.push_str("power lost during recovery; ");
         post2
     } else {
         post

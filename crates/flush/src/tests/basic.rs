@@ -485,3 +485,41 @@ fn the_file_checkpoint_is_stamped_durably_and_kept_by_later_writes() {
         assert_eq!(w.file_checkpoint_on_disk().unwrap(), None, "{mode:?}");
     }
 }
+
+/// Without a page checksum no page skips the protection, rebuildable or not: a torn write of it
+/// could pass every check (header and trailer LSN agree), and recovery reads a pending page
+/// copy's disk copy rather than rebuilding it. With a checksum, rebuildable pages skip it.
+#[test]
+fn without_a_checksum_no_page_skips_the_protection() {
+    for protection in [
+        TornPageProtection::Doublewrite { batch_pages: 4 },
+        TornPageProtection::Atomic,
+    ] {
+        for (checksum, skipped) in [
+            (keel_page::Checksum::Crc32c, 1),
+            (keel_page::Checksum::Legacy, 1),
+            (keel_page::Checksum::None, 0),
+        ] {
+            let shared = Shared::new();
+            let config = PageWriterConfig {
+                checksum,
+                ..cfg(protection)
+            };
+            let fs = keel_io::SimFs::new(keel_io::SimConfig::seeded(1).hardware_atomic());
+            let w = PageWriter::open(
+                Arc::new(fs),
+                Path::new("/db"),
+                config,
+                FakeLog(shared.clone()),
+            )
+            .unwrap();
+            w.recover_doublewrite().unwrap();
+            write_v(&w, &[5], 10, 1, true);
+            assert_eq!(
+                w.stats().pages_skipped_protection,
+                skipped,
+                "{protection:?} {checksum:?}"
+            );
+        }
+    }
+}
