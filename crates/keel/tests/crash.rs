@@ -8,8 +8,9 @@
 //! commit point no earlier than the last acknowledged commit. In `none` mode a torn page may be
 //! reported as corruption — never returned as data. A quarter of the cases lose power a second
 //! time during the first recovery, at one of its first 60 mutating calls, a quarter recover
-//! with another torn-page protection and doublewrite batch than the run had, and a quarter keep
-//! their log in growing files.
+//! with another torn-page protection and doublewrite batch than the run had, a quarter keep
+//! their log in growing files, a quarter of the protected ones run with the legacy checksum or
+//! none, a quarter use 8 or 16 KiB pages, and the log's sync method is any of the four.
 //!
 //! Transactions are exclusive or concurrent by the seed, and a second concurrent transaction
 //! held open across others commits between them or inside one, or is refused with a conflict
@@ -116,6 +117,8 @@ struct Totals {
     growing_logs: u64,
     /// Cases with the legacy page checksum or none.
     other_checksums: u64,
+    /// Cases with 8 or 16 KiB pages.
+    large_pages: u64,
 }
 
 static TOTALS: std::sync::Mutex<Option<Totals>> = std::sync::Mutex::new(None);
@@ -176,6 +179,32 @@ fn run_case_noted(
         cfg.log_file_size = 32 * 1024;
         add_totals(|t| t.growing_logs += 1);
         notes.push_str("growing log; ");
+    }
+    // Every sync method of the log (the default is fdatasync), and a quarter of the cases with
+    // 8 or 16 KiB pages (so a page is several 4 KiB sectors, and a full page image or a
+    // doublewrite slot several times larger), the pool and log scaled with them. Their own
+    // generator too.
+    let mut more = Rng(case.seed ^ 0x5e7c_0000_0000_0007);
+    cfg.log_sync = [
+        keel::SyncMethod::Fdatasync,
+        keel::SyncMethod::Fsync,
+        keel::SyncMethod::ODsync,
+        keel::SyncMethod::ODirect,
+    ][more.below(4) as usize];
+    // O_DIRECT needs log blocks of at least the device's sector.
+    if cfg.log_sync == keel::SyncMethod::ODirect && case.log_block < case.sector {
+        cfg.log_sync = keel::SyncMethod::Fdatasync;
+    }
+    if cfg.log_sync != keel::SyncMethod::Fdatasync {
+        notes.push_str(&format!("log sync {:?}; ", cfg.log_sync));
+    }
+    if more.below(4) == 0 {
+        let ps = [8192, 16384][more.below(2) as usize];
+        cfg.page_size = ps;
+        cfg.pool_size = 24 * ps;
+        cfg.log_file_size = 96 * 1024 * (ps as u64 / 4096);
+        add_totals(|t| t.large_pages += 1);
+        notes.push_str(&format!("{} KiB pages; ", ps / 1024));
     }
     // A quarter of the cases of a protected mode use the slow legacy checksum or none at all:
     // a torn page must then be repaired by the protection alone (a page torn between its first
@@ -508,7 +537,7 @@ fn run_case_noted(
     // recovery must either work in it or be refused naming the pool_size it needs, and then
     // work with the run's own pool.
     let small_pool = Config {
-        pool_size: 16 * 4096,
+        pool_size: 16 * cfg.page_size,
         ..cfg.clone()
     };
     let first = if rng.below(3) == 0 {
