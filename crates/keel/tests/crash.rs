@@ -10,7 +10,9 @@
 //! time during the first recovery, at one of its first 60 mutating calls, a quarter recover
 //! with another torn-page protection and doublewrite batch than the run had, a quarter keep
 //! their log in growing files, a quarter of the protected ones run with the legacy checksum or
-//! none, a quarter use 8 or 16 KiB pages, and the log's sync method is any of the four.
+//! none, a quarter use 8 or 16 KiB pages, a quarter commit without waiting for the sync
+//! (`Buffered`, `Lazy`: then any prefix of the commits will do), and the log's sync method is
+//! any of the four.
 //!
 //! Transactions are exclusive or concurrent by the seed, and a second concurrent transaction
 //! held open across others commits between them or inside one, or is refused with a conflict
@@ -119,6 +121,10 @@ struct Totals {
     other_checksums: u64,
     /// Cases with 8 or 16 KiB pages.
     large_pages: u64,
+    /// Cases whose commits do not wait for the sync (`Buffered`, `Lazy`).
+    unsynced_commits: u64,
+    /// ... that recovered an earlier commit point than the last commit that returned.
+    unsynced_commits_lost: u64,
 }
 
 static TOTALS: std::sync::Mutex<Option<Totals>> = std::sync::Mutex::new(None);
@@ -205,6 +211,19 @@ fn run_case_noted(
         cfg.log_file_size = 96 * 1024 * (ps as u64 / 4096);
         add_totals(|t| t.large_pages += 1);
         notes.push_str(&format!("{} KiB pages; ", ps / 1024));
+    }
+    // A quarter of the cases commit without waiting for the sync (`Buffered`: the group is in
+    // the OS; `Lazy`: not even that), the log synced every 1-5 ms: power lost then may lose the
+    // newest commits, but recovery must still give a prefix of them (no hole, no part of a
+    // transaction).
+    let lazy = more.below(4) == 0;
+    let lazy_durability = [Durability::Buffered, Durability::Lazy][more.below(2) as usize];
+    let lazy_interval = Duration::from_millis(1 + more.below(5));
+    if lazy {
+        cfg.durability = lazy_durability;
+        cfg.flush_interval = lazy_interval;
+        add_totals(|t| t.unsynced_commits += 1);
+        notes.push_str(&format!("{lazy_durability:?} commits; "));
     }
     // A quarter of the cases of a protected mode use the slow legacy checksum or none at all:
     // a torn page must then be repaired by the protection alone (a page torn between its first
@@ -597,8 +616,13 @@ fn run_case_noted(
             ));
         }
     }
-    for k in (acked..snapshots.len()).rev() {
+    // Commits that did not wait for the sync may be lost, newest first: any prefix will do.
+    let floor = if lazy { 0 } else { acked };
+    for k in (floor..snapshots.len()).rev() {
         if snapshots[k] == got {
+            if k < acked {
+                add_totals(|t| t.unsynced_commits_lost += 1);
+            }
             return Ok(Outcome::Recovered(k));
         }
     }
