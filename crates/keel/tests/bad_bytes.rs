@@ -10,8 +10,9 @@
 //! the file of the same name from another store, or by that of a *twin*: a store with the same
 //! transactions but other values, whose LSNs and checkpoints agree) and reopens.
 //!
-//! A quarter of the cases reopen with another torn-page protection than the run had, and a
-//! quarter keep their log in growing files.
+//! A quarter of the cases reopen with another torn-page protection than the run had, a quarter
+//! keep their log in growing files, a quarter use 8 or 16 KiB pages, and a quarter the legacy
+//! page checksum.
 //!
 //! The property: the store either refuses (an error at open or on a read), or returns exactly
 //! the acknowledged data — by get, forward scan and reverse scan — and keeps doing so after one
@@ -438,6 +439,18 @@ fn run_case(seed: u64) -> Result<(Verdict, String), String> {
         cfg.log_files = keel::LogFileMode::Growing;
         cfg.log_file_size = 32 * 1024;
     }
+    // A quarter use 8 or 16 KiB pages, and a quarter the legacy page checksum (never none: a
+    // flipped bit would then be undetectable by construction).
+    let mut shape = Rng(seed ^ 0x5a9e_0000_0000_0005);
+    if shape.below(4) == 0 {
+        cfg.page_size = [8192, 16384][shape.below(2) as usize];
+        cfg.pool_size = 48 * cfg.page_size;
+        // Full page images grow with the page: the log too.
+        cfg.log_file_size *= cfg.page_size as u64 / 4096;
+    }
+    if shape.below(4) == 0 {
+        cfg.checksum = keel::Checksum::Legacy;
+    }
     let store = Store::open_with_fs(Arc::new(fs.clone()), dir, cfg.clone())
         .map_err(|e| format!("first open: {e}"))?;
     let mut model = Model::new();
@@ -538,8 +551,10 @@ fn run_case(seed: u64) -> Result<(Verdict, String), String> {
         (cfg, String::new())
     };
     let what = format!(
-        "{mode:?}, {:?} log, {ending:?}, {d:?} in {}{reopened}",
+        "{mode:?}, {:?} log, {} KiB pages, {:?}, {ending:?}, {d:?} in {}{reopened}",
         cfg.log_files,
+        cfg.page_size / 1024,
+        cfg.checksum,
         victim.display()
     );
     let fs2 = post.clone();
