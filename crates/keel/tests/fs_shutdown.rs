@@ -35,7 +35,11 @@
 //! the crash moment (also during the store's creation) and the style from a seed; a failure
 //! prints its round, and `KEEL_FS_SHUTDOWN_SEED` replays it (the timing within it varies).
 //!
+//! A quarter of the rounds use 16 KiB pages, and a quarter recover in another torn-page mode than
+//! the run's.
+//!
 //! Root only (loop mounts); otherwise each test prints `SKIPPED: <reason>`.
+//!
 //! `KEEL_FS_SHUTDOWN_ROUNDS` sets the rounds per file system (default 16),
 //! `KEEL_FS_SHUTDOWN_SEED` the first seed (default 1).
 
@@ -128,6 +132,11 @@ struct Round {
     /// Shut the file system down again this many microseconds into the first recovery (then
     /// unmount, mount and recover once more); `None`: one recovery.
     recovery_shutdown_us: Option<u64>,
+    /// Page size (4 or 16 KiB).
+    page_size: usize,
+    /// The torn-page protection the recoveries open with (another than the run's in a quarter
+    /// of the rounds).
+    recover_mode: TornPage,
 }
 
 impl Round {
@@ -161,6 +170,22 @@ impl Round {
         // Its own generator, so the other choices are what the seed always gave.
         let mut again = Rng(seed ^ 0x5eed_2ec0_0000_0001);
         let recovery_shutdown_us = (again.below(3) == 0).then(|| again.below(4_000));
+        // And another: 16 KiB pages in a quarter of the rounds, recovery in another mode in a
+        // quarter.
+        let mut shape = Rng(seed ^ 0x5a9e_0000_0000_0008);
+        let page_size = if shape.below(4) == 0 { 16384 } else { 4096 };
+        let recover_mode = if shape.below(4) == 0 {
+            modes[shape.below(modes.len() as u64) as usize]
+        } else {
+            mode
+        };
+        // Atomic writes of a 16 KiB page need a device that does them; the loop device's
+        // atomic unit is 4 KiB.
+        let page_size = if mode == TornPage::Atomic || recover_mode == TornPage::Atomic {
+            4096
+        } else {
+            page_size
+        };
         Round {
             fs,
             seed,
@@ -175,21 +200,31 @@ impl Round {
             writers,
             concurrent,
             recovery_shutdown_us,
+            page_size,
+            recover_mode,
+        }
+    }
+
+    /// The configuration the recoveries open with: the run's, in `recover_mode`.
+    fn recovery_config(&self) -> Config {
+        Config {
+            torn_page: self.recover_mode,
+            ..self.config(true)
         }
     }
 
     fn config(&self, create: bool) -> Config {
         Config {
-            page_size: 4096,
+            page_size: self.page_size,
             // 64 pages: the table (~2,000 rows of up to 400 bytes) does not fit, so the cleaner
             // and eviction write pages between checkpoints.
-            pool_size: 64 * 4096,
+            pool_size: 64 * self.page_size,
             torn_page: self.mode,
             doublewrite_batch: 8,
             log_files: self.log_files,
             log_sync: self.log_sync,
             // Small files: checkpoints under log pressure and wrap-around within a round.
-            log_file_size: 256 * 1024,
+            log_file_size: 256 * 1024 * (self.page_size as u64 / 4096),
             log_file_count: 2,
             log_buffer_size: 64 * 1024,
             durability: Durability::Sync,
@@ -360,7 +395,7 @@ fn round(r: &Round, base: &Path, tally: &mut Tally) -> Result<(), String> {
     // restores, the flush of replayed pages, the checkpoint it records on page 0 and in the log,
     // the log's restart), as the crash matrix does on SimFs: what had to survive still must.
     if let Some(us) = r.recovery_shutdown_us {
-        let (dir, cfg) = (store_dir.clone(), r.config(true));
+        let (dir, cfg) = (store_dir.clone(), r.recovery_config());
         let opener = std::thread::spawn(move || Store::open(&dir, cfg));
         std::thread::sleep(Duration::from_micros(us));
         let shut = mnt.shut_down();
@@ -374,7 +409,7 @@ fn round(r: &Round, base: &Path, tally: &mut Tally) -> Result<(), String> {
         mnt.unmount()?;
         mnt.mount()?;
     }
-    let store = match Store::open(&store_dir, r.config(true)) {
+    let store = match Store::open(&store_dir, r.recovery_config()) {
         Ok(s) => s,
         Err(e) if last_ack.iter().all(|&a| a == 0) => {
             // A creation cut short is finished by the next open (docs/format.md, "How a store is
