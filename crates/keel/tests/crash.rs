@@ -11,8 +11,9 @@
 //! with another torn-page protection and doublewrite batch than the run had, a quarter keep
 //! their log in growing files, a quarter of the protected ones run with the legacy checksum or
 //! none, a quarter use 8 or 16 KiB pages, a quarter commit without waiting for the sync
-//! (`Buffered`, `Lazy`: then any prefix of the commits will do), and the log's sync method is
-//! any of the four.
+//! (`Buffered`, `Lazy`: then any prefix of the commits will do), the log's sync method is any
+//! of the four, and the init-on-flush skip, group-commit delay, write-ahead size and log buffer
+//! are drawn too.
 //!
 //! Transactions are exclusive or concurrent by the seed, and a second concurrent transaction
 //! held open across others commits between them or inside one, or is refused with a conflict
@@ -219,6 +220,28 @@ fn run_case_noted(
     let lazy = more.below(4) == 0;
     let lazy_durability = [Durability::Buffered, Durability::Lazy][more.below(2) as usize];
     let lazy_interval = Duration::from_millis(1 + more.below(5));
+    // And the rest of the log and flush settings a user may choose: no init-on-flush skip (¼),
+    // a group-commit delay (⅛), another write-ahead size (⅔), a larger log buffer (¼).
+    let no_skip = more.below(4) == 0;
+    let delay = more.below(8) == 0;
+    let write_ahead = [0usize, 4096, 16384][more.below(3) as usize];
+    let big_buffer = more.below(4) == 0;
+    if no_skip {
+        cfg.init_on_flush_skip = false;
+        notes.push_str("no init-on-flush skip; ");
+    }
+    if delay {
+        cfg.group_commit_delay = Duration::from_micros(100);
+        notes.push_str("group commit delay; ");
+    }
+    if write_ahead != 4096 {
+        cfg.write_ahead_size = write_ahead;
+        notes.push_str(&format!("write-ahead {write_ahead}; "));
+    }
+    if big_buffer {
+        cfg.log_buffer_size = 256 * 1024;
+        notes.push_str("256 KiB log buffer; ");
+    }
     if lazy {
         cfg.durability = lazy_durability;
         cfg.flush_interval = lazy_interval;
