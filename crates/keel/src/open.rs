@@ -122,16 +122,11 @@ impl Store {
                 batch_pages: config.doublewrite_batch,
             };
             let first = recover_pages(&fs, &dir, &config, under, &log, &recovered)?;
-            let PagesRecovered {
-                writer,
-                pool,
-                dw,
-                redo,
-                pages_flushed,
-                on_disk,
-            } = first;
-            drop(pool);
-            drop(writer);
+            // The doublewrite pass is done: its writer and pool go (the report of what it did
+            // stays), and the configured mode opens a store with nothing left to replay.
+            let done = first.done;
+            drop(first.pool);
+            drop(first.writer);
             let settled = keel_redo_log::Recovered {
                 groups: Vec::new(),
                 checkpoint_lsn: log.checkpoint_lsn(),
@@ -142,16 +137,7 @@ impl Store {
                 "doublewrite: the log since the checkpoint holds no full page image of {unprotected} pages it changes (written in another mode), so they were replayed and written under doublewrite protection before full-page writes took over"
             );
             tracing::warn!(%note, "recovered under another protection");
-            (
-                PagesRecovered {
-                    dw,
-                    redo,
-                    pages_flushed,
-                    on_disk,
-                    ..second
-                },
-                Some(note),
-            )
+            (PagesRecovered { done, ..second }, Some(note))
         } else {
             (
                 recover_pages(&fs, &dir, &config, config.protection(), &log, &recovered)?,
@@ -161,10 +147,13 @@ impl Store {
         let PagesRecovered {
             writer,
             pool,
-            dw,
-            redo,
-            pages_flushed,
-            on_disk,
+            done:
+                RecoveryDone {
+                    dw,
+                    redo,
+                    pages_flushed,
+                    on_disk,
+                },
         } = pages;
         let resolved = writer.resolved();
         let probe = fs.capabilities(&dir).ok();
@@ -232,6 +221,11 @@ impl Store {
 struct PagesRecovered {
     writer: Arc<PageWriter>,
     pool: Arc<BufferPool>,
+    done: RecoveryDone,
+}
+
+/// What a [`recover_pages`] pass did, for the [`RecoveryReport`].
+struct RecoveryDone {
     dw: keel_flush::DoublewriteRecovery,
     redo: keel_buffer_pool::RedoApplyReport,
     pages_flushed: u64,
@@ -331,10 +325,12 @@ fn recover_pages(
     Ok(PagesRecovered {
         writer,
         pool,
-        dw,
-        redo,
-        pages_flushed,
-        on_disk,
+        done: RecoveryDone {
+            dw,
+            redo,
+            pages_flushed,
+            on_disk,
+        },
     })
 }
 

@@ -46,6 +46,14 @@ use std::time::Duration;
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
+/// Every torn-page protection (`Auto` is one of the others).
+const MODES: [TornPage; 4] = [
+    TornPage::Doublewrite,
+    TornPage::FullPageWrites,
+    TornPage::Atomic,
+    TornPage::None,
+];
+
 #[derive(Clone, Copy, Debug)]
 enum Ending {
     Close,
@@ -422,12 +430,7 @@ enum Verdict {
 /// Ok: refused, intact or a tail loss; Err: a silent wrong answer or a panic.
 fn run_case(seed: u64) -> Result<(Verdict, String), String> {
     let mut rng = Rng(seed);
-    let mode = [
-        TornPage::Doublewrite,
-        TornPage::FullPageWrites,
-        TornPage::Atomic,
-        TornPage::None,
-    ][rng.below(4) as usize];
+    let mode = MODES[rng.below(4) as usize];
     let fs = SimFs::new(SimConfig::seeded(seed).hardware_atomic());
     let dir = Path::new("/db");
     // A quarter of the cases keep their log in growing files (32 KiB each, so a case spans
@@ -530,16 +533,7 @@ fn run_case(seed: u64) -> Result<(Verdict, String), String> {
     // generator, so the rest of each case is what the seed always gave.
     let mut switch = Rng(seed ^ 0x5717_c40d_e000_0002);
     let (cfg, reopened) = if switch.below(4) == 0 {
-        let m = [
-            TornPage::Doublewrite,
-            TornPage::FullPageWrites,
-            TornPage::Atomic,
-            TornPage::None,
-        ]
-        .into_iter()
-        .filter(|m| *m != mode)
-        .nth(switch.below(3) as usize)
-        .unwrap_or(mode);
+        let m = switch.other(&MODES, mode);
         (
             Config {
                 torn_page: m,

@@ -513,16 +513,15 @@ fn run_case_noted(
     // either the run or the recovery was unprotected.
     let mut switch = Rng(case.seed ^ 0x5717_c40d_e000_0001);
     let cfg = if switch.below(4) == 0 {
-        let mode = [
-            TornPage::Doublewrite,
-            TornPage::FullPageWrites,
-            TornPage::Atomic,
-            TornPage::None,
-        ]
-        .into_iter()
-        .filter(|m| *m != case.mode)
-        .nth(switch.below(3) as usize)
-        .unwrap_or(case.mode);
+        let mode = switch.other(
+            &[
+                TornPage::Doublewrite,
+                TornPage::FullPageWrites,
+                TornPage::Atomic,
+                TornPage::None,
+            ],
+            case.mode,
+        );
         // Without a checksum a torn page can pass for whole: never recovered unprotected.
         let mode = if mode == TornPage::None && cfg.checksum == keel::Checksum::None {
             TornPage::Doublewrite

@@ -104,17 +104,19 @@ struct Totals {
     large_pages: u64,
 }
 
+/// The protected torn-page modes.
+const MODES: [TornPage; 3] = [
+    TornPage::Doublewrite,
+    TornPage::FullPageWrites,
+    TornPage::Atomic,
+];
+
 fn config(r: &mut Rng) -> Config {
-    let modes = [
-        TornPage::Doublewrite,
-        TornPage::FullPageWrites,
-        TornPage::Atomic,
-    ];
     Config {
         page_size: 4096,
         // 24 pages: the cleaner and eviction write pages all the time.
         pool_size: 24 * 4096,
-        torn_page: modes[r.below(3) as usize],
+        torn_page: MODES[r.below(3) as usize],
         doublewrite_batch: 8,
         log_file_size: 256 * 1024,
         log_file_count: 2,
@@ -283,16 +285,7 @@ fn run_case(seed: u64, totals: &mut Totals) -> Result<(), String> {
     let run_mode = cfg.torn_page;
     let cfg = if switch.below(4) == 0 {
         totals.mode_switches += 1;
-        let modes = [
-            TornPage::Doublewrite,
-            TornPage::FullPageWrites,
-            TornPage::Atomic,
-        ];
-        let m = modes
-            .into_iter()
-            .filter(|m| *m != run_mode)
-            .nth(switch.below(2) as usize)
-            .unwrap_or(run_mode);
+        let m = switch.other(&MODES, run_mode);
         Config {
             torn_page: m,
             ..cfg

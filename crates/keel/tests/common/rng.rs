@@ -21,4 +21,13 @@ impl Rng {
     pub fn below(&mut self, n: u64) -> u64 {
         self.next() % n.max(1)
     }
+
+    /// One of `among` other than `not` (`not` itself if there is no other).
+    pub fn other<T: PartialEq + Copy>(&mut self, among: &[T], not: T) -> T {
+        let others: Vec<T> = among.iter().copied().filter(|x| *x != not).collect();
+        others
+            .get(self.below(others.len() as u64) as usize)
+            .copied()
+            .unwrap_or(not)
+    }
 }
