@@ -69,8 +69,11 @@ impl Store {
     /// when there is no store and `create` is false (or `read_only`); [`Error::IncompleteStore`]
     /// when a piece of an existing store is missing; [`Error::NeedsRecovery`] for a read-only
     /// open of a store that needs more recovery than its pool can hold in memory;
-    /// [`Error::Config`] for a pool too small for the largest transaction recovery replays; [`Error::Config`] for settings that do not match the
-    /// store; corruption and I/O errors from recovery.
+    /// [`Error::Config`] for a pool too small for the largest transaction recovery replays, or
+    /// for settings that do not match the store; [`Error::Format`] for a data file whose meta
+    /// page records another store than the log's, and [`Error::Recovery`] for a data file and a
+    /// log of different moments (design invariants 9 and 10); corruption and I/O errors from
+    /// recovery.
     pub fn open_with_fs(
         fs: Arc<dyn FileSystem>,
         dir: impl AsRef<Path>,
