@@ -35,8 +35,8 @@
 //! the crash moment (also during the store's creation) and the style from a seed; a failure
 //! prints its round, and `KEEL_FS_SHUTDOWN_SEED` replays it (the timing within it varies).
 //!
-//! A quarter of the rounds use 16 KiB pages, and a quarter recover in another torn-page mode than
-//! the run's.
+//! A quarter of the rounds use 16 KiB pages, a quarter recover in another torn-page mode than the
+//! run's, and a quarter write the data file through the page cache (not `O_DIRECT`).
 //!
 //! Root only (loop mounts); otherwise each test prints `SKIPPED: <reason>`.
 //!
@@ -137,6 +137,8 @@ struct Round {
     /// The torn-page protection the recoveries open with (another than the run's in a quarter
     /// of the rounds).
     recover_mode: TornPage,
+    /// The data file through the page cache (else `O_DIRECT`, the default).
+    buffered_data: bool,
 }
 
 impl Round {
@@ -179,6 +181,7 @@ impl Round {
         } else {
             mode
         };
+        let buffered_data = shape.below(4) == 0;
         // Atomic writes of a 16 KiB page need a device that does them; the loop device's
         // atomic unit is 4 KiB.
         let page_size = if mode == TornPage::Atomic || recover_mode == TornPage::Atomic {
@@ -202,6 +205,7 @@ impl Round {
             recovery_shutdown_us,
             page_size,
             recover_mode,
+            buffered_data,
         }
     }
 
@@ -216,6 +220,7 @@ impl Round {
     fn config(&self, create: bool) -> Config {
         Config {
             page_size: self.page_size,
+            direct_io: !self.buffered_data,
             // 64 pages: the table (~2,000 rows of up to 400 bytes) does not fit, so the cleaner
             // and eviction write pages between checkpoints.
             pool_size: 64 * self.page_size,
