@@ -7,7 +7,9 @@
 //! 2. Copy the identity file, then the data file page by page (up to its length at this
 //!    moment: a page created later is rebuilt from redo). Each page is verified (checksum, page
 //!    id, torn trailer); one that fails is read again, up to [`REREADS`] times (a page caught
-//!    mid-write settles), and a page that stays damaged fails the backup. The copy is fuzzy:
+//!    mid-write settles), and a page that stays damaged fails the backup. Without a page
+//!    checksum a page caught mid-write can pass every check, so each page is read until two
+//!    reads in a row agree (test `without_a_checksum_a_page_read_mid_write_is_read_again`). The copy is fuzzy:
 //!    pages come from different moments, each at most as new as the log.
 //! 3. Copy the log files, then scan the copy from `S0`. The copy must reach every page LSN of
 //!    the data copy (the WAL rule puts those in the log before the pages) and the log end seen
@@ -472,9 +474,32 @@ fn verified(
     report: &mut Report,
 ) -> Result<(), String> {
     let mut tries = 0;
+    let off = id.0.saturating_mul(page.len() as u64);
+    let mut again = Vec::new();
     loop {
         match verify(page, id, checksum, src_path) {
             Ok(PageState::Valid(h)) => {
+                // Without a checksum a page read while it is being written can pass for whole
+                // (its header and trailer new, a middle sector old), and the copy has no
+                // doublewrite area to repair it: such a page counts only once a second read
+                // gives the same bytes (no write changed it in between).
+                if checksum == Checksum::None {
+                    again.resize(page.len(), 0);
+                    src.read_exact_at(&mut again, off)
+                        .map_err(|e| io(src_path, "read", e))?;
+                    if again != page {
+                        tries += 1;
+                        if tries > REREADS {
+                            return Err(format!(
+                                "page {} changes between every two reads of the source ({REREADS} tries)",
+                                id.0
+                            ));
+                        }
+                        report.pages_reread += 1;
+                        page.copy_from_slice(&again);
+                        continue;
+                    }
+                }
                 report.max_page_lsn = report.max_page_lsn.max(h.lsn.0);
                 return Ok(());
             }
@@ -489,7 +514,6 @@ fn verified(
                 }
                 report.pages_reread += 1;
                 std::thread::sleep(Duration::from_millis(1));
-                let off = id.0.saturating_mul(page.len() as u64);
                 src.read_exact_at(page, off)
                     .map_err(|e| io(src_path, "read", e))?;
             }
@@ -562,6 +586,62 @@ fn sync_dir(dir: &Path) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Without a checksum, a page read while it was being written (header and trailer of the
+    /// new version, a middle sector of the old) passes verification: the copy keeps it only
+    /// once a second read agrees, so here it ends with the page as the source file holds it.
+    /// Without the second read the torn bytes were copied.
+    #[test]
+    fn without_a_checksum_a_page_read_mid_write_is_read_again() {
+        use keel_page::{seal, PageHeader, PageType};
+        let ps = 4096;
+        let page = |fill: u8| {
+            let mut p = vec![fill; ps];
+            PageHeader::init(&mut p, PageId(1), PageType::RAW, keel_page::Lsn(50));
+            seal(&mut p, Checksum::None);
+            p
+        };
+        let (new, old) = (page(7), page(3));
+        let mut torn = new.clone();
+        torn[1024..2048].copy_from_slice(&old[1024..2048]);
+        assert!(matches!(
+            verify(&torn, PageId(1), Checksum::None, Path::new("x")),
+            Ok(PageState::Valid(_))
+        ));
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("data.keel");
+        let mut bytes = vec![0u8; ps];
+        bytes.extend_from_slice(&new);
+        std::fs::write(&path, &bytes).unwrap();
+        let src = File::open(&path).unwrap();
+        let mut report = Report::default();
+        let mut buf = torn.clone();
+        verified(
+            &src,
+            &path,
+            &mut buf,
+            PageId(1),
+            Checksum::None,
+            &mut report,
+        )
+        .unwrap();
+        assert!(buf == new, "the torn read was kept");
+        assert_eq!(report.pages_reread, 1);
+        // A page read whole is kept at the second read (not counted as read again).
+        let mut buf = new.clone();
+        let mut report = Report::default();
+        verified(
+            &src,
+            &path,
+            &mut buf,
+            PageId(1),
+            Checksum::None,
+            &mut report,
+        )
+        .unwrap();
+        assert!(buf == new);
+        assert_eq!(report.pages_reread, 0);
+    }
 
     fn key(i: u32) -> [u8; 8] {
         let mut k = [0u8; 8];
