@@ -140,7 +140,10 @@ pub struct Config {
     /// given up, and a warning is logged. Commits after the damaged block are lost; data pages
     /// already written with their changes keep LSNs above the recovered log end and are
     /// refused when read ([`crate::FlushError::PageLsnInFuture`]), never returned as data.
-    /// Use it to salvage what can be read, then copy the data into a new store.
+    /// Implies `read_only` (and so `create = false`): new commits would continue the log below
+    /// the LSNs of those pages, and once past them such a page would be read as valid again.
+    /// Nothing is written, so an open without it still refuses the damaged log. Use it to
+    /// salvage what can be read, then copy the data into a new store.
     pub accept_log_loss: bool,
 }
 
