@@ -488,14 +488,12 @@ fn verified(
                     src.read_exact_at(&mut again, off)
                         .map_err(|e| io(src_path, "read", e))?;
                     if again != page {
-                        tries += 1;
-                        if tries > REREADS {
-                            return Err(format!(
+                        one_more_read(&mut tries, report, || {
+                            format!(
                                 "page {} changes between every two reads of the source ({REREADS} tries)",
                                 id.0
-                            ));
-                        }
-                        report.pages_reread += 1;
+                            )
+                        })?;
                         page.copy_from_slice(&again);
                         continue;
                     }
@@ -505,20 +503,33 @@ fn verified(
             }
             Ok(PageState::Unwritten) => return Ok(()),
             Err(e) => {
-                tries += 1;
-                if tries > REREADS {
-                    return Err(format!(
+                one_more_read(&mut tries, report, || {
+                    format!(
                         "page {} stays damaged in the source after {REREADS} re-reads: {e}",
                         id.0
-                    ));
-                }
-                report.pages_reread += 1;
+                    )
+                })?;
                 std::thread::sleep(Duration::from_millis(1));
                 src.read_exact_at(page, off)
                     .map_err(|e| io(src_path, "read", e))?;
             }
         }
     }
+}
+
+/// Counts one more read of a page (in `tries` and the report), or fails with `why` once there
+/// were [`REREADS`].
+fn one_more_read(
+    tries: &mut u32,
+    report: &mut Report,
+    why: impl FnOnce() -> String,
+) -> Result<(), String> {
+    *tries += 1;
+    if *tries > REREADS {
+        return Err(why());
+    }
+    report.pages_reread += 1;
+    Ok(())
 }
 
 /// The source data file's path, the file opened to read, and DEST's data file path.
@@ -614,33 +625,26 @@ mod tests {
         bytes.extend_from_slice(&new);
         std::fs::write(&path, &bytes).unwrap();
         let src = File::open(&path).unwrap();
-        let mut report = Report::default();
-        let mut buf = torn.clone();
-        verified(
-            &src,
-            &path,
-            &mut buf,
-            PageId(1),
-            Checksum::None,
-            &mut report,
-        )
-        .unwrap();
+        // What `verified` leaves in the buffer given `read`, and how many re-reads it counted.
+        let copy = |read: &[u8]| {
+            let mut report = Report::default();
+            let mut buf = read.to_vec();
+            verified(
+                &src,
+                &path,
+                &mut buf,
+                PageId(1),
+                Checksum::None,
+                &mut report,
+            )
+            .unwrap();
+            (buf, report.pages_reread)
+        };
+        let (buf, rereads) = copy(&torn);
         assert!(buf == new, "the torn read was kept");
-        assert_eq!(report.pages_reread, 1);
+        assert_eq!(rereads, 1);
         // A page read whole is kept at the second read (not counted as read again).
-        let mut buf = new.clone();
-        let mut report = Report::default();
-        verified(
-            &src,
-            &path,
-            &mut buf,
-            PageId(1),
-            Checksum::None,
-            &mut report,
-        )
-        .unwrap();
-        assert!(buf == new);
-        assert_eq!(report.pages_reread, 0);
+        assert_eq!(copy(&new), (new.clone(), 0));
     }
 
     fn key(i: u32) -> [u8; 8] {
