@@ -117,6 +117,18 @@ pub fn file_checkpoint(page: &[u8]) -> Option<Lsn> {
     Some(Lsn(read_u64(page, OFF_FILE_CHECKPOINT)))
 }
 
+/// Whether two images of one page hold the same version: every byte equal except the checksum
+/// and what [`set_file_checkpoint`] rewrites in place without changing the LSN (the flags and
+/// the record). Without a page checksum a page torn between its first and last sector passes
+/// [`verify`], so a torn copy is told from a whole one of the same LSN this way.
+pub fn same_version(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len()
+        && a.len() >= PAGE_HEADER_SIZE
+        && a[OFF_ALGORITHM] == b[OFF_ALGORITHM]
+        && a[OFF_TYPE..OFF_FILE_CHECKPOINT] == b[OFF_TYPE..OFF_FILE_CHECKPOINT]
+        && a[PAGE_HEADER_SIZE..] == b[PAGE_HEADER_SIZE..]
+}
+
 /// Prepares `page` for writing: records the algorithm tag, copies the header LSN into the
 /// trailer and stores the checksum of bytes `4..len`.
 pub fn seal(page: &mut [u8], algorithm: Checksum) {
@@ -338,6 +350,24 @@ mod tests {
         assert_eq!(file_checkpoint(&p), Some(Lsn(77)));
         p[24] ^= 1;
         assert!(verify(&p, PageId(0), Checksum::Crc32c, Path::new("d")).is_err());
+    }
+
+    /// The file checkpoint stamp and the checksum leave the version as it is; any other byte,
+    /// the LSN or a payload byte torn in, makes it another.
+    #[test]
+    fn a_stamp_keeps_the_version_and_any_other_byte_changes_it() {
+        let p = sealed(PageSize::K4, 0, 50, Checksum::Crc32c);
+        let mut stamped = p.clone();
+        set_file_checkpoint(&mut stamped, Lsn(77));
+        seal(&mut stamped, Checksum::Crc32c);
+        assert_ne!(stamped[..4], p[..4], "the stamp changes the checksum");
+        assert!(same_version(&p, &stamped));
+        for at in [4, 6, 8, 16, 32, 2048, 4095] {
+            let mut q = p.clone();
+            q[at] ^= 1;
+            assert!(!same_version(&p, &q), "byte {at}");
+        }
+        assert!(!same_version(&p, &p[..2048]));
     }
 
     #[test]

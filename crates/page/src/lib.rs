@@ -31,8 +31,9 @@ mod zero;
 
 pub use checksum::Checksum;
 pub use header::{
-    file_checkpoint, seal, set_file_checkpoint, set_lsn, set_page_type, verify, CorruptionDetail,
-    PageError, PageHeader, PageState, PageType, PAGE_HEADER_SIZE, PAGE_TRAILER_SIZE,
+    file_checkpoint, same_version, seal, set_file_checkpoint, set_lsn, set_page_type, verify,
+    CorruptionDetail, PageError, PageHeader, PageState, PageType, PAGE_HEADER_SIZE,
+    PAGE_TRAILER_SIZE,
 };
 pub use op::{check_payload_range, payload_range, OutsidePayload, PageOp};
 pub use zero::is_zero;

@@ -209,7 +209,11 @@ impl PageWriter {
                 // its first and last sector passes every check (header and trailer LSN agree),
                 // so its bytes are compared with the image's (found by the crash matrix once it
                 // ran without checksums: the torn page was kept).
-                Ok(PageState::Valid(h)) if h.lsn == c.lsn && same_version(&home, &c.image) => None,
+                Ok(PageState::Valid(h))
+                    if h.lsn == c.lsn && keel_page::same_version(&home, &c.image) =>
+                {
+                    None
+                }
                 Ok(PageState::Valid(h)) => Some(Some(h.lsn)),
                 Ok(PageState::Unwritten) | Err(_) => Some(None),
             };
@@ -265,15 +269,4 @@ impl PageWriter {
             .map(|(id, _)| id)
             .collect())
     }
-}
-
-/// Whether a home page and a doublewrite image of the same LSN hold the same version: every
-/// byte equal except the checksum (bytes 0..4) and what the file checkpoint stamp rewrites in
-/// place on page 0 without changing the LSN (the flags, byte 5, and the record, bytes 24..32).
-fn same_version(home: &[u8], image: &[u8]) -> bool {
-    home.len() == image.len()
-        && home.len() >= 32
-        && home[4] == image[4]
-        && home[6..24] == image[6..24]
-        && home[32..] == image[32..]
 }
