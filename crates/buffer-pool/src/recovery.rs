@@ -83,26 +83,7 @@ impl BufferPool {
     ) -> Result<RedoApplyReport> {
         self.set_horizon(checkpoint);
         let mut rep = RedoApplyReport::default();
-        let mut at = RebuildPoints::default();
-        for (gi, g) in groups.iter().enumerate() {
-            for (ri, r) in g.records.iter().enumerate() {
-                // Where a page with an unusable disk copy becomes well-defined again: an init or
-                // an image rebuilds it, and a free makes its content dead (a freed dirty page
-                // leaves the pool unwritten, so a checkpoint may pass its earlier changes
-                // while the replay still holds records of it up to the free).
-                match r {
-                    Record::PageInit { page_id, .. }
-                    | Record::PageImage { page_id, .. }
-                    | Record::PageFree { page_id } => {
-                        at.rebuilds.entry(*page_id).or_default().push((gi, ri));
-                    }
-                    Record::PageCopy { page_id, .. } => {
-                        at.copies.insert(*page_id);
-                    }
-                    _ => {}
-                }
-            }
-        }
+        let at = RebuildPoints::of(groups);
         let mut states: HashMap<PageId, PState> = HashMap::new();
         let file = self.store.data_path().to_path_buf();
         let ps = self.page_size;
@@ -602,29 +583,22 @@ impl BufferPool {
 /// every changed page with an image or an init, so there are none — unless the log was written
 /// in another mode (doublewrite, atomic, none), which logs no images.
 pub fn pages_redo_cannot_rebuild(groups: &[RecoveredGroup]) -> Vec<PageId> {
-    let copies: std::collections::HashSet<PageId> = groups
-        .iter()
-        .flat_map(|g| &g.records)
-        .filter_map(|r| match r {
-            Record::PageCopy { page_id, .. } => Some(*page_id),
-            _ => None,
-        })
-        .collect();
-    let mut first: HashMap<PageId, bool> = HashMap::new();
+    let at = RebuildPoints::of(groups);
+    let mut seen = std::collections::HashSet::new();
     let mut out = Vec::new();
-    for r in groups.iter().flat_map(|g| &g.records) {
-        let Some(pid) = r.page_id() else { continue };
-        if first.contains_key(&pid) {
-            continue;
-        }
-        let rebuilds = match r {
-            Record::PageImage { .. } | Record::PageFree { .. } => true,
-            Record::PageInit { .. } => !copies.contains(&pid),
-            _ => false,
-        };
-        first.insert(pid, rebuilds);
-        if !rebuilds {
-            out.push(pid);
+    for (gi, g) in groups.iter().enumerate() {
+        for (ri, r) in g.records.iter().enumerate() {
+            let Some(pid) = r.page_id() else { continue };
+            if !seen.insert(pid) {
+                continue;
+            }
+            // Its first record must be a rebuild point, and not the init of a copy (which
+            // needs its source as it was, as replay does).
+            let rebuilds = at.next(pid, (gi, ri)) == Some((gi, ri))
+                && !(matches!(r, Record::PageInit { .. }) && at.copies.contains(&pid));
+            if !rebuilds {
+                out.push(pid);
+            }
         }
     }
     out
@@ -639,6 +613,30 @@ struct RebuildPoints {
 }
 
 impl RebuildPoints {
+    /// Where each page of `groups` becomes well-defined again if its disk copy is unusable: an
+    /// init or an image rebuilds it, and a free makes its content dead (a freed dirty page
+    /// leaves the pool unwritten, so a checkpoint may pass its earlier changes while the replay
+    /// still holds records of it up to the free); and which pages are made copies.
+    fn of(groups: &[RecoveredGroup]) -> RebuildPoints {
+        let mut at = RebuildPoints::default();
+        for (gi, g) in groups.iter().enumerate() {
+            for (ri, r) in g.records.iter().enumerate() {
+                match r {
+                    Record::PageInit { page_id, .. }
+                    | Record::PageImage { page_id, .. }
+                    | Record::PageFree { page_id } => {
+                        at.rebuilds.entry(*page_id).or_default().push((gi, ri));
+                    }
+                    Record::PageCopy { page_id, .. } => {
+                        at.copies.insert(*page_id);
+                    }
+                    _ => {}
+                }
+            }
+        }
+        at
+    }
+
     /// The first position at or after `from` where page `id`'s redo rebuilds it.
     fn next(&self, id: PageId, from: (usize, usize)) -> Option<(usize, usize)> {
         let v = self.rebuilds.get(&id)?;

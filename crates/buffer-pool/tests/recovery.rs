@@ -427,3 +427,48 @@ fn a_page_writer_error_keeps_its_type() {
         "{e}"
     );
 }
+
+/// Which pages the recovered redo rebuilds by itself (`pages_redo_cannot_rebuild`, what a
+/// full-page-writes open decides on): a page whose first record since the checkpoint is an
+/// image, an init or a free is rebuilt; one that starts with a change, or with the init of a
+/// page made a copy (which needs its source as it was), is not. Later records do not count.
+#[test]
+fn only_pages_whose_redo_starts_with_a_change_or_a_copy_cannot_be_rebuilt() {
+    let image = |id: u64| Record::PageImage {
+        page_id: PageId(id),
+        image: vec![0; 4096],
+    };
+    let groups = vec![
+        group(
+            100,
+            150,
+            vec![image(1), write(1, P, b"x"), write(2, P, b"y")],
+        ),
+        group(
+            150,
+            200,
+            vec![
+                init(3),
+                Record::PageCopy {
+                    page_id: PageId(3),
+                    from: PageId(1),
+                },
+            ],
+        ),
+        group(
+            200,
+            250,
+            vec![Record::PageFree { page_id: PageId(4) }, init(5), image(2)],
+        ),
+        group(
+            250,
+            300,
+            vec![write(5, P, b"z"), init(6), write(6, P, b"w")],
+        ),
+    ];
+    assert_eq!(
+        keel_buffer_pool::recovery::pages_redo_cannot_rebuild(&groups),
+        vec![PageId(2), PageId(3)]
+    );
+    assert!(keel_buffer_pool::recovery::pages_redo_cannot_rebuild(&groups[2..]).is_empty());
+}
