@@ -589,10 +589,10 @@ fn catalog_root(p: &Parts<'_>) -> Result<PageId> {
                 });
             }
             let m = meta::read_meta(&g, writer.data_path())?;
-            drop(g);
             // Checked again on the recovered meta page (page 0 may have been torn or older on
             // disk); a meta page recording no store (made before the field) gets this one.
-            let recorded = Some(m.store).filter(|&s| s != 0);
+            let recorded = meta::recorded_store(&g);
+            drop(g);
             meta::check_store(recorded, log.salt(), writer.data_path())?;
             if recorded.is_none() && !config.read_only {
                 let txn = pool.begin();
