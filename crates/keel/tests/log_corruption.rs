@@ -3,6 +3,10 @@
 //! accepted explicitly (`accept_log_loss`), and then pages carrying changes of the lost commits
 //! are refused when read (page LSN in the future), never returned as data.
 
+#[path = "common/files.rs"]
+mod files;
+
+use files::snapshot;
 use keel::{Config, Error, FlushError, LogError, Store, LOG_DIR};
 use std::path::Path;
 use std::time::Duration;
@@ -271,21 +275,7 @@ fn an_accepted_loss_opens_for_salvage_only() {
         let used = used_blocks(dir.path(), block);
         let bad = before + (used - before) / 3;
         patch(dir.path(), bad * block as u64, |b| b[200] ^= 0x01);
-        let files = |dir: &Path| {
-            let mut v: Vec<(std::path::PathBuf, Vec<u8>)> = Vec::new();
-            for d in [dir.to_path_buf(), dir.join(LOG_DIR)] {
-                for e in std::fs::read_dir(&d).unwrap() {
-                    let p = e.unwrap().path();
-                    if p.is_file() && !p.ends_with("LOCK") {
-                        let b = std::fs::read(&p).unwrap();
-                        v.push((p, b));
-                    }
-                }
-            }
-            v.sort();
-            v
-        };
-        let on_disk = files(dir.path());
+        let on_disk = snapshot(dir.path());
         let accept = Config {
             accept_log_loss: true,
             // Recovery is done in memory: room for every replayed page.
@@ -335,7 +325,7 @@ fn an_accepted_loss_opens_for_salvage_only() {
             }
         }
         assert!(
-            files(dir.path()) == on_disk,
+            snapshot(dir.path()) == on_disk,
             "{torn_page:?}: the accepting open wrote"
         );
         assert!(

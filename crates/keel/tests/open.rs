@@ -2,7 +2,11 @@
 //! atomic creation that is recognised and redone when interrupted, a directory holding any part
 //! of a store never initialised again, `create = false`, and read-only opens.
 
-use keel::layout::{CREATING_FILE, LOCK_FILE};
+#[path = "common/files.rs"]
+mod files;
+
+use files::snapshot;
+use keel::layout::CREATING_FILE;
 use keel::{Config, Error, Store, TornPage, LOG_DIR};
 use keel_io::{FileClass, FileSystem, OpenOptions, SimConfig, SimFs};
 use std::io::{BufRead, BufReader, Write};
@@ -371,23 +375,6 @@ fn create_false_on_a_directory_without_a_store_creates_nothing() {
     let store_dir = closed_store(5);
     let s = Store::open(store_dir.path(), cfg).unwrap();
     assert_eq!(count(&s), 5);
-}
-
-fn snapshot(dir: &Path) -> Vec<(String, Vec<u8>)> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                stack.push(p);
-            } else if p.file_name().is_some_and(|n| n != LOCK_FILE) {
-                out.push((p.display().to_string(), std::fs::read(&p).unwrap()));
-            }
-        }
-    }
-    out.sort();
-    out
 }
 
 #[test]
