@@ -40,6 +40,14 @@ pub enum PoolError {
         /// The most pages one transaction may hold.
         limit: usize,
     },
+    /// The transaction failed part-way through an operation of its caller
+    /// ([`PageTxn::fail`](crate::PageTxn::fail)): its pages may hold part of that operation,
+    /// so nothing more is read, changed or committed; roll it back.
+    #[error("the transaction failed part-way ({reason}); its pages may hold part of that operation, so it can only be rolled back")]
+    TxnFailed {
+        /// What failed.
+        reason: String,
+    },
     /// No frame can be freed: every frame is pinned (or held by an uncommitted transaction).
     #[error("no frame can be freed for {page_id}: {pinned} of {frames} frames are pinned, {txn_pages} held by uncommitted transactions")]
     NoFreeFrame {

@@ -45,7 +45,9 @@ pub use write_guard::PageWriteGuard;
 #[derive(Debug)]
 struct Entry {
     page_id: PageId,
-    /// The frame (pinned by the transaction), or None for a freed page that is not resident.
+    /// The frame (pinned by the transaction), or None for a freed page it does not hold (not
+    /// resident when freed, freed past the transaction's page limit, or let go of to make
+    /// room: `PageTxn::let_go_of_a_freed_page`).
     frame: Option<u32>,
     /// Page LSN before the transaction.
     pre_lsn: Lsn,
@@ -182,6 +184,8 @@ pub struct PageTxn<'p> {
     finished: Cell<bool>,
     /// Pages taken for writing, made or freed so far (see [`PageTxn::changes`]).
     changes: Cell<u64>,
+    /// Why the transaction failed ([`PageTxn::fail`]): it can only be rolled back.
+    failed: RefCell<Option<String>>,
 }
 
 impl std::fmt::Debug for PageTxn<'_> {
@@ -235,6 +239,7 @@ impl BufferPool {
             st: RefCell::new(TxnState::default()),
             finished: Cell::new(false),
             changes: Cell::new(0),
+            failed: RefCell::new(None),
         }
     }
 }
@@ -245,7 +250,8 @@ impl<'p> PageTxn<'p> {
         self.id
     }
 
-    /// Pages the transaction holds.
+    /// Pages the transaction took for writing, made or freed (a freed page counts whether or
+    /// not it holds the page's frame).
     pub fn pages(&self) -> usize {
         self.st.borrow().entries.len()
     }
@@ -291,9 +297,37 @@ impl<'p> PageTxn<'p> {
         n
     }
 
+    /// Marks the transaction failed: an operation of the caller (a B-tree insert, a table's
+    /// drop) failed after changing some of its pages, which may now hold part of it. Every
+    /// later read, write, new page, free and the commit is then [`PoolError::TxnFailed`]
+    /// naming `reason` (the first one given); only the rollback remains (drop or
+    /// [`abort`](Self::abort)). PostgreSQL's "current transaction is aborted".
+    pub fn fail(&self, reason: impl Into<String>) {
+        let mut f = self.failed.borrow_mut();
+        if f.is_none() {
+            *f = Some(reason.into());
+        }
+    }
+
+    /// Why the transaction failed ([`fail`](Self::fail)), if it did.
+    pub fn failure(&self) -> Option<String> {
+        self.failed.borrow().clone()
+    }
+
+    /// [`PoolError::TxnFailed`] if the transaction failed.
+    fn check_failed(&self) -> Result<()> {
+        match &*self.failed.borrow() {
+            None => Ok(()),
+            Some(reason) => Err(PoolError::TxnFailed {
+                reason: reason.clone(),
+            }),
+        }
+    }
+
     /// Reads a page (shared latch). Errors with [`PoolError::AlreadyLatched`] if this
-    /// transaction holds a write guard on it.
+    /// transaction holds a write guard on it, [`PoolError::TxnFailed`] if it failed.
     pub fn read(&self, id: PageId) -> Result<PageReadGuard<'_>> {
+        self.check_failed()?;
         {
             let st = self.st.borrow();
             if let Some(&i) = st.index.get(&id) {
@@ -320,6 +354,7 @@ impl<'p> PageTxn<'p> {
 
     /// Frees page `id`: a PageFree record; at commit the page leaves the pool unwritten.
     pub fn free_page(&self, id: PageId) -> Result<()> {
+        self.check_failed()?;
         self.changes.set(self.changes.get().wrapping_add(1));
         {
             let mut st = self.st.borrow_mut();
@@ -585,6 +620,43 @@ impl<'p> PageTxn<'p> {
         Ok(())
     }
 
+    /// Lets go of one resident page this transaction freed without changing it and holds (to
+    /// drop it unwritten at commit, [`free_page`](Self::free_page)), other than `keep`: the
+    /// page stays in the pool as a page freed while not resident does, holding its committed
+    /// image, written or evicted like any other page. Its pending version stays (sealed or
+    /// discarded with the transaction's others). Returns false if there is none.
+    ///
+    /// A page the transaction changed is never let go (no-steal): only one it freed and never
+    /// took for writing, whose frame holds exactly what the last commit left.
+    fn let_go_of_a_freed_page(&self, keep: PageId) -> bool {
+        let pool = self.pool;
+        let f = {
+            let mut st = self.st.borrow_mut();
+            let Some(e) = st.entries.iter_mut().find(|e| {
+                e.freed
+                    && e.frame.is_some()
+                    && e.first_init.is_none()
+                    && !e.fresh
+                    && !e.latched
+                    && e.page_id != keep
+            }) else {
+                return false;
+            };
+            let Some(f) = e.frame.take() else {
+                return false;
+            };
+            st.held = st.held.saturating_sub(1);
+            f
+        };
+        let fr = &pool.frames[f as usize];
+        let x = fr.exclusive();
+        fr.lock_meta().set_owner(0);
+        drop(x);
+        pool.unpin(f);
+        pool.txn_pages.fetch_sub(1, Ordering::Relaxed);
+        true
+    }
+
     fn too_large(&self, held: usize) -> PoolError {
         bump(&self.pool.c.txn_too_large, 1);
         PoolError::TxnTooLarge {
@@ -595,8 +667,14 @@ impl<'p> PageTxn<'p> {
     }
 
     fn take(&self, id: PageId, blank: bool) -> Result<PageWriteGuard<'_>> {
+        self.check_failed()?;
         self.changes.set(self.changes.get().wrapping_add(1));
         let pool = self.pool;
+        // At the limit, a page this transaction freed and holds unchanged makes room: it was held
+        // only to leave the pool unwritten at commit.
+        if self.st.borrow().held >= pool.max_txn_pages {
+            self.let_go_of_a_freed_page(id);
+        }
         let held = {
             let mut st = self.st.borrow_mut();
             if let Some(&i) = st.index.get(&id) {
@@ -762,7 +840,9 @@ impl<'p> PageTxn<'p> {
     /// modification is the group's start) and releases them. Returns the group's end LSN (the
     /// commit LSN); the caller waits for the log to be durable up to it.
     ///
-    /// If the append fails, the transaction is rolled back and the error returned.
+    /// If the append fails, the transaction is rolled back and the error returned. A
+    /// transaction that failed ([`fail`](Self::fail)) is rolled back and
+    /// [`PoolError::TxnFailed`] returned: nothing of it is logged.
     ///
     /// The append happens under the pool's checkpoint-decision lock (shared). If it blocks
     /// because the log is full, checkpoints can still advance up to the last published horizon
@@ -771,6 +851,8 @@ impl<'p> PageTxn<'p> {
     /// written (no-steal). So the checkpointer should act on log-space use well before the log
     /// is full (issue 5's checkpointer does).
     pub fn commit(self, log: &dyn RedoSink) -> Result<Lsn> {
+        // Dropped (rolled back) on the error.
+        self.check_failed()?;
         self.finished.set(true);
         let pool = self.pool;
         let mut st = self.st.take();

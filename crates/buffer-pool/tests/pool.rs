@@ -321,6 +321,46 @@ fn txn_too_large_changes_nothing() {
     txn.commit(&log).unwrap();
 }
 
+/// A transaction that freed as many resident pages as it may hold (a dropped table, then a new
+/// one in the same transaction) can still change and make pages: the freed pages it holds
+/// unchanged make room. Pages it changed stay held (no-steal).
+#[test]
+fn freed_pages_held_make_room_for_the_pages_a_transaction_changes() {
+    let (pool, store) = mem_pool_with(8, |c| c.max_txn_pct = 50);
+    seed(&*store, 10);
+    let log = MemLog::new();
+    for id in 0..6 {
+        drop(pool.read(PageId(id)).unwrap());
+    }
+    // Aborted: the freed pages are back as they were, the changed one too.
+    for commit in [false, true] {
+        let txn = pool.begin();
+        txn.write(PageId(4)).unwrap().write(P, b"changed").unwrap();
+        for id in 0..4 {
+            txn.free_page(PageId(id)).unwrap();
+        }
+        // Without the room the freed pages give, both are TxnTooLarge.
+        txn.write(PageId(5)).unwrap().write(P, b"changed").unwrap();
+        drop(txn.new_page(PageId(10), PageType::RAW).unwrap());
+        assert_eq!(txn.pages(), 7);
+        if commit {
+            txn.commit(&log).unwrap();
+        } else {
+            drop(txn);
+            for id in 0..4 {
+                assert_eq!(check_page(&pool.read(PageId(id)).unwrap(), id), 0);
+            }
+            for id in [4, 5] {
+                let g = pool.read(PageId(id)).unwrap();
+                assert_eq!(check_page(&g, id), 0, "page {id} kept an aborted change");
+            }
+        }
+    }
+    for id in [4, 5] {
+        assert_eq!(&pool.read(PageId(id)).unwrap()[P..P + 7], b"changed");
+    }
+}
+
 #[test]
 fn latch_misuse_is_an_error_not_a_deadlock() {
     let (pool, store) = mem_pool(8);
