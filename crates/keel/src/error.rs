@@ -364,6 +364,33 @@ impl Error {
         false
     }
 
+    /// True when a transaction was refused for its size: [`Error::TxnTooLargeForLog`], or the
+    /// pool's `TxnTooLarge` (more pages than the pool lets one transaction hold) at any depth.
+    /// Nothing of the transaction is committed; a smaller one, or a larger pool or log, works.
+    pub fn is_too_large(&self) -> bool {
+        if matches!(self, Error::TxnTooLargeForLog { .. }) {
+            return true;
+        }
+        let start: &(dyn std::error::Error + 'static) = match self {
+            Error::Pool(e) => e,
+            Error::BTree(e) => e,
+            other => other,
+        };
+        let mut cur = Some(start);
+        while let Some(e) = cur {
+            if let Some(keel_buffer_pool::PoolError::TxnTooLarge { .. }) = e.downcast_ref() {
+                return true;
+            }
+            if let Some(inner) = e.downcast_ref::<Error>() {
+                if !std::ptr::eq(inner, self) && inner.is_too_large() {
+                    return true;
+                }
+            }
+            cur = e.source();
+        }
+        false
+    }
+
     /// Whether this is a [`Error::Conflict`]: a concurrent write transaction that can be run
     /// again (nothing of it was committed).
     pub fn is_conflict(&self) -> bool {

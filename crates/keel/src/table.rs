@@ -269,14 +269,36 @@ pub(crate) fn list_tables_committed(inner: &Inner, snap: &Snapshot) -> Result<Ve
 /// [`WriteTxn::drop_table`] of the exclusive writer (or a concurrent one's commit): frees the
 /// table's pages and removes its catalog entry, both in the transaction. Returns whether the
 /// table existed.
+/// Runs `op`, an operation that changes `txn`'s pages (a row's insert or remove, a table's
+/// creation or drop), as a whole or not at all: if it fails after taking any page for writing,
+/// the transaction is failed ([`PageTxn::fail`]) — its pages may hold part of `op` (half a
+/// split, a value's overflow pages with no cell pointing to them, a catalog without the table
+/// whose pages are not yet freed), and a commit would make that durable. Every later use of
+/// the transaction, and its commit, is then an error that names `what` failed and why; only
+/// the rollback remains. An `op` that fails before changing anything (a key too large, a page
+/// that cannot be read on the way down) leaves the transaction usable.
+pub(crate) fn whole<T>(txn: &PageTxn<'_>, what: &str, op: impl FnOnce() -> Result<T>) -> Result<T> {
+    let before = txn.changes();
+    let r = op();
+    if let Err(e) = &r {
+        if txn.changes() != before {
+            txn.fail(format!("{what} failed: {e}"));
+        }
+    }
+    r
+}
+
 pub(crate) fn drop_table(inner: &Inner, ex: &Exclusive<'_>, name: &str) -> Result<bool> {
     let ps = inner.config.page_size;
     let Some(root) = lookup_catalog(inner, TxnReader::new(&ex.txn, ps), name)? else {
         return Ok(false);
     };
     let mut pages = TxnPages::new(&ex.txn, inner.writer.data_path(), ps);
-    BTree::open(inner.catalog_root, ps).remove(&mut pages, name.as_bytes())?;
-    BTree::open(root, ps).destroy(&mut pages)?;
+    whole(&ex.txn, "a table's drop", || {
+        BTree::open(inner.catalog_root, ps).remove(&mut pages, name.as_bytes())?;
+        BTree::open(root, ps).destroy(&mut pages)?;
+        Ok(())
+    })?;
     ex.created.borrow_mut().remove(name);
     ex.dropped.borrow_mut().insert(name.to_string());
     Ok(true)
@@ -323,12 +345,15 @@ pub(crate) fn open_exclusive(
             None => {
                 let file = inner.writer.data_path();
                 let mut pages = TxnPages::new(&ex.txn, file, ps);
-                let root = BTree::create(&mut pages)?.root();
-                BTree::open(inner.catalog_root, ps).insert(
-                    &mut pages,
-                    name.as_bytes(),
-                    &root.0.to_le_bytes(),
-                )?;
+                let root = whole(&ex.txn, "a table's creation", || {
+                    let root = BTree::create(&mut pages)?.root();
+                    BTree::open(inner.catalog_root, ps).insert(
+                        &mut pages,
+                        name.as_bytes(),
+                        &root.0.to_le_bytes(),
+                    )?;
+                    Ok(root)
+                })?;
                 ex.created.borrow_mut().insert(name.to_string(), root);
                 root
             }
@@ -467,9 +492,9 @@ impl<'t, 's> Table<'t, 's> {
     /// the transaction holds more pages than the pool lets one transaction hold.
     pub fn insert(&mut self, key: &[u8], value: &[u8]) -> Result<Option<Vec<u8>>> {
         match self.of {
-            TableOf::Exclusive(txn, tree) => {
+            TableOf::Exclusive(txn, tree) => whole(txn, "an insert", || {
                 Ok(tree.insert(&mut Self::pages(txn, self.inner), key, value)?)
-            }
+            }),
             TableOf::Optimistic(o, i) => o.put(self.inner, i, key, Some(value)),
         }
     }
@@ -512,8 +537,10 @@ impl<'t, 's> Table<'t, 's> {
                 let old = tree.get(&TxnReader::new(txn, ps), key)?;
                 let name = self.name.clone();
                 let new = add_to(&name, key, old.as_deref(), delta)?;
-                tree.insert(&mut Self::pages(txn, self.inner), key, &new)?;
-                Ok(())
+                whole(txn, "an add", || {
+                    tree.insert(&mut Self::pages(txn, self.inner), key, &new)?;
+                    Ok(())
+                })
             }
             TableOf::Optimistic(o, i) => o.add(self.inner, i, key, delta),
         }
@@ -538,9 +565,9 @@ impl<'t, 's> Table<'t, 's> {
     /// A page cannot be read or is corrupt.
     pub fn remove(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         match self.of {
-            TableOf::Exclusive(txn, tree) => {
+            TableOf::Exclusive(txn, tree) => whole(txn, "a remove", || {
                 Ok(tree.remove(&mut Self::pages(txn, self.inner), key)?)
-            }
+            }),
             TableOf::Optimistic(o, i) => o.put(self.inner, i, key, None),
         }
     }

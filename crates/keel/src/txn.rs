@@ -282,6 +282,14 @@ impl<'s> WriteTxn<'s> {
             lock,
             held,
         } = ex;
+        // A transaction an operation failed part-way through is only rolled back (module
+        // `table`, `whole`): nothing of it is committed.
+        if let Some(reason) = txn.failure() {
+            txn.abort();
+            return Err(Error::Pool(keel_buffer_pool::PoolError::TxnFailed {
+                reason,
+            }));
+        }
         // The log's synchronous checkpoint point leaves this much room for one transaction's
         // redo; a larger one could wait for log space forever. The bound charges page images
         // only in full-page-writes mode, the one mode that logs them.

@@ -235,6 +235,102 @@ fn a_full_data_file_refuses_every_later_write() {
 /// A transaction that is `mem::forget`-ed leaves its thread's mark behind; a store opened
 /// afterwards (possibly at the same address) must not inherit it. Found by CI: a reopened
 /// store refused its first read as `WouldDeadlock` when the allocator reused the address.
+/// An insert that fails part-way (its split or its value's overflow pages need more frames than
+/// the pool lets one transaction hold) leaves the transaction failed: every later use of it and
+/// its commit are refused naming what failed, nothing of it is committed, and the store stays
+/// as its last commit left it, every page accounted for. An error before any change (a value
+/// too large) leaves the transaction usable. Before, the commit went through and made the
+/// half-done insert durable: committed rows were lost and pages leaked.
+#[test]
+fn a_transaction_an_operation_failed_part_way_through_commits_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = Config {
+        pool_size: 24 * 4096,
+        ..small()
+    };
+    let store = Store::open(dir.path(), cfg).unwrap();
+    let mut model = std::collections::BTreeMap::new();
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    let (mut failed, mut committed) = (0, 0);
+    for round in 0..40 {
+        let tx = store.write().unwrap();
+        let mut t = tx.table("t").unwrap();
+        let mut wrote = Vec::new();
+        let mut error = None;
+        // A value too large changes nothing: the transaction goes on.
+        assert!(matches!(
+            t.insert(b"k", &vec![0; keel::MAX_VALUE_LEN + 1]),
+            Err(Error::ValueTooLarge { .. })
+        ));
+        for _ in 0..1 + round % 30 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let k = format!("key{:05}", x % 3000).into_bytes();
+            let len = if x.is_multiple_of(5) {
+                3000 + x % 5000
+            } else {
+                100 + x % 300
+            };
+            let v = vec![(x >> 8) as u8; len as usize];
+            match t.insert(&k, &v) {
+                Ok(_) => wrote.push((k, v)),
+                Err(e) => {
+                    error = Some(e);
+                    break;
+                }
+            }
+        }
+        match error {
+            None => {
+                drop(t);
+                tx.commit().unwrap();
+                model.extend(wrote);
+                committed += 1;
+            }
+            Some(e) => {
+                assert!(e.is_too_large(), "{e}");
+                assert!(!e.is_corruption() && !e.is_poisoned(), "{e}");
+                for later in [t.get(b"key00001").err(), t.remove(b"key00002").err()] {
+                    let later = later.map(|e| e.to_string()).unwrap_or_default();
+                    assert!(
+                        later.contains("failed part-way") && later.contains("an insert failed"),
+                        "a use after the failure: {later:?}"
+                    );
+                }
+                drop(t);
+                match tx.commit() {
+                    Err(c) => assert!(c.to_string().contains("can only be rolled back"), "{c}"),
+                    Ok(()) => panic!("round {round}: a transaction that failed committed"),
+                }
+                failed += 1;
+            }
+        }
+        let r = store.read().unwrap();
+        let got: std::collections::BTreeMap<Vec<u8>, Vec<u8>> = match r.table("t") {
+            Ok(t) => t.range(..).unwrap().collect::<Result<_, _>>().unwrap(),
+            Err(Error::TableNotFound(_)) => Default::default(),
+            Err(e) => panic!("{e}"),
+        };
+        assert!(
+            got == model,
+            "round {round}: {} rows, want {}",
+            got.len(),
+            model.len()
+        );
+        let c = store.check().unwrap();
+        assert!(c.is_ok(), "round {round}: {:?}", c.problems);
+    }
+    assert!(
+        failed > 5 && committed > 5,
+        "{failed} failed, {committed} committed"
+    );
+    // A new transaction after a failed one works.
+    let tx = store.write().unwrap();
+    tx.table("t").unwrap().insert(b"after", b"ok").unwrap();
+    tx.commit().unwrap();
+}
+
 #[test]
 fn a_forgotten_transaction_does_not_follow_a_reopen() {
     let fs = SimFs::new(SimConfig::seeded(2));
