@@ -15,6 +15,14 @@
 //! of the four, and the init-on-flush skip, group-commit delay, write-ahead size and log buffer
 //! are drawn too.
 //!
+//! A quarter of the cases run on after the recovery (new transactions on the recovered store, in
+//! the mode it recovered in) and lose power a second time; an eighth of the exclusive
+//! transactions roll back after their writes (`abort` or drop) and the store must then read as
+//! its newest commit; and any error before the power failed is a failure of the case (it was
+//! once the end of the run, which hid a drop that left no room for the table it recreated). A
+//! transaction refused for its size (`Error::is_too_large`) is no commit point and the run
+//! goes on.
+//!
 //! Transactions are exclusive or concurrent by the seed, and a second concurrent transaction
 //! held open across others commits between them or inside one, or is refused with a conflict
 //! (then it is no commit point). Both add to one counter row now and then (`Table::add_i64`),
@@ -126,6 +134,14 @@ struct Totals {
     unsynced_commits: u64,
     /// ... that recovered an earlier commit point than the last commit that returned.
     unsynced_commits_lost: u64,
+    /// Transactions rolled back (exclusive ones after their writes, or a held concurrent one).
+    aborts: u64,
+    /// Cases that ran on after the recovery and lost power a second time.
+    second_runs: u64,
+    /// Operations refused for the transaction's size (`Error::is_too_large`).
+    ops_too_large: u64,
+    /// Commits refused for the transaction's size or after such an operation.
+    commits_refused: u64,
 }
 
 static TOTALS: std::sync::Mutex<Option<Totals>> = std::sync::Mutex::new(None);
@@ -162,7 +178,7 @@ fn run_case_noted(
     ignore_copy_order: bool,
     notes: &mut String,
 ) -> Result<Outcome, String> {
-    let mut rng = Rng(case.seed);
+    let rng = Rng(case.seed);
     let fs = SimFs::new(
         SimConfig::seeded(case.seed)
             .sector_size(case.sector)
@@ -257,22 +273,272 @@ fn run_case_noted(
         add_totals(|t| t.other_checksums += 1);
         notes.push_str(&format!("checksum {:?}; ", cfg.checksum));
     }
-    let store = Store::open_with_fs(Arc::new(fs.clone()), dir, cfg.clone())
+    let mut store = Store::open_with_fs(Arc::new(fs.clone()), dir, cfg.clone())
         .map_err(|e| format!("first open: {e}"))?;
-    store
-        .pool_test_knobs()
-        .ignore_copy_order
-        .store(ignore_copy_order, std::sync::atomic::Ordering::Relaxed);
+    let mut fs = fs;
+    let mut streams = Streams {
+        rng,
+        rrng: Rng(case.seed ^ 0x5eed_5eed),
+        orng: Rng(case.seed ^ 0x0bad_cafe),
+        arng: Rng(case.seed ^ 0xab07_0000_0000_0009),
+    };
+    // A quarter of the cases reopen in another torn-page mode (`switch`), a quarter lose power
+    // again during the recovery (`again`): see below.
+    let mut switch = Rng(case.seed ^ 0x5717_c40d_e000_0001);
+    let mut again = Rng(case.seed ^ 0x2ec0_7e4e_d000_0001);
+    // A quarter of the cases run on after the recovery — new transactions on the recovered
+    // store, in the mode it recovered in, on the log it restarted and the pages it replayed —
+    // and lose power a second time: what the first recovery left (a log cut at a torn tail and
+    // written over, a checkpoint it recorded, pages it restored) must recover again. Its own
+    // generator.
+    let generations = if Rng(case.seed ^ 0x2e_c0de_0000_000a).below(4) == 0 {
+        2
+    } else {
+        1
+    };
+    let mut generation = 0;
+    let mut start = Model::new();
+    let mut run_mode = case.mode;
+    loop {
+        store
+            .pool_test_knobs()
+            .ignore_copy_order
+            .store(ignore_copy_order, std::sync::atomic::Ordering::Relaxed);
+        let run = workload(&store, &fs, start, &mut streams, case.seed)?;
+        let mid_run = fs.is_crashed();
+        let post = fs.crash_or_crashed_into();
+        drop(store);
+        let Run { snapshots, acked } = run;
+        // KEEL_DUMP_DIR=DIR: the crashed files, for `keel dump` / `keel info` (with
+        // `crash_case_from_env`).
+        if let Ok(out) = std::env::var("KEEL_DUMP_DIR") {
+            for p in post.durable_files().map_err(|e| e.to_string())? {
+                let bytes = post.durable_contents(&p).map_err(|e| e.to_string())?;
+                let dst = Path::new(&out).join(p.strip_prefix("/").unwrap_or(&p));
+                if let Some(parent) = dst.parent() {
+                    std::fs::create_dir_all(parent).map_err(|e| e.to_string())?;
+                }
+                std::fs::write(&dst, bytes).map_err(|e| e.to_string())?;
+            }
+        }
+        // A quarter of the cases recover with another torn-page protection and doublewrite batch
+        // than the run had (every choice is selectable at each open: a user moving from doublewrite
+        // to atomic writes, or to none): the new writer must first recover what the old one left
+        // (the old area's images, the full-page images in the log). Its own generator, so the rest
+        // of each case is what the seed always gave. A torn page may be reported as corruption if
+        // either the run or the recovery was unprotected.
+        cfg = if switch.below(4) == 0 {
+            let mode = switch.other(
+                &[
+                    TornPage::Doublewrite,
+                    TornPage::FullPageWrites,
+                    TornPage::Atomic,
+                    TornPage::None,
+                ],
+                run_mode,
+            );
+            // Without a checksum a torn page can pass for whole: never recovered unprotected.
+            let mode = if mode == TornPage::None && cfg.checksum == keel::Checksum::None {
+                TornPage::Doublewrite
+            } else {
+                mode
+            };
+            add_totals(|t| t.mode_switches += 1);
+            notes.push_str(&format!("recovered in {mode:?}; "));
+            Config {
+                torn_page: mode,
+                doublewrite_batch: [1, 4, 8, 16][switch.below(4) as usize],
+                ..cfg
+            }
+        } else {
+            cfg
+        };
+        let unprotected = run_mode == TornPage::None || cfg.torn_page == TornPage::None;
+        // First a read-only open, which recovers in memory and writes nothing: it must read
+        // exactly what the real recovery below gives (compared after it).
+        let ro_cfg = Config {
+            read_only: true,
+            ..cfg.clone()
+        };
+        let in_memory = match Store::open_with_fs(Arc::new(post.clone()), dir, ro_cfg) {
+            Ok(ro) => {
+                let seen = contents(&ro).map_err(|e| e.to_string());
+                let checked = ro.check().map(|r| r.problems).map_err(|e| e.to_string());
+                let in_memory = ro.recovery().in_memory;
+                ro.close().map_err(|e| format!("read-only close: {e}"))?;
+                add_totals(|t| t.recovered_in_memory += u64::from(in_memory));
+                Some((seen, checked))
+            }
+            Err(Error::NeedsRecovery { .. }) => None,
+            Err(e) if unprotected && e.is_corruption() => None,
+            Err(e) => return Err(format!("read-only open after the crash failed: {e}")),
+        };
+        // A quarter of the cases lose power again during the recovery itself (its doublewrite
+        // restores, the replayed pages' flush, the checkpoint it records on page 0 and in the log,
+        // the log's restart): the recovery after that must still find every acknowledged commit.
+        // Its own generator, so the rest of each case is what the seed always gave.
+        let post = if again.below(4) == 0 {
+            post.crash_at_call(1 + again.below(60), None);
+            let attempt = Store::open_with_fs(Arc::new(post.clone()), dir, cfg.clone());
+            let post2 = post.crash_or_crashed_into();
+            drop(attempt);
+            add_totals(|t| t.recovery_crashes += 1);
+            notes.push_str("power lost during recovery; ");
+            post2
+        } else {
+            post
+        };
+        // A third of the recoveries run with the smallest pool (16 frames, less than the run had):
+        // recovery must either work in it or be refused naming the pool_size it needs, and then
+        // work with the run's own pool. (Not before a second run: its transactions need the
+        // run's pool.)
+        let small_pool = Config {
+            pool_size: 16 * cfg.page_size,
+            ..cfg.clone()
+        };
+        let live = post.clone();
+        let first = if streams.rng.below(3) == 0 && generation + 1 == generations {
+            match Store::open_with_fs(Arc::new(post.clone()), dir, small_pool) {
+                Err(Error::Config(m)) if m.contains("pool_size") => {
+                    add_totals(|t| t.small_pool_refusals += 1);
+                    Store::open_with_fs(Arc::new(post), dir, cfg.clone())
+                }
+                other => other,
+            }
+        } else {
+            Store::open_with_fs(Arc::new(post), dir, cfg.clone())
+        };
+        store = match first {
+            Ok(s) => {
+                let r = s.recovery().clone();
+                add_totals(|t| {
+                    t.acked += acked as u64;
+                    t.crashed_mid_run += u64::from(mid_run);
+                    t.groups_replayed += r.groups_replayed;
+                    t.doublewrite_restored += r.doublewrite_restored;
+                    t.rebuilt_from_redo += r.redo.unusable_pages_rebuilt.len() as u64;
+                    t.log_bytes_discarded += r.log_bytes_discarded;
+                });
+                s
+            }
+            Err(e) if unprotected && e.is_corruption() => return Ok(Outcome::ReportedCorruption),
+            Err(e) => return Err(format!("recovery failed: {e}")),
+        };
+        let got = match contents(&store) {
+            Ok(m) => m,
+            Err(e) if unprotected && e.is_corruption() => return Ok(Outcome::ReportedCorruption),
+            Err(e) => return Err(format!("read after recovery failed: {e}")),
+        };
+        // Every page of the recovered file is accounted for: a crash may lose unacknowledged
+        // work, never pages (none leaked, none both free and used), and every tree is sound.
+        match store.check() {
+            Ok(r) if r.is_ok() => {}
+            Ok(r) if unprotected && r.problems.iter().all(|p| p.contains("corruption")) => {
+                return Ok(Outcome::ReportedCorruption)
+            }
+            Ok(r) => return Err(format!("check after recovery: {}", r.problems.join("; "))),
+            Err(e) if unprotected && e.is_corruption() => return Ok(Outcome::ReportedCorruption),
+            Err(e) => return Err(format!("check after recovery failed: {e}")),
+        }
+        if let Some((seen, checked)) = in_memory {
+            if seen.as_ref() != Ok(&got) {
+                return Err(format!(
+                    "a read-only open (recovery in memory) read {} keys where recovery gives {}",
+                    seen.map_or_else(|e| e, |m| m.len().to_string()),
+                    got.len()
+                ));
+            }
+            if checked != Ok(Vec::new()) {
+                return Err(format!(
+                    "check of the read-only open (recovery in memory): {checked:?}"
+                ));
+            }
+        }
+        // Commits that did not wait for the sync may be lost, newest first: any prefix will do.
+        let floor = if lazy { 0 } else { acked };
+        let Some(k) = (floor..snapshots.len())
+            .rev()
+            .find(|&k| snapshots[k] == got)
+        else {
+            let near = snapshots.iter().position(|s| *s == got);
+            return Err(format!(
+                "recovered contents ({} keys) match no commit point >= the last acknowledged \
+             ({acked}); they match commit point {near:?} of {}{}",
+                got.len(),
+                snapshots.len() - 1,
+                if generation > 0 {
+                    " of the run after recovery"
+                } else {
+                    ""
+                }
+            ));
+        };
+        if k < acked {
+            add_totals(|t| t.unsynced_commits_lost += 1);
+        }
+        generation += 1;
+        if generation == generations {
+            return Ok(Outcome::Recovered(k));
+        }
+        // The recovered store runs on, in the mode it recovered in, from what it recovered.
+        add_totals(|t| t.second_runs += 1);
+        notes.push_str("a second run after recovery; ");
+        run_mode = cfg.torn_page;
+        start = got;
+        fs = live;
+    }
+}
+
+/// A commit refused without harm: for the transaction's size (`Error::is_too_large`), or after
+/// one of its operations was refused part-way (`PoolError::TxnFailed`). Nothing of it is
+/// committed.
+fn refusal(e: &Error) -> bool {
+    e.is_too_large() || matches!(e, Error::Pool(keel::PoolError::TxnFailed { .. }))
+}
+
+/// The generators a case's run draws from, each its own so a choice added to one stream leaves
+/// the others' draws as the seed always gave them.
+struct Streams {
+    /// The crash point, the keys and values of exclusive transactions.
+    rng: Rng,
+    /// Readers, exclusive or concurrent, drops, adds, when `other` commits.
+    rrng: Rng,
+    /// The held concurrent transaction (`other`).
+    orng: Rng,
+    /// Rollbacks.
+    arng: Rng,
+}
+
+/// What a run did: the model after each commit point (`snapshots[0]` is the store it started
+/// on) and the last commit point acknowledged.
+struct Run {
+    snapshots: Vec<Model>,
+    acked: usize,
+}
+
+/// Runs random transactions on `store`, which starts as `start`, until the crash point armed
+/// here (drawn from `s.rng`) fails the power of `fs` — or 60 transactions are done, and the
+/// caller cuts the power. An error before the power failed is a failure of the case.
+fn workload(
+    store: &Store,
+    fs: &SimFs,
+    start: Model,
+    s: &mut Streams,
+    seed: u64,
+) -> Result<Run, String> {
     // Model after each commit; snapshots[0] is the empty store.
-    let mut snapshots: Vec<Model> = vec![Model::new()];
-    let mut model = Model::new();
+    let mut snapshots: Vec<Model> = vec![start.clone()];
+    let mut model = start;
     let mut acked = 0usize;
     // Snapshot readers held across transactions, with the commit point each must see; their
     // own generator, so the writes and the crash point are those the seed always gave.
     let mut readers: Vec<(keel::ReadTxn, usize)> = Vec::new();
-    let mut rrng = Rng(case.seed ^ 0x5eed_5eed);
     let mut snapshot_checks = 0u64;
     let mut drops = 0u64;
+    let mut aborts = 0u64;
+    let mut too_large = 0u64;
+    let mut refused_commits = 0u64;
+    let refused_concurrent = std::cell::Cell::new(0u64);
     // Every reader sees exactly its commit point; after the crash fired a read may fail (the
     // file system is gone), but never return other data.
     let check_readers = |readers: &[(keel::ReadTxn, usize)],
@@ -296,24 +562,33 @@ fn run_case_noted(
         }
         Ok(())
     };
-    fs.crash_at_call(1 + rng.below(260), None);
+    // An error before the power failed is a failure of the store (the harness asks nothing a
+    // store may refuse but a conflict, which is handled where it can happen); once it failed,
+    // any call may fail and the run ends.
+    let stop = |what: &str, e: Error| -> Result<(), String> {
+        if fs.is_crashed() {
+            Ok(())
+        } else {
+            Err(format!("{what} failed before the power failed: {e}"))
+        }
+    };
+    fs.crash_at_call(1 + s.rng.below(260), None);
     // A third of the cases write over 600 keys instead of 120, with values of 100-400 bytes
     // instead of 8-208: the table grows across more leaves before the crash, so more of them
     // split, and a split's right half is a page copy in doublewrite and atomic modes (120 keys
     // made about 0.4 copies per case, too few to meet copies beside removes, drops, concurrent
     // writers, snapshots and small-pool recovery). Its own generator, so the other cases are
     // those the seed always gave.
-    let key_space = if Rng(case.seed ^ 0x6b65_7973).below(3) == 0 {
+    let key_space = if Rng(seed ^ 0x6b65_7973).below(3) == 0 {
         600
     } else {
         120
     };
-    // Concurrent writers (issue 13): each transaction is exclusive or concurrent (by `rrng`),
-    // and now and then a second, concurrent transaction (`other`, its own generator `orng`)
+    // Concurrent writers (issue 13): each transaction is exclusive or concurrent (by `s.rrng`),
+    // and now and then a second, concurrent transaction (`other`, its own generator `s.orng`)
     // writes, stays open across later transactions and commits between them or in the middle
     // of a concurrent one — or is refused with a conflict, which is then no commit point.
     let mut other: Option<(keel::WriteTxn<'_>, Writes, Option<i64>)> = None;
-    let mut orng = Rng(case.seed ^ 0x0bad_cafe);
     let conflicts = std::cell::Cell::new(0u64);
     let concurrent_commits = std::cell::Cell::new(0u64);
     // Commits `other`: Ok(false) when the store failed (the crash fired).
@@ -321,9 +596,9 @@ fn run_case_noted(
                         committed: &mut Model,
                         snapshots: &mut Vec<Model>,
                         acked: &mut usize|
-     -> bool {
+     -> Result<bool, String> {
         let Some((tx, w, add)) = other.take() else {
-            return true;
+            return Ok(true);
         };
         let next = apply(committed.clone(), &w, add);
         snapshots.push(next.clone());
@@ -332,65 +607,82 @@ fn run_case_noted(
                 *committed = next;
                 *acked = snapshots.len() - 1;
                 concurrent_commits.set(concurrent_commits.get() + 1);
-                true
+                Ok(true)
             }
             Err(e) if e.is_conflict() => {
                 snapshots.pop();
                 conflicts.set(conflicts.get() + 1);
-                true
+                Ok(true)
             }
-            Err(_) => false,
+            Err(e) if refusal(&e) && !fs.is_crashed() => {
+                snapshots.pop();
+                refused_concurrent.set(refused_concurrent.get() + 1);
+                Ok(true)
+            }
+            Err(e) => stop("a concurrent commit", e).map(|()| false),
         }
     };
     for _ in 0..60 {
-        if rrng.below(4) == 0 {
+        if s.rrng.below(4) == 0 {
             if readers.len() >= 2 {
                 readers.remove(0);
             }
-            if let Ok(r) = store.read() {
-                readers.push((r, snapshots.len() - 1));
+            match store.read() {
+                Ok(r) => readers.push((r, snapshots.len() - 1)),
+                Err(e) => stop("a snapshot's start", e)?,
             }
         }
-        if other.is_none() && rrng.below(3) == 0 {
-            let Ok(tx) = store.write_concurrent() else {
-                break;
+        if other.is_none() && s.rrng.below(3) == 0 {
+            let tx = match store.write_concurrent() {
+                Ok(tx) => tx,
+                Err(e) => {
+                    stop("a concurrent transaction's start", e)?;
+                    break;
+                }
             };
             let mut w = Writes::new();
             let mut add = None;
             let wrote = (|| -> keel::Result<()> {
                 let mut t = tx.table("t")?;
-                if orng.below(3) == 0 {
+                if s.orng.below(3) == 0 {
                     // An atomic add: no read, applied at the commit point.
-                    let d = orng.below(1000) as i64 - 500;
+                    let d = s.orng.below(1000) as i64 - 500;
                     t.add_i64(COUNTER, d)?;
                     add = Some(d);
                 }
-                for _ in 0..1 + orng.below(4) {
-                    let key = format!("key{:03}", orng.below(key_space)).into_bytes();
-                    if orng.below(4) == 0 {
+                for _ in 0..1 + s.orng.below(4) {
+                    let key = format!("key{:03}", s.orng.below(key_space)).into_bytes();
+                    if s.orng.below(4) == 0 {
                         t.remove(&key)?;
                         w.insert(key, None);
                     } else {
-                        let v = vec![orng.next() as u8; 8 + orng.below(300) as usize];
+                        let v = vec![s.orng.next() as u8; 8 + s.orng.below(300) as usize];
                         t.insert(&key, &v)?;
                         w.insert(key, Some(v));
                     }
                 }
                 Ok(())
             })();
-            if wrote.is_err() {
+            if let Err(e) = wrote {
+                stop("a concurrent transaction's write", e)?;
                 break;
             }
             other = Some((tx, w, add));
         }
-        let concurrent = rrng.below(2) == 0;
-        let other_mid = concurrent && rrng.below(2) == 0;
+        let concurrent = s.rrng.below(2) == 0;
+        let other_mid = concurrent && s.rrng.below(2) == 0;
         let started = if concurrent {
             store.write_concurrent()
         } else {
             store.write()
         };
-        let Ok(mut tx) = started else { break };
+        let mut tx = match started {
+            Ok(tx) => tx,
+            Err(e) => {
+                stop("a transaction's start", e)?;
+                break;
+            }
+        };
         let mut failed = false;
         // This transaction's writes, and whether it dropped the table first.
         let mut writes = Writes::new();
@@ -398,54 +690,80 @@ fn run_case_noted(
         let mut dropped = false;
         // Now and then the whole table is dropped first (its pages freed in one transaction,
         // often more of them than the pool holds): the transaction then starts a new table.
-        if rrng.below(25) == 0 {
-            if tx.drop_table("t").is_err() {
-                break;
+        // An operation refused for the transaction's size (the pool lets one transaction hold
+        // 18 of its 24 frames; a value of up to 7.5 KB takes two overflow pages) ends the
+        // transaction's operations; it then commits what it did before, or is refused.
+        let mut refused = false;
+        'ops: {
+            if s.rrng.below(25) == 0 {
+                match tx.drop_table("t") {
+                    Ok(_) => {}
+                    Err(e) if e.is_too_large() && !fs.is_crashed() => {
+                        refused = true;
+                        break 'ops;
+                    }
+                    Err(e) => {
+                        stop("a drop", e)?;
+                        failed = true;
+                        break 'ops;
+                    }
+                }
+                dropped = true;
+                drops += 1;
             }
-            dropped = true;
-            drops += 1;
-        }
-        {
             let mut t = match tx.table("t") {
                 Ok(t) => t,
-                Err(_) => break,
+                Err(e) if e.is_too_large() && !fs.is_crashed() => {
+                    refused = true;
+                    break 'ops;
+                }
+                Err(e) => {
+                    stop("a table's open", e)?;
+                    failed = true;
+                    break 'ops;
+                }
             };
-            let n = 1 + rng.below(6);
+            let n = 1 + s.rng.below(6);
             for i in 0..n {
                 if other_mid
                     && i == n / 2
-                    && !commit_other(&mut other, &mut model, &mut snapshots, &mut acked)
+                    && !commit_other(&mut other, &mut model, &mut snapshots, &mut acked)?
                 {
                     failed = true;
                     break;
                 }
-                let key = format!("key{:03}", rng.below(key_space)).into_bytes();
-                let r = if rrng.below(8) == 0 {
+                let key = format!("key{:03}", s.rng.below(key_space)).into_bytes();
+                let r = if s.rrng.below(8) == 0 {
                     // An atomic add to the counter (exclusive: read and written at once).
-                    let d = rrng.below(1000) as i64 - 500;
+                    let d = s.rrng.below(1000) as i64 - 500;
                     t.add_i64(COUNTER, d).map(|()| {
                         main_add = Some(main_add.unwrap_or(0i64).wrapping_add(d));
                     })
-                } else if rng.below(5) == 0 {
+                } else if s.rng.below(5) == 0 {
                     t.remove(&key).map(|_| {
                         writes.insert(key, None);
                     })
                 } else {
-                    let len = if rng.below(12) == 0 {
-                        1500 + rng.below(6000)
+                    let len = if s.rng.below(12) == 0 {
+                        1500 + s.rng.below(6000)
                     } else if key_space > 120 {
-                        100 + rng.below(300)
+                        100 + s.rng.below(300)
                     } else {
-                        8 + rng.below(200)
+                        8 + s.rng.below(200)
                     };
-                    let fill = rng.next() as u8;
+                    let fill = s.rng.next() as u8;
                     let v = vec![fill; len as usize];
                     t.insert(&key, &v).map(|_| {
                         writes.insert(key, Some(v));
                     })
                 };
-                if r.is_err() {
-                    failed = true;
+                if let Err(e) = r {
+                    if e.is_too_large() && !fs.is_crashed() {
+                        refused = true;
+                    } else {
+                        stop("a write", e)?;
+                        failed = true;
+                    }
                     break;
                 }
             }
@@ -459,10 +777,44 @@ fn run_case_noted(
             "mid-transaction",
             &mut snapshot_checks,
         )?;
+        // Now and then the transaction is rolled back instead (`abort`, or dropped): its
+        // changes — writes, splits, overflow pages, a drop of the whole table — must leave the
+        // pool's pages as they were, in memory now and on disk after the crash, though the
+        // checkpointer and eviction may write those pages any time after.
+        if s.arng.below(8) == 0 {
+            if s.arng.below(2) == 0 {
+                tx.abort();
+            } else {
+                drop(tx);
+            }
+            aborts += 1;
+            match contents(store) {
+                Ok(m) if m == model => {}
+                Ok(m) => {
+                    return Err(format!(
+                        "after a rollback the store reads {} keys, the newest commit has {}",
+                        m.len(),
+                        model.len()
+                    ))
+                }
+                Err(e) => {
+                    stop("a read after a rollback", e)?;
+                    break;
+                }
+            }
+            check_readers(
+                &readers,
+                &snapshots,
+                "after a rollback",
+                &mut snapshot_checks,
+            )?;
+            continue;
+        }
         // Serializable: a transaction that commits takes effect after every earlier commit.
         let base = if dropped { Model::new() } else { model.clone() };
         let next = apply(base, &writes, main_add);
         snapshots.push(next.clone());
+        too_large += u64::from(refused);
         match tx.commit() {
             Ok(()) => {
                 model = next;
@@ -472,10 +824,41 @@ fn run_case_noted(
                 snapshots.pop();
                 conflicts.set(conflicts.get() + 1);
             }
-            Err(_) => break,
+            Err(e) if refusal(&e) && !fs.is_crashed() => {
+                // Refused for its size, or after an operation refused part-way: nothing of
+                // it may show.
+                snapshots.pop();
+                refused_commits += 1;
+                match contents(store) {
+                    Ok(m) if m == model => {}
+                    Ok(m) => {
+                        return Err(format!(
+                            "after a refused commit ({e}) the store reads {} keys, the newest \
+                             commit has {}",
+                            m.len(),
+                            model.len()
+                        ))
+                    }
+                    Err(e) => {
+                        stop("a read after a refused commit", e)?;
+                        break;
+                    }
+                }
+            }
+            Err(e) => {
+                stop("a commit", e)?;
+                break;
+            }
         }
         check_readers(&readers, &snapshots, "after a commit", &mut snapshot_checks)?;
-        if rrng.below(2) == 0 && !commit_other(&mut other, &mut model, &mut snapshots, &mut acked) {
+        if other.is_some() && s.arng.below(8) == 0 {
+            // The held concurrent transaction is given up (it wrote nothing to the pages).
+            drop(other.take());
+            aborts += 1;
+        }
+        if s.rrng.below(2) == 0
+            && !commit_other(&mut other, &mut model, &mut snapshots, &mut acked)?
+        {
             break;
         }
     }
@@ -489,172 +872,11 @@ fn run_case_noted(
         t.table_drops += drops;
         t.conflicts += conflicts.get();
         t.concurrent_commits += concurrent_commits.get();
+        t.aborts += aborts;
+        t.ops_too_large += too_large;
+        t.commits_refused += refused_commits + refused_concurrent.get();
     });
-    let mid_run = fs.is_crashed();
-    let post = fs.crash_or_crashed_into();
-    drop(store);
-    // KEEL_DUMP_DIR=DIR: the crashed files, for `keel dump` / `keel info` (with
-    // `crash_case_from_env`).
-    if let Ok(out) = std::env::var("KEEL_DUMP_DIR") {
-        for p in post.durable_files().map_err(|e| e.to_string())? {
-            let bytes = post.durable_contents(&p).map_err(|e| e.to_string())?;
-            let dst = Path::new(&out).join(p.strip_prefix("/").unwrap_or(&p));
-            if let Some(parent) = dst.parent() {
-                std::fs::create_dir_all(parent).map_err(|e| e.to_string())?;
-            }
-            std::fs::write(&dst, bytes).map_err(|e| e.to_string())?;
-        }
-    }
-    // A quarter of the cases recover with another torn-page protection and doublewrite batch
-    // than the run had (every choice is selectable at each open: a user moving from doublewrite
-    // to atomic writes, or to none): the new writer must first recover what the old one left
-    // (the old area's images, the full-page images in the log). Its own generator, so the rest
-    // of each case is what the seed always gave. A torn page may be reported as corruption if
-    // either the run or the recovery was unprotected.
-    let mut switch = Rng(case.seed ^ 0x5717_c40d_e000_0001);
-    let cfg = if switch.below(4) == 0 {
-        let mode = switch.other(
-            &[
-                TornPage::Doublewrite,
-                TornPage::FullPageWrites,
-                TornPage::Atomic,
-                TornPage::None,
-            ],
-            case.mode,
-        );
-        // Without a checksum a torn page can pass for whole: never recovered unprotected.
-        let mode = if mode == TornPage::None && cfg.checksum == keel::Checksum::None {
-            TornPage::Doublewrite
-        } else {
-            mode
-        };
-        add_totals(|t| t.mode_switches += 1);
-        notes.push_str(&format!("recovered in {mode:?}; "));
-        Config {
-            torn_page: mode,
-            doublewrite_batch: [1, 4, 8, 16][switch.below(4) as usize],
-            ..cfg
-        }
-    } else {
-        cfg
-    };
-    let unprotected = case.mode == TornPage::None || cfg.torn_page == TornPage::None;
-    // First a read-only open, which recovers in memory and writes nothing: it must read
-    // exactly what the real recovery below gives (compared after it).
-    let ro_cfg = Config {
-        read_only: true,
-        ..cfg.clone()
-    };
-    let in_memory = match Store::open_with_fs(Arc::new(post.clone()), dir, ro_cfg) {
-        Ok(ro) => {
-            let seen = contents(&ro).map_err(|e| e.to_string());
-            let checked = ro.check().map(|r| r.problems).map_err(|e| e.to_string());
-            let in_memory = ro.recovery().in_memory;
-            ro.close().map_err(|e| format!("read-only close: {e}"))?;
-            add_totals(|t| t.recovered_in_memory += u64::from(in_memory));
-            Some((seen, checked))
-        }
-        Err(Error::NeedsRecovery { .. }) => None,
-        Err(e) if unprotected && e.is_corruption() => None,
-        Err(e) => return Err(format!("read-only open after the crash failed: {e}")),
-    };
-    // A quarter of the cases lose power again during the recovery itself (its doublewrite
-    // restores, the replayed pages' flush, the checkpoint it records on page 0 and in the log,
-    // the log's restart): the recovery after that must still find every acknowledged commit.
-    // Its own generator, so the rest of each case is what the seed always gave.
-    let mut again = Rng(case.seed ^ 0x2ec0_7e4e_d000_0001);
-    let post = if again.below(4) == 0 {
-        post.crash_at_call(1 + again.below(60), None);
-        let attempt = Store::open_with_fs(Arc::new(post.clone()), dir, cfg.clone());
-        let post2 = post.crash_or_crashed_into();
-        drop(attempt);
-        add_totals(|t| t.recovery_crashes += 1);
-        notes.push_str("power lost during recovery; ");
-        post2
-    } else {
-        post
-    };
-    // A third of the recoveries run with the smallest pool (16 frames, less than the run had):
-    // recovery must either work in it or be refused naming the pool_size it needs, and then
-    // work with the run's own pool.
-    let small_pool = Config {
-        pool_size: 16 * cfg.page_size,
-        ..cfg.clone()
-    };
-    let first = if rng.below(3) == 0 {
-        match Store::open_with_fs(Arc::new(post.clone()), dir, small_pool) {
-            Err(Error::Config(m)) if m.contains("pool_size") => {
-                add_totals(|t| t.small_pool_refusals += 1);
-                Store::open_with_fs(Arc::new(post), dir, cfg)
-            }
-            other => other,
-        }
-    } else {
-        Store::open_with_fs(Arc::new(post), dir, cfg)
-    };
-    let store = match first {
-        Ok(s) => {
-            let r = s.recovery().clone();
-            add_totals(|t| {
-                t.acked += acked as u64;
-                t.crashed_mid_run += u64::from(mid_run);
-                t.groups_replayed += r.groups_replayed;
-                t.doublewrite_restored += r.doublewrite_restored;
-                t.rebuilt_from_redo += r.redo.unusable_pages_rebuilt.len() as u64;
-                t.log_bytes_discarded += r.log_bytes_discarded;
-            });
-            s
-        }
-        Err(e) if unprotected && e.is_corruption() => return Ok(Outcome::ReportedCorruption),
-        Err(e) => return Err(format!("recovery failed: {e}")),
-    };
-    let got = match contents(&store) {
-        Ok(m) => m,
-        Err(e) if unprotected && e.is_corruption() => return Ok(Outcome::ReportedCorruption),
-        Err(e) => return Err(format!("read after recovery failed: {e}")),
-    };
-    // Every page of the recovered file is accounted for: a crash may lose unacknowledged
-    // work, never pages (none leaked, none both free and used), and every tree is sound.
-    match store.check() {
-        Ok(r) if r.is_ok() => {}
-        Ok(r) if unprotected && r.problems.iter().all(|p| p.contains("corruption")) => {
-            return Ok(Outcome::ReportedCorruption)
-        }
-        Ok(r) => return Err(format!("check after recovery: {}", r.problems.join("; "))),
-        Err(e) if unprotected && e.is_corruption() => return Ok(Outcome::ReportedCorruption),
-        Err(e) => return Err(format!("check after recovery failed: {e}")),
-    }
-    if let Some((seen, checked)) = in_memory {
-        if seen.as_ref() != Ok(&got) {
-            return Err(format!(
-                "a read-only open (recovery in memory) read {} keys where recovery gives {}",
-                seen.map_or_else(|e| e, |m| m.len().to_string()),
-                got.len()
-            ));
-        }
-        if checked != Ok(Vec::new()) {
-            return Err(format!(
-                "check of the read-only open (recovery in memory): {checked:?}"
-            ));
-        }
-    }
-    // Commits that did not wait for the sync may be lost, newest first: any prefix will do.
-    let floor = if lazy { 0 } else { acked };
-    for k in (floor..snapshots.len()).rev() {
-        if snapshots[k] == got {
-            if k < acked {
-                add_totals(|t| t.unsynced_commits_lost += 1);
-            }
-            return Ok(Outcome::Recovered(k));
-        }
-    }
-    let near = snapshots.iter().position(|s| *s == got);
-    Err(format!(
-        "recovered contents ({} keys) match no commit point >= the last acknowledged ({acked}); \
-         they match commit point {near:?} of {}",
-        got.len(),
-        snapshots.len() - 1
-    ))
+    Ok(Run { snapshots, acked })
 }
 
 /// The matrix's cases: each mode × log block size × sector size, `per_combo` seeds each.
@@ -698,6 +920,12 @@ fn matrix(cases_per_combo: u64, seed_base: u64) {
     println!("crash matrix: {total} cases, {corruption_reports} torn pages reported in none mode, {} failures", failures.len());
     if let Ok(t) = TOTALS.lock() {
         println!("crash matrix totals: {:?}", *t);
+    }
+    // KEEL_CRASH_FAILURES=FILE: every failure, one per line (the panic names the first ten).
+    if let Ok(path) = std::env::var("KEEL_CRASH_FAILURES") {
+        if let Err(e) = std::fs::write(&path, failures.join("\n")) {
+            println!("could not write {path}: {e}");
+        }
     }
     assert!(
         failures.is_empty(),
