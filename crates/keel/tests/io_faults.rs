@@ -44,11 +44,10 @@ use std::time::Duration;
 /// An error that is not an I/O failure: the transaction was refused for what it is, and the
 /// store goes on.
 fn refused_for_itself(e: &Error) -> bool {
+    // A commit after a failed write is refused for that failure, counted where it happened.
     e.is_conflict()
-        || matches!(
-            e,
-            Error::TxnTooLargeForLog { .. } | Error::Pool(keel::PoolError::TxnTooLarge { .. })
-        )
+        || e.is_too_large()
+        || matches!(e, Error::Pool(keel::PoolError::TxnFailed { .. }))
 }
 
 /// The files of a store, for faults aimed at one.
@@ -102,6 +101,10 @@ struct Totals {
     growing_logs: u64,
     /// Cases with 8 or 16 KiB pages.
     large_pages: u64,
+    /// Transactions committed after one of their writes failed (the error ignored) ...
+    commits_after_a_failed_write: u64,
+    /// ... and whose commit went through (the failed write had changed nothing).
+    committed_after_a_failed_write: u64,
 }
 
 /// The protected torn-page modes.
@@ -145,6 +148,7 @@ fn run_case(seed: u64, totals: &mut Totals) -> Result<(), String> {
     // scaled with them). Their own generator, so the other choices are those the seed always
     // gave.
     let mut shape = Rng(seed ^ 0x5a9e_0000_0000_0006);
+    let mut carry = Rng(seed ^ 0xca11_0000_0000_000b);
     if shape.below(4) == 0 {
         cfg.log_files = keel::LogFileMode::Growing;
         cfg.log_file_size = 32 * 1024;
@@ -214,6 +218,12 @@ fn run_case(seed: u64, totals: &mut Totals) -> Result<(), String> {
                         writes.push((key, Some(v)));
                     }
                 }
+                // Half the transactions whose write fails are committed anyway, as a caller that
+                // ignores the error would: the commit must then be refused, or commit exactly
+                // the writes that returned (never part of the failed one). Its own generator.
+                let carry_on = carry.below(2) == 0;
+                let mut done = 0;
+                let mut ignored = None;
                 let result = (|| -> keel::Result<()> {
                     let tx = if concurrent {
                         store.write_concurrent()?
@@ -223,19 +233,39 @@ fn run_case(seed: u64, totals: &mut Totals) -> Result<(), String> {
                     {
                         let mut t = tx.table("t")?;
                         for (k, v) in &writes {
-                            match v {
-                                Some(v) => {
-                                    t.insert(k, v)?;
+                            let w = match v {
+                                Some(v) => t.insert(k, v).map(drop),
+                                None => t.remove(k).map(drop),
+                            };
+                            match w {
+                                Ok(()) => done += 1,
+                                Err(e) if carry_on => {
+                                    ignored = Some(e);
+                                    break;
                                 }
-                                None => {
-                                    t.remove(k)?;
-                                }
+                                Err(e) => return Err(e),
                             }
                         }
                     }
                     tx.commit()
                 })();
-                for (k, v) in &writes {
+                if let Some(e) = &ignored {
+                    totals.commits_after_a_failed_write += 1;
+                    if result.is_ok() {
+                        totals.committed_after_a_failed_write += 1;
+                    }
+                    if failed.is_none() && !refused_for_itself(e) {
+                        failed = Some(format!("write (ignored): {e}"));
+                    }
+                }
+                // The writes the commit holds if it went through (the failed one is not one of
+                // them); without an ignored failure, all of them.
+                let upto = if ignored.is_some() {
+                    done
+                } else {
+                    writes.len()
+                };
+                for (k, v) in &writes[..upto] {
                     match v {
                         Some(v) => next.insert(k.clone(), v.clone()),
                         None => next.remove(k),
