@@ -18,7 +18,8 @@
 //! A quarter of the cases run on after the recovery (new transactions on the recovered store, in
 //! the mode it recovered in) and lose power a second time; an eighth of the exclusive
 //! transactions roll back after their writes (`abort` or drop) and the store must then read as
-//! its newest commit; and any error before the power failed is a failure of the case (it was
+//! its newest commit; a quarter of the commits go through `commit_async` (driven to the end
+//! on a current-thread runtime); and any error before the power failed is a failure of the case (it was
 //! once the end of the run, which hid a drop that left no room for the table it recreated). A
 //! transaction refused for its size (`Error::is_too_large`) is no commit point and the run
 //! goes on.
@@ -140,6 +141,8 @@ struct Totals {
     second_runs: u64,
     /// Operations refused for the transaction's size (`Error::is_too_large`).
     ops_too_large: u64,
+    /// Exclusive commits made through `commit_async`.
+    async_commits: u64,
     /// Commits refused for the transaction's size or after such an operation.
     commits_refused: u64,
 }
@@ -281,6 +284,7 @@ fn run_case_noted(
         rrng: Rng(case.seed ^ 0x5eed_5eed),
         orng: Rng(case.seed ^ 0x0bad_cafe),
         arng: Rng(case.seed ^ 0xab07_0000_0000_0009),
+        crng: Rng(case.seed ^ 0xa5c0_0000_0000_000c),
     };
     // A quarter of the cases reopen in another torn-page mode (`switch`), a quarter lose power
     // again during the recovery (`again`): see below.
@@ -489,6 +493,18 @@ fn run_case_noted(
     }
 }
 
+/// Drives `f` to its end on this thread (a current-thread tokio runtime: the log's durability
+/// future needs no more).
+fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt.block_on(f),
+        Err(e) => panic!("a tokio runtime: {e}"),
+    }
+}
+
 /// A commit refused without harm: for the transaction's size (`Error::is_too_large`), or after
 /// one of its operations was refused part-way (`PoolError::TxnFailed`). Nothing of it is
 /// committed.
@@ -507,6 +523,8 @@ struct Streams {
     orng: Rng,
     /// Rollbacks.
     arng: Rng,
+    /// Which commits go through `commit_async`.
+    crng: Rng,
 }
 
 /// What a run did: the model after each commit point (`snapshots[0]` is the store it started
@@ -537,6 +555,7 @@ fn workload(
     let mut drops = 0u64;
     let mut aborts = 0u64;
     let mut too_large = 0u64;
+    let mut async_commits = 0u64;
     let mut refused_commits = 0u64;
     let refused_concurrent = std::cell::Cell::new(0u64);
     // Every reader sees exactly its commit point; after the crash fired a read may fail (the
@@ -815,7 +834,15 @@ fn workload(
         let next = apply(base, &writes, main_add);
         snapshots.push(next.clone());
         too_large += u64::from(refused);
-        match tx.commit() {
+        // A quarter of the commits go through `commit_async`, its future driven to the end
+        // (it must resolve only once the commit is as durable as a `commit` would wait for).
+        let committed = if s.crng.below(4) == 0 {
+            async_commits += 1;
+            block_on(tx.commit_async())
+        } else {
+            tx.commit()
+        };
+        match committed {
             Ok(()) => {
                 model = next;
                 acked = snapshots.len() - 1;
@@ -874,6 +901,7 @@ fn workload(
         t.concurrent_commits += concurrent_commits.get();
         t.aborts += aborts;
         t.ops_too_large += too_large;
+        t.async_commits += async_commits;
         t.commits_refused += refused_commits + refused_concurrent.get();
     });
     Ok(Run { snapshots, acked })
