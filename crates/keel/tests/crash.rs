@@ -19,7 +19,8 @@
 //! the mode it recovered in) and lose power a second time; an eighth of the exclusive
 //! transactions roll back after their writes (`abort` or drop) and the store must then read as
 //! its newest commit; a quarter of the commits go through `commit_async` (driven to the end
-//! on a current-thread runtime); and any error before the power failed is a failure of the case (it was
+//! on a current-thread runtime); a quarter of the runs end in `Store::close` (after a close
+//! that returned Ok the last commit point must come back, unsynced commits too); and any error before the power failed is a failure of the case (it was
 //! once the end of the run, which hid a drop that left no room for the table it recreated). A
 //! transaction refused for its size (`Error::is_too_large`) is no commit point and the run
 //! goes on.
@@ -143,6 +144,10 @@ struct Totals {
     ops_too_large: u64,
     /// Exclusive commits made through `commit_async`.
     async_commits: u64,
+    /// Runs that ended in `Store::close` ...
+    closes: u64,
+    /// ... which returned Ok before the power failed (then the last commit point is the one).
+    clean_closes: u64,
     /// Commits refused for the transaction's size or after such an operation.
     commits_refused: u64,
 }
@@ -300,6 +305,7 @@ fn run_case_noted(
     } else {
         1
     };
+    let mut closing = Rng(case.seed ^ 0xc105_e000_0000_000d);
     let mut generation = 0;
     let mut start = Model::new();
     let mut run_mode = case.mode;
@@ -310,8 +316,26 @@ fn run_case_noted(
             .store(ignore_copy_order, std::sync::atomic::Ordering::Relaxed);
         let run = workload(&store, &fs, start, &mut streams, case.seed)?;
         let mid_run = fs.is_crashed();
-        let post = fs.crash_or_crashed_into();
-        drop(store);
+        // A quarter of the runs end in `close` (its final checkpoint, data sync and log
+        // restart; the crash point, if it has not fired yet, may fire inside it): a close that
+        // returned Ok before the power failed leaves every commit durable, `Buffered` and
+        // `Lazy` ones too, so the recovery must give the very last commit point.
+        let (post, closed_clean) = if closing.below(4) == 0 && !mid_run {
+            add_totals(|t| t.closes += 1);
+            let closed = store.close();
+            let clean = closed.is_ok() && !fs.is_crashed();
+            if let Err(e) = closed {
+                if !fs.is_crashed() {
+                    return Err(format!("close failed before the power failed: {e}"));
+                }
+            }
+            (fs.crash_or_crashed_into(), clean)
+        } else {
+            // The power fails first, then the store is dropped (its drop can write nothing).
+            let post = fs.crash_or_crashed_into();
+            drop(store);
+            (post, false)
+        };
         let Run { snapshots, acked } = run;
         // KEEL_DUMP_DIR=DIR: the crashed files, for `keel dump` / `keel info` (with
         // `crash_case_from_env`).
@@ -459,7 +483,14 @@ fn run_case_noted(
             }
         }
         // Commits that did not wait for the sync may be lost, newest first: any prefix will do.
-        let floor = if lazy { 0 } else { acked };
+        let floor = if closed_clean {
+            add_totals(|t| t.clean_closes += 1);
+            snapshots.len() - 1
+        } else if lazy {
+            0
+        } else {
+            acked
+        };
         let Some(k) = (floor..snapshots.len())
             .rev()
             .find(|&k| snapshots[k] == got)
