@@ -344,9 +344,13 @@ impl DoublewriteArea {
         Ok(())
     }
 
-    /// Reads every slot and returns the valid images (recovery's first half). An area made for
-    /// another page size, or whose header records another store, is an error.
-    pub fn scan(&self, checksum: Checksum, page_size: PageSize) -> Result<Scan> {
+    /// Refuses an area whose header records another store, or that was made for another page
+    /// size: what [`scan`](Self::scan) checks first, from the header read at open, with no
+    /// I/O — so an open can refuse before it writes anything.
+    ///
+    /// # Errors
+    /// [`FlushError::DoublewriteArea`] naming the file and both stores or page sizes.
+    pub fn check_belongs(&self, page_size: PageSize) -> Result<()> {
         let (on_disk, on_disk_store) = {
             let st = self.state.lock();
             (st.on_disk, st.on_disk_store)
@@ -371,6 +375,14 @@ impl DoublewriteArea {
                 });
             }
         }
+        Ok(())
+    }
+
+    /// Reads every slot and returns the valid images (recovery's first half). An area made for
+    /// another page size, or whose header records another store, is an error.
+    pub fn scan(&self, checksum: Checksum, page_size: PageSize) -> Result<Scan> {
+        self.check_belongs(page_size)?;
+        let on_disk = self.state.lock().on_disk;
         let len = self.file.len()?;
         let mut scan = Scan::default();
         let g = match on_disk {

@@ -108,7 +108,10 @@ impl Store {
         } else {
             LogOpenMode::Existing
         };
-        let (log, recovered) = RedoLog::open_mode(
+        // Unstarted: the log writes nothing (its new incarnation, restart block, a growing
+        // log's cut) until the data file was checked against it (`recover_pages`), so an open
+        // refused there leaves every file as it was.
+        let (log, recovered) = RedoLog::open_unstarted(
             fs.clone(),
             &dir.join(LOG_DIR),
             config.log_config(),
@@ -298,6 +301,13 @@ fn recover_pages(
             recovered,
             config.accept_log_loss,
         )?;
+    }
+    // The doublewrite area against the log, too, before anything is written.
+    writer.check_doublewrite_area()?;
+    // The checks passed: the log starts (idempotent: the second pass of a full-page-writes
+    // recovery finds it started).
+    if !read_only {
+        log.start()?;
     }
     // A read-only open of a store that needs recovery recovers in memory: the doublewrite
     // images are served to reads in place of their home pages and the redo is applied to

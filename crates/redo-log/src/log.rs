@@ -243,6 +243,22 @@ pub struct RedoLog {
 struct Handle {
     sh: Arc<Shared>,
     flusher: Mutex<Option<JoinHandle<()>>>,
+    /// What [`RedoLog::start`] writes, until it has (`None` once started, and for a read-only
+    /// log).
+    pending: Mutex<Option<PendingStart>>,
+}
+
+/// The writes that start an opened log (module `open`): the header slot recording the new
+/// incarnation, a growing log's files to cut, and the restart block.
+#[derive(Debug)]
+struct PendingStart {
+    /// The header slot to write (at `Ckpt::seq`).
+    slot: Slot,
+    /// Growing logs: (file, length) to cut the newest file to, removing later files, and the
+    /// first file to keep.
+    cut: Option<(u64, u64, u64)>,
+    /// LSN of the restart block.
+    restart_at: u64,
 }
 
 impl Drop for Handle {

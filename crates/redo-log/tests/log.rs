@@ -99,6 +99,82 @@ fn append_close_reopen_recovers_every_group() {
     }
 }
 
+/// Every byte of every file under `dir`, by path.
+fn files_of(dir: &Path) -> Vec<(std::path::PathBuf, Vec<u8>)> {
+    let mut out: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let p = e.unwrap().path();
+            let bytes = std::fs::read(&p).unwrap();
+            (p, bytes)
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// An existing log opened unstarted writes nothing on any file — preallocated, and growing
+/// with a file past the recovered end that the start removes — and takes no append or
+/// checkpoint until `start`; then it continues where the scan ended, and a reopen recovers
+/// both opens' groups. A log dropped unstarted leaves every file as it was.
+#[test]
+fn an_unstarted_log_writes_nothing_until_it_starts() {
+    for files in [
+        prealloc(64 << 10, 3),
+        LogFiles::Growing {
+            file_size: 16 << 10,
+        },
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let c = cfg(LogBlockSize::B4096, files, SyncMethod::Fdatasync);
+        let (log, _) = RedoLog::open(os(), dir.path(), c.clone()).unwrap();
+        let first = fill(&log, 0, 12);
+        log.close().unwrap();
+        drop(log);
+        if matches!(files, LogFiles::Growing { .. }) {
+            // A stray file past the end, as a crash can leave.
+            std::fs::write(dir.path().join("log.0000000099"), vec![0u8; 4096]).unwrap();
+        }
+        let before = files_of(dir.path());
+        for _ in 0..2 {
+            let (log, rec) = RedoLog::open_unstarted(
+                os(),
+                dir.path(),
+                c.clone(),
+                keel_redo_log::LogOpenMode::Existing,
+                false,
+            )
+            .unwrap();
+            same(&rec.groups, &first);
+            assert!(matches!(
+                log.append(&group(99, 10)),
+                Err(LogError::Closed { .. })
+            ));
+            assert!(log.checkpoint(first[3].0.end).is_err());
+            drop(log);
+            assert!(files_of(dir.path()) == before, "an unstarted log wrote");
+        }
+        let (log, rec) = RedoLog::open_unstarted(
+            os(),
+            dir.path(),
+            c.clone(),
+            keel_redo_log::LogOpenMode::Existing,
+            false,
+        )
+        .unwrap();
+        log.start().unwrap();
+        log.start().unwrap();
+        assert!(files_of(dir.path()) != before, "the start wrote");
+        assert_eq!(rec.end_lsn, log.end_lsn());
+        let second = fill(&log, 100, 5);
+        log.close().unwrap();
+        drop(log);
+        let (_log, rec) = RedoLog::open(os(), dir.path(), c.clone()).unwrap();
+        let all: Vec<_> = first.iter().chain(&second).cloned().collect();
+        same(&rec.groups, &all);
+    }
+}
+
 #[test]
 fn reopening_many_times_keeps_every_group_in_order() {
     let dir = tempfile::tempdir().unwrap();

@@ -96,6 +96,20 @@ impl PageWriter {
         }))
     }
 
+    /// Refuses a doublewrite area of another store or page size
+    /// ([`DoublewriteArea::check_belongs`](crate::area::DoublewriteArea::check_belongs)) without
+    /// reading or writing anything: the open's check before it starts the log and recovers.
+    /// Nothing to check without an area.
+    ///
+    /// # Errors
+    /// [`FlushError::DoublewriteArea`] naming the file.
+    pub fn check_doublewrite_area(&self) -> Result<()> {
+        match &self.area {
+            Some(area) => area.check_belongs(self.config.page_size),
+            None => Ok(()),
+        }
+    }
+
     /// Restores torn pages from the doublewrite area; run before redo replay. For each page, the
     /// valid image with the highest LSN (then the highest batch sequence number) is restored if
     /// the home page fails verification, was never written, or has a lower LSN; the data file is

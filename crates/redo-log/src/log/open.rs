@@ -1,13 +1,16 @@
 //! Opening a log: create a new one (header, preallocated files, first checkpoint slots), or read
 //! the header, check it against the configuration, scan from the newest valid checkpoint and
-//! return what recovery needs ([`Recovered`]), then start the flusher thread.
+//! return what recovery needs ([`Recovered`]); then, at once or when the caller's own checks
+//! passed ([`RedoLog::open_unstarted`], [`RedoLog::start`]), record the new incarnation, cut a
+//! growing log at the recovered end, write the restart block and start the flusher thread.
 //!
 //! Invariants (tests: `tests/log.rs` `append_close_reopen_recovers_every_group`,
 //! `opening_with_another_layout_is_a_clear_error`; `tests/corrupt_middle.rs`; `tests/crash.rs`
 //! `disabling_the_tail_check_breaks_recovery`):
 //! 1. A directory holding any piece of a log is never initialised again: only `CreateIfMissing`
 //!    on an empty directory creates one.
-//! 2. A read-only open writes nothing, on any file.
+//! 2. A read-only open writes nothing, on any file; an existing log opened unstarted writes
+//!    nothing until `start`.
 //! 3. The scan stops at the first block that is not a valid block of the current lap; a damaged
 //!    block with proof that it was durable after it is `CorruptMiddle`, unless `accept_loss`.
 
@@ -157,14 +160,7 @@ impl RedoLog {
         dir: &Path,
         config: LogConfig,
     ) -> Result<(RedoLog, Recovered)> {
-        RedoLog::open_inner(
-            fs,
-            dir,
-            config,
-            TestSwitches::default(),
-            LogOpenMode::CreateIfMissing,
-            false,
-        )
+        RedoLog::open_mode(fs, dir, config, LogOpenMode::CreateIfMissing, false)
     }
 
     /// [`RedoLog::open`] with safety checks switched off on purpose (tests only: exists with
@@ -179,7 +175,10 @@ impl RedoLog {
         cfg: LogConfig,
         switches: TestSwitches,
     ) -> Result<(RedoLog, Recovered)> {
-        RedoLog::open_inner(fs, dir, cfg, switches, LogOpenMode::CreateIfMissing, false)
+        let (log, recovered) =
+            RedoLog::open_inner(fs, dir, cfg, switches, LogOpenMode::CreateIfMissing, false)?;
+        log.start()?;
+        Ok((log, recovered))
     }
 
     /// Opens the log in `dir` the way `mode` says: [`LogOpenMode::CreateIfMissing`] is
@@ -203,7 +202,72 @@ impl RedoLog {
         mode: LogOpenMode,
         accept_loss: bool,
     ) -> Result<(RedoLog, Recovered)> {
+        let (log, recovered) =
+            RedoLog::open_inner(fs, dir, cfg, TestSwitches::default(), mode, accept_loss)?;
+        log.start()?;
+        Ok((log, recovered))
+    }
+
+    /// [`RedoLog::open_mode`] without starting the log: the recovery scan runs, but nothing is
+    /// written to any file (not the new incarnation, the restart block or, for growing logs,
+    /// the removal of files past the recovered end) until [`RedoLog::start`]. Until then the
+    /// log takes no appends and no checkpoint ([`LogError::Closed`]). A caller that checks what
+    /// it recovered against other files first (keel checks the data file's store and
+    /// checkpoint) can so refuse without having written. A [`LogOpenMode::ReadOnly`] log is
+    /// never started. (A log created by this call was written by its creation.)
+    ///
+    /// # Errors
+    /// As [`RedoLog::open_mode`], but none of the writes of the start.
+    pub fn open_unstarted(
+        fs: Arc<dyn FileSystem>,
+        dir: &Path,
+        cfg: LogConfig,
+        mode: LogOpenMode,
+        accept_loss: bool,
+    ) -> Result<(RedoLog, Recovered)> {
         RedoLog::open_inner(fs, dir, cfg, TestSwitches::default(), mode, accept_loss)
+    }
+
+    /// Starts a log opened by [`RedoLog::open_unstarted`]: records the new incarnation in the
+    /// header (synced), removes a growing log's files past the recovered end (newest first)
+    /// and behind the checkpoint's scan, writes and syncs the (empty) restart block, and
+    /// starts the flusher thread. Does nothing for a log already started or read-only.
+    ///
+    /// # Errors
+    /// A write, sync or removal failed, or the flusher thread could not start: the log stays
+    /// unstarted (a later open scans it again; nothing recovered is lost).
+    pub fn start(&self) -> Result<()> {
+        let h = &self.h;
+        let mut pending = h.pending.lock();
+        let Some(p) = pending.as_ref() else {
+            return Ok(());
+        };
+        let sh = &h.sh;
+        {
+            let ck = sh.ckpt.lock();
+            ck.header
+                .write_all_at(&p.slot.encode(sh.geo.salt), Slot::offset(ck.seq))?;
+            ck.header.sync_data()?;
+        }
+        {
+            let mut w = sh.io.lock();
+            if let Some((fi, off, first)) = p.cut {
+                w.files.truncate_after(fi, off)?;
+                w.files.remove_before(first)?;
+            }
+            w.emit(&sh.ring, p.restart_at, &sh.stats)
+                .map_err(|f| LogError::Io(f.err))?;
+            w.sync(&sh.stats).map_err(|f| LogError::Io(f.err))?;
+        }
+        let sh2 = h.sh.clone();
+        let t = std::thread::Builder::new()
+            .name("keel-log-flusher".into())
+            .spawn(move || flusher_main(sh2))
+            .map_err(LogError::Thread)?;
+        *h.flusher.lock() = Some(t);
+        *pending = None;
+        sh.closed.store(false, SeqCst);
+        Ok(())
     }
 
     fn open_inner(
@@ -303,7 +367,7 @@ impl RedoLog {
         }
         let geo = st.geometry();
         let p = geo.payload as u64;
-        let mut set = LogFileSet::open(fs.clone(), dir, geo, opts, st.file_size)?;
+        let set = LogFileSet::open(fs.clone(), dir, geo, opts, st.file_size)?;
 
         // The recovery scan.
         let mut groups = Vec::new();
@@ -375,10 +439,7 @@ impl RedoLog {
             incarnation,
             ..slot
         };
-        if !read_only {
-            header.write_all_at(&new_slot.encode(st.salt), Slot::offset(seq))?;
-            header.sync_data()?;
-        }
+        // Written by `start` (never for a read-only log), after the caller's checks.
 
         let scan_start_block = slot.scan_start / p;
         let m = end.next_block;
@@ -406,11 +467,10 @@ impl RedoLog {
                 ),
             });
         }
-        if !st.preallocated && !read_only {
+        let cut = (!st.preallocated).then(|| {
             let (fi, off) = geo.location(m);
-            set.truncate_after(fi, off)?;
-            set.remove_before(geo.location(scan_start_block).0)?;
-        }
+            (fi, off, geo.location(scan_start_block).0)
+        });
         let write_ahead = if st.preallocated
             && cfg.sync_method != SyncMethod::ODirect
             && cfg.write_ahead_size > b
@@ -435,12 +495,7 @@ impl RedoLog {
         w.claims_durable = st.version >= 2;
         let stats = Counters::default();
         let ring = Ring::new(cfg.buffer_size);
-        // Write the (empty) restart block and sync it.
-        if !read_only {
-            w.emit(&ring, m * p, &stats)
-                .map_err(|f| LogError::Io(f.err))?;
-            w.sync(&stats).map_err(|f| LogError::Io(f.err))?;
-        }
+        // The (empty) restart block is written and synced by `start`.
 
         let start = m * p;
         let limit = limit_for(&geo, slot.scan_start, reserve_blocks);
@@ -491,19 +546,8 @@ impl RedoLog {
             no_ring_wait: switches.no_ring_wait,
             no_handoff: switches.no_handoff,
         });
-        let t = if read_only {
-            // Takes no appends and never writes: no flusher.
-            sh.closed.store(true, SeqCst);
-            None
-        } else {
-            let sh2 = sh.clone();
-            Some(
-                std::thread::Builder::new()
-                    .name("keel-log-flusher".into())
-                    .spawn(move || flusher_main(sh2))
-                    .map_err(LogError::Thread)?,
-            )
-        };
+        // Takes no appends until `start` (a read-only log never): no flusher yet.
+        sh.closed.store(true, SeqCst);
         let recovered = Recovered {
             checkpoint_lsn: Lsn(slot.checkpoint_lsn),
             scan_start_lsn: Lsn(slot.scan_start),
@@ -523,7 +567,12 @@ impl RedoLog {
             RedoLog {
                 h: Arc::new(Handle {
                     sh,
-                    flusher: Mutex::new(t),
+                    flusher: Mutex::new(None),
+                    pending: Mutex::new((!read_only).then_some(PendingStart {
+                        slot: new_slot,
+                        cut,
+                        restart_at: m * p,
+                    })),
                 }),
             },
             recovered,
