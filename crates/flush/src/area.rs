@@ -258,8 +258,9 @@ pub(crate) struct DoublewriteArea {
 }
 
 impl DoublewriteArea {
-    /// Opens the area file `file` (just opened or created). A file that is empty (or all zero) is
-    /// formatted with `wanted` when given; one that holds data waits for recovery.
+    /// Opens the area file `file` (just opened or created), reading its header: nothing is
+    /// written. Slots take writes once recovery has run ([`finish_recovery`](Self::finish_recovery)
+    /// formats the area for `wanted`, an empty file included).
     pub fn open(
         file: Arc<dyn File>,
         wanted: Option<Geometry>,
@@ -294,10 +295,11 @@ impl DoublewriteArea {
             }),
             freed: Condvar::new(),
         };
-        if len == 0 {
-            // A brand-new file: nothing to recover.
-            area.format()?;
-        }
+        // A brand-new (empty) file has nothing to recover and is formatted when the recovery
+        // ends (`finish_recovery`), after the open's checks: formatted here, it recorded the
+        // store of whatever log the open was given before the open could refuse that log as
+        // another store's, and the area then refused the right log once it was put back
+        // (`bad_bytes.rs`, undoing the damage after a refusal).
         Ok(area)
     }
 

@@ -43,8 +43,11 @@ fn area_file(dir: &Path, name: &str, store: u32, slot0: &[u8]) -> Arc<dyn File> 
             &OpenOptions::new(FileClass::Doublewrite).create(true),
         )
         .unwrap();
-    // Format through the real code path, then put the slot bytes in place.
-    drop(DoublewriteArea::open(f.clone(), Some(G), store).unwrap());
+    // Format through the real code path (a new area is formatted when recovery ends), then
+    // put the slot bytes in place.
+    let fresh = DoublewriteArea::open(f.clone(), Some(G), store).unwrap();
+    fresh.finish_recovery(0).unwrap();
+    drop(fresh);
     f.write_all_at(slot0, G.slot_offset(0)).unwrap();
     f
 }
@@ -189,7 +192,11 @@ fn geometry_header_round_trips_and_sizes_add_up() {
         capacity: 128,
         slots: 2,
     };
-    drop(DoublewriteArea::open(f.clone(), Some(g), 0).unwrap());
+    let fresh = DoublewriteArea::open(f.clone(), Some(g), 0).unwrap();
+    // Opening writes nothing; a new area is formatted when its (empty) recovery ends.
+    assert_eq!(f.len().unwrap(), 0);
+    fresh.finish_recovery(0).unwrap();
+    drop(fresh);
     assert_eq!(g.dir_len(), 8192); // 64 + 32 × 128 = 4160 → two 4 KiB blocks
     assert_eq!(f.len().unwrap(), 4096 + 2 * (8192 + 128 * 16384));
     let mut h = AlignedBuf::page(AREA_HEADER_LEN);
@@ -246,7 +253,9 @@ fn an_area_with_another_slot_count_is_recovered_then_reformatted() {
             &OpenOptions::new(FileClass::Doublewrite).create(true),
         )
         .unwrap();
-    drop(DoublewriteArea::open(f.clone(), Some(G), 0).unwrap());
+    let fresh = DoublewriteArea::open(f.clone(), Some(G), 0).unwrap();
+    fresh.finish_recovery(0).unwrap();
+    drop(fresh);
     f.write_all_at(
         &slot_bytes(1, 3, &[(5, 20, 2), (6, 21, 2)]),
         G.slot_offset(1),
