@@ -522,7 +522,8 @@ fn run_case(seed: u64) -> Result<(Verdict, String), String> {
         4 => Damage::Foreign(foreign_file(&mut more, &cfg, &victim)?),
         _ => d,
     };
-    let victim_len = post.contents(&victim).map_or(0, |c| c.len() as u64);
+    let original = post.contents(&victim).ok();
+    let victim_len = original.as_ref().map_or(0, |c| c.len() as u64);
     let (lo, hi) = damaged_range(&d, victim_len);
     let in_tail = log_tail(&post, dir)
         .iter()
@@ -558,6 +559,27 @@ fn run_case(seed: u64) -> Result<(Verdict, String), String> {
             Err(e) => {
                 if verbose() || std::env::var("KEEL_BAD_BYTES_REASONS").is_ok() {
                     println!("open refused: {e}");
+                }
+                // Half the refusals are followed by the user undoing the damage (the file put
+                // back as it was): a refusal must never have made things worse, so the store
+                // then opens with every acknowledged row. Its own generator.
+                if Rng(seed ^ 0x0d0e_0000_0000_000e).below(2) == 0 {
+                    undo_damage(&fs2, &victim, original.as_deref())?;
+                    let store = Store::open_with_fs(Arc::new(fs2.clone()), dir, cfg.clone())
+                        .map_err(|u| {
+                            format!("refused ({e}), and with the damage undone still refused: {u}")
+                        })?;
+                    let got = contents(&store).map_err(|u| {
+                        format!("refused ({e}); with the damage undone a read failed: {u}")
+                    })?;
+                    if got != model {
+                        return Err(format!(
+                            "refused ({e}); with the damage undone {} rows, {} acknowledged: the refused open lost data",
+                            got.len(),
+                            model.len()
+                        ));
+                    }
+                    UNDONE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 }
                 return Ok(Verdict::Refused);
             }
@@ -623,6 +645,28 @@ fn run_case(seed: u64) -> Result<(Verdict, String), String> {
     }
 }
 
+/// Refused opens whose damage was then undone, and which then opened intact.
+static UNDONE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Puts `path` back as it was before the damage (`original`; `None`: it did not exist).
+fn undo_damage(fs: &SimFs, path: &Path, original: Option<&[u8]>) -> Result<(), String> {
+    let e = |e: keel_io::IoError| e.to_string();
+    let Some(bytes) = original else {
+        return match fs.remove_file(path) {
+            Ok(()) => Ok(()),
+            Err(_) if !fs.exists(path).map_err(e)? => Ok(()),
+            Err(x) => Err(x.to_string()),
+        };
+    };
+    let f = fs
+        .open(path, &OpenOptions::new(FileClass::Other).create(true))
+        .map_err(e)?;
+    f.set_len(0).map_err(e)?;
+    f.write_all_at(bytes, 0).map_err(e)?;
+    f.sync_all().map_err(e)?;
+    Ok(())
+}
+
 fn verbose() -> bool {
     std::env::var("KEEL_BAD_BYTES_SEED").is_ok()
 }
@@ -651,6 +695,10 @@ fn matrix(cases: u64, seed_base: u64) {
         "bad bytes: {cases} cases, {refused} refused with an error, {intact} intact, {} tail losses (damage to the log's final blocks) and {stale_logs} stale-log rollbacks (both undetectable by design), {} silent failures",
         tail.len() - stale_logs,
         failures.len()
+    );
+    println!(
+        "bad bytes: {} refusals undone (the file put back) opened intact",
+        UNDONE.load(std::sync::atomic::Ordering::Relaxed)
     );
     for t in &tail {
         println!("  tail loss: {t}");
