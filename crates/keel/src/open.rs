@@ -304,11 +304,6 @@ fn recover_pages(
     }
     // The doublewrite area against the log, too, before anything is written.
     writer.check_doublewrite_area()?;
-    // The checks passed: the log starts (idempotent: the second pass of a full-page-writes
-    // recovery finds it started).
-    if !read_only {
-        log.start()?;
-    }
     // A read-only open of a store that needs recovery recovers in memory: the doublewrite
     // images are served to reads in place of their home pages and the redo is applied to
     // pool pages, which stay dirty in memory (a read-only store has no cleaner or
@@ -340,6 +335,14 @@ fn recover_pages(
         in_memory_room(dir, config, recovered)?;
     }
     let redo = pool.apply_redo(recovered.checkpoint_lsn, &recovered.groups)?;
+    // The data file and the area were checked against the log and the redo replayed (a page
+    // it cannot rebuild is refused above, with the log untouched): the log starts — its new
+    // incarnation, a growing log's cut, the restart block — before the replayed pages are
+    // written and checkpointed. (Idempotent: the second pass of a full-page-writes recovery
+    // finds it started.)
+    if !read_only {
+        log.start()?;
+    }
     // A split's right half as a page copy (module `copy_deps` of the pool) where the log
     // takes the record (format version 4 on) and the page writer never leaves a torn page
     // that only redo could rebuild (doublewrite, atomic writes).
