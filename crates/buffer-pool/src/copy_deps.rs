@@ -11,7 +11,15 @@
 //! with a pending copy is written only after every such copy is durable in a completed write
 //! (an earlier batch: the store's `write_pages` returns only once its pages are durable), or,
 //! for a copy whose page was freed since, after the log is durable past the free. A pending
-//! copy is one made at commit and not yet so resolved.
+//! copy is one made at commit and not yet so resolved. A source freed together with (or after)
+//! its freed copies resolves them at once (`source_freed`): no later version of it can reach
+//! disk before the free is durable — the WAL rule sees to a new version, and a frame the
+//! freeing transaction did not hold (freed past its page limit, or let go of), which may still
+//! be written with its content from before the free, carries the free's LSN
+//! (`FrameMeta::freed_at`), and its write waits for the log to be durable there (test
+//! `a_source_freed_while_it_stays_in_the_pool_waits_for_the_free_to_be_durable`; without the
+//! wait, `Buffered` commits in the crash matrix left a source past its copy on disk and the copy
+//! never written).
 //!
 //! No cycles: a copy is refused (the caller logs the page's bytes instead) when its
 //! destination must itself wait for a copy of its own (`PageTxn::copy_page`), so writing the

@@ -360,6 +360,9 @@ impl BufferPool {
                 self.unpin(f);
                 continue;
             }
+            // A page freed while it stayed in the pool (`FrameMeta::freed_at`): its free is
+            // durable before this (pre-free) version is written.
+            log_to = log_to.max(m.freed_at);
             m.set_flushing(true);
             m.copy_lsn = m.newest;
             m.next_oldest = None;

@@ -61,6 +61,13 @@ pub(crate) struct FrameMeta {
     /// Oldest change committed after the flusher's copy (becomes `oldest` if the page stays
     /// dirty after the write).
     pub next_oldest: Option<Lsn>,
+    /// End LSN of the commit that freed the page while it stayed in the pool, not held by the
+    /// freeing transaction (freed past its page limit, or let go of to make room): its frame
+    /// may still be written, with the content from before the free, and such a write waits
+    /// for the log to be durable here first (module `copy_deps`: the free resolved the pending
+    /// copies of the page, on the promise that no version of it reaches disk before the free
+    /// is durable). `Lsn::ZERO`: none.
+    pub freed_at: Lsn,
 }
 
 impl FrameMeta {

@@ -927,6 +927,22 @@ impl<'p> PageTxn<'p> {
                 return Err(e);
             }
         };
+        // Pages this group freed that stay in the pool unheld (freed past the page limit, or let
+        // go of) may be written any time, with their content from before the free: such a
+        // write must wait for the free to be durable, since the free resolves the page's
+        // pending copies below (`FrameMeta::freed_at`). Marked before the copies are resolved,
+        // so a flush that finds them resolved finds the mark.
+        for e in st.entries.iter().filter(|e| e.freed && e.frame.is_none()) {
+            if let Some(f) = pool.pin_quiet(e.page_id) {
+                let fr = &pool.frames[f as usize];
+                let mut m = fr.lock_meta();
+                if fr.page_id.load(Ordering::Relaxed) == e.page_id.0 {
+                    m.freed_at = m.freed_at.max(end);
+                }
+                drop(m);
+                pool.unpin(f);
+            }
+        }
         // Module `copy_deps`: the copies this group made, and the copies it freed, are known
         // before any of its pages can be written (they are still owned).
         let made = st
