@@ -125,7 +125,7 @@ pub enum Error {
     },
     /// Another `Store` holds the directory: another process (`pid`) or another open in this
     /// process. A store has one opener at a time (read-only opens share).
-    #[error("{dir}: the store is already open{}", pid.map_or_else(String::new, |p| format!(" (held by process {p})")))]
+    #[error("{dir}: the store is already open{}", holder(*pid))]
     AlreadyOpen {
         /// The store directory.
         dir: PathBuf,
@@ -416,6 +416,18 @@ impl Error {
             self,
             Error::Flush(keel_flush::FlushError::AtomicUnavailable { .. })
         )
+    }
+}
+
+/// Who holds a store, for [`Error::AlreadyOpen`]: this process (a `Store` not yet dropped, or a
+/// `ReadTxn` of one, which keeps it open), another process, or unknown.
+fn holder(pid: Option<u32>) -> String {
+    match pid {
+        Some(p) if p == std::process::id() => format!(
+            " by this process ({p}): a Store of it, or a ReadTxn that outlives its Store, is still alive"
+        ),
+        Some(p) => format!(" (held by process {p})"),
+        None => String::new(),
     }
 }
 

@@ -74,6 +74,19 @@ fn a_second_open_in_the_same_process_is_refused() {
     clone.close().unwrap();
     let b = Store::open(dir.path(), small()).unwrap();
     assert_eq!(count(&b), 3);
+    // A snapshot outlives its store and keeps it open (it may still read): the refusal says
+    // so, rather than naming this process's id as if it were another's.
+    let snapshot = b.read().unwrap();
+    drop(b);
+    match Store::open(dir.path(), small()) {
+        Err(e @ Error::AlreadyOpen { .. }) => {
+            assert!(e.to_string().contains("ReadTxn that outlives"), "{e}")
+        }
+        other => panic!("open beside a live snapshot: {other:?}"),
+    }
+    assert_eq!(snapshot.table("t").unwrap().range(..).unwrap().count(), 3);
+    drop(snapshot);
+    let b = Store::open(dir.path(), small()).unwrap();
     drop(b);
     // Read-only opens share.
     let r1 = Store::open(dir.path(), ro.clone()).unwrap();
