@@ -744,32 +744,30 @@ fn workload(
         // 18 of its 24 frames; a value of up to 7.5 KB takes two overflow pages) ends the
         // transaction's operations; it then commits what it did before, or is refused.
         let mut refused = false;
+        // An operation's error: a refusal for the size (`refused`, the run goes on), or the
+        // end of the run (`failed`) once the power failed — else a failure of the case.
+        let mut ended_by = |what: &str, e: Error| -> Result<(), String> {
+            if e.is_too_large() && !fs.is_crashed() {
+                refused = true;
+            } else {
+                stop(what, e)?;
+                failed = true;
+            }
+            Ok(())
+        };
         'ops: {
             if s.rrng.below(25) == 0 {
-                match tx.drop_table("t") {
-                    Ok(_) => {}
-                    Err(e) if e.is_too_large() && !fs.is_crashed() => {
-                        refused = true;
-                        break 'ops;
-                    }
-                    Err(e) => {
-                        stop("a drop", e)?;
-                        failed = true;
-                        break 'ops;
-                    }
+                if let Err(e) = tx.drop_table("t") {
+                    ended_by("a drop", e)?;
+                    break 'ops;
                 }
                 dropped = true;
                 drops += 1;
             }
             let mut t = match tx.table("t") {
                 Ok(t) => t,
-                Err(e) if e.is_too_large() && !fs.is_crashed() => {
-                    refused = true;
-                    break 'ops;
-                }
                 Err(e) => {
-                    stop("a table's open", e)?;
-                    failed = true;
+                    ended_by("a table's open", e)?;
                     break 'ops;
                 }
             };
@@ -808,12 +806,7 @@ fn workload(
                     })
                 };
                 if let Err(e) = r {
-                    if e.is_too_large() && !fs.is_crashed() {
-                        refused = true;
-                    } else {
-                        stop("a write", e)?;
-                        failed = true;
-                    }
+                    ended_by("a write", e)?;
                     break;
                 }
             }

@@ -136,15 +136,18 @@ fn an_unstarted_log_writes_nothing_until_it_starts() {
             std::fs::write(dir.path().join("log.0000000099"), vec![0u8; 4096]).unwrap();
         }
         let before = files_of(dir.path());
-        for _ in 0..2 {
-            let (log, rec) = RedoLog::open_unstarted(
+        let unstarted = || {
+            RedoLog::open_unstarted(
                 os(),
                 dir.path(),
                 c.clone(),
                 keel_redo_log::LogOpenMode::Existing,
                 false,
             )
-            .unwrap();
+            .unwrap()
+        };
+        for _ in 0..2 {
+            let (log, rec) = unstarted();
             same(&rec.groups, &first);
             assert!(matches!(
                 log.append(&group(99, 10)),
@@ -154,14 +157,7 @@ fn an_unstarted_log_writes_nothing_until_it_starts() {
             drop(log);
             assert!(files_of(dir.path()) == before, "an unstarted log wrote");
         }
-        let (log, rec) = RedoLog::open_unstarted(
-            os(),
-            dir.path(),
-            c.clone(),
-            keel_redo_log::LogOpenMode::Existing,
-            false,
-        )
-        .unwrap();
+        let (log, rec) = unstarted();
         log.start().unwrap();
         log.start().unwrap();
         assert!(files_of(dir.path()) != before, "the start wrote");
