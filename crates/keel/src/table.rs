@@ -6,6 +6,12 @@
 //! transaction's write guard (`PageWriteGuard::rewrite` for a free-form change, `apply` for an
 //! exact `PageOp`), which records it as redo, so replaying the redo on the old page gives exactly
 //! the new page.
+//!
+//! Invariant (design invariant 12; test `tests/errors.rs`
+//! `a_transaction_an_operation_failed_part_way_through_commits_nothing`, which fails with
+//! `whole` not failing the transaction): an exclusive transaction commits whole operations or
+//! nothing — an insert, remove, add, table creation or drop that fails after changing a page
+//! fails the transaction (`whole`), and its commit is refused.
 
 use crate::cursor::{Cursor, CursorOf};
 use crate::merged::Merged;
@@ -266,9 +272,6 @@ pub(crate) fn list_tables_committed(inner: &Inner, snap: &Snapshot) -> Result<Ve
     list_catalog(inner, SnapReader::new(&inner.pool, snap))
 }
 
-/// [`WriteTxn::drop_table`] of the exclusive writer (or a concurrent one's commit): frees the
-/// table's pages and removes its catalog entry, both in the transaction. Returns whether the
-/// table existed.
 /// Runs `op`, an operation that changes `txn`'s pages (a row's insert or remove, a table's
 /// creation or drop), as a whole or not at all: if it fails after taking any page for writing,
 /// the transaction is failed ([`PageTxn::fail`]) — its pages may hold part of `op` (half a
@@ -288,6 +291,9 @@ pub(crate) fn whole<T>(txn: &PageTxn<'_>, what: &str, op: impl FnOnce() -> Resul
     r
 }
 
+/// [`WriteTxn::drop_table`] of the exclusive writer (or a concurrent one's commit): frees the
+/// table's pages and removes its catalog entry, both in the transaction. Returns whether the
+/// table existed.
 pub(crate) fn drop_table(inner: &Inner, ex: &Exclusive<'_>, name: &str) -> Result<bool> {
     let ps = inner.config.page_size;
     let Some(root) = lookup_catalog(inner, TxnReader::new(&ex.txn, ps), name)? else {
