@@ -135,6 +135,11 @@ impl Machine {
         self.alive(path)
     }
 
+    /// Whether an armed crash point fired (its crash may still be being built).
+    pub(super) fn crash_point_fired(&self) -> bool {
+        self.crash_countdown.load(Ordering::SeqCst) == FIRED
+    }
+
     pub(super) fn alive(&self, path: &Path) -> Result<()> {
         if self.crashed.load(Ordering::SeqCst) {
             Err(IoError::Crashed {

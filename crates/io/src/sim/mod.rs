@@ -243,9 +243,13 @@ impl SimFs {
         self.m.generation
     }
 
-    /// Whether this file system has crashed (its handles return [`IoError::Crashed`]).
+    /// Whether this file system has crashed (its handles return [`IoError::Crashed`]) — from
+    /// the moment an armed crash point fired, while the firing call may still be building the
+    /// crash: calls on other threads already fail then, and a harness that sees such a failure
+    /// must find the machine crashed (the crash matrix once took one for a failure before the
+    /// power failed).
     pub fn is_crashed(&self) -> bool {
-        self.m.crashed.load(Ordering::SeqCst)
+        self.m.crashed.load(Ordering::SeqCst) || self.m.crash_point_fired()
     }
 
     /// What the crash that produced this file system did (`None` for a new one).
