@@ -16,7 +16,8 @@
 //! again), each committing transactions of a few inserts, updates and removes on keys of its
 //! own, derived from the seed, the writer and the transaction's number, plus `add_i64` on its
 //! counter row, and appending `ACK w n` to a file on another file system once `commit()`
-//! returned. After the crash each counter names the commit point `c` its writer recovered to;
+//! returned; a sixth of the time a transaction before it writes over the writer's keys and its
+//! counter and is rolled back (none of it may show). After the crash each counter names the commit point `c` its writer recovered to;
 //! the whole table must equal the model at those points, `Store::check` must pass, and each `c`
 //! must lie between what had to survive and that writer's last acknowledged commit plus the one
 //! in flight:
@@ -562,6 +563,28 @@ fn fs_shutdown_child() {
 fn writer(store: &Store, r: &Round, w: usize, acks: &std::sync::Mutex<std::fs::File>) {
     let mut n = 1u64;
     loop {
+        // Now and then a transaction that writes over the writer's keys (values the model never
+        // holds) and is rolled back: nothing of it may survive, in memory or after the crash.
+        if Rng(r.seed ^ n.wrapping_mul(0x9e37_79b9) ^ (w as u64) << 48).below(6) == 0 {
+            let rolled_back = (|| -> keel::Result<()> {
+                let tx = if r.concurrent {
+                    store.write_concurrent()?
+                } else {
+                    store.write()?
+                };
+                let mut t = tx.table(TABLE)?;
+                for (k, _) in writes(r.seed, w, n + 1_000_000) {
+                    t.insert(&k, b"rolled back")?;
+                }
+                t.add_i64(&counter(w), 1_000)?;
+                drop(t);
+                tx.abort();
+                Ok(())
+            })();
+            if let Err(e) = rolled_back {
+                eprintln!("child writer {w} rollback before {n}: {e}");
+            }
+        }
         let result = (|| -> keel::Result<()> {
             let tx = if r.concurrent {
                 store.write_concurrent()?
