@@ -289,12 +289,26 @@ fn recover_pages(
     // — before the doublewrite recovery writes anything into a data file that may not
     // belong with this log; after it if page 0 was torn (then read as restored; the store
     // is checked again on the recovered meta page by `catalog_root`).
-    let page0_read = writer.page0_on_disk().ok().map(|p| {
+    let page0_bytes = writer.page0_on_disk().ok();
+    let page0_lsn = page0_bytes
+        .as_ref()
+        .and_then(|p| p.as_deref())
+        .and_then(keel_page::PageHeader::read)
+        .map(|h| h.lsn);
+    let page0_read = page0_bytes.map(|p| {
         p.as_deref()
             .map(|p| (meta::recorded_store(p), file_checkpoint(p)))
     });
     if let Some(page0) = page0_read {
         meta::check_store(page0.and_then(|p| p.0), log.salt(), writer.data_path())?;
+        // The WAL rule, read side, for page 0 now: it is written at every checkpoint, so a
+        // log that lost its durable tail is found here, before the log's start writes a new
+        // incarnation at the recovered end — which would make the lost tail unreadable for
+        // good, should the missing piece be put back (found by `bad_bytes.rs` undoing a
+        // deleted growing-log file after the refusal).
+        if let Some(lsn) = page0.and(page0_lsn) {
+            writer.check_not_in_future(PageId(0), lsn)?;
+        }
         check_file_checkpoint(
             &writer,
             page0.and_then(|p| p.1),

@@ -890,3 +890,31 @@ fn a_growing_log_missing_a_middle_file_is_refused_and_kept() {
         assert!(after == before, "the refused open wrote");
     }
 }
+
+/// A data file whose page 0 carries an LSN past the log's end (the log lost its durable tail: a
+/// growing log's newest file deleted, a log put back from an older copy) is refused before the
+/// log starts, so the refusal writes nothing, and once the data file (or the missing log piece)
+/// is put back the store opens with every row. The refusal used to come only when the pool
+/// read page 0, after the log's start had recorded a new incarnation and a restart block at the
+/// recovered end: a lost tail put back then could never be read again (found by `bad_bytes.rs`
+/// undoing a deleted growing-log file after the refusal).
+#[test]
+fn a_page_zero_past_the_end_of_the_log_is_refused_before_the_log_starts() {
+    let dir = closed_store(50);
+    let path = dir.path().join(keel::layout::DATA_FILE_NAME);
+    let original = std::fs::read(&path).unwrap();
+    let mut damaged = original.clone();
+    let page0 = &mut damaged[..4096];
+    keel_page::set_lsn(page0, keel_page::Lsn(1 << 40));
+    keel_page::seal(page0, keel_page::Checksum::Crc32c);
+    std::fs::write(&path, &damaged).unwrap();
+    let before = snapshot(dir.path());
+    match Store::open(dir.path(), small()) {
+        Ok(_) => panic!("a page 0 past the end of the log opened"),
+        Err(e) => assert!(e.to_string().contains("page LSN in the future"), "{e}"),
+    }
+    assert!(snapshot(dir.path()) == before, "the refused open wrote");
+    std::fs::write(&path, &original).unwrap();
+    let s = Store::open(dir.path(), small()).unwrap();
+    assert_eq!(count(&s), 50);
+}

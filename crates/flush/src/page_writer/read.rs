@@ -43,7 +43,10 @@ impl PageWriter {
     /// data was lost (a damaged log, or a log from another store). Such a page is refused
     /// (InnoDB: "page LSN in the future"), never used: its changes belong to commits recovery
     /// did not see.
-    pub(super) fn check_not_in_future(&self, id: PageId, lsn: Lsn) -> Result<()> {
+    ///
+    /// # Errors
+    /// [`FlushError::PageLsnInFuture`] naming the data file, the page and both LSNs.
+    pub fn check_not_in_future(&self, id: PageId, lsn: Lsn) -> Result<()> {
         let durable = self.log.durable_lsn();
         if lsn > durable {
             return Err(FlushError::PageLsnInFuture {
