@@ -301,20 +301,21 @@ fn recover_pages(
     });
     if let Some(page0) = page0_read {
         meta::check_store(page0.and_then(|p| p.0), log.salt(), writer.data_path())?;
-        // The WAL rule, read side, for page 0 now: it is written at every checkpoint, so a
-        // log that lost its durable tail is found here, before the log's start writes a new
-        // incarnation at the recovered end — which would make the lost tail unreadable for
-        // good, should the missing piece be put back (found by `bad_bytes.rs` undoing a
-        // deleted growing-log file after the refusal).
-        if let Some(lsn) = page0.and(page0_lsn) {
-            writer.check_not_in_future(PageId(0), lsn)?;
-        }
         check_file_checkpoint(
             &writer,
             page0.and_then(|p| p.1),
             recovered,
             config.accept_log_loss,
         )?;
+        // The WAL rule, read side, for page 0 now (after the file checkpoint, whose refusal
+        // names the cause better): a page 0 past the log's end means the log lost its durable
+        // tail, found here before the log's start writes a new incarnation at the recovered
+        // end — which would make the lost tail unreadable for good, should the missing piece
+        // be put back (found by `bad_bytes.rs` undoing a deleted growing-log file after the
+        // refusal).
+        if let Some(lsn) = page0.and(page0_lsn) {
+            writer.check_not_in_future(PageId(0), lsn)?;
+        }
     }
     // The doublewrite area against the log, too, before anything is written.
     writer.check_doublewrite_area()?;
