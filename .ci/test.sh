@@ -22,7 +22,8 @@ set +e
 cargo test --workspace --release "$@" -- --nocapture 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 # The long power-loss matrix (ignored in the run above): rare recovery bugs show up at about one
-# case in 10^4-10^5, which the 1,024 cases of the normal run miss. ~100 s here for 100,000 cases.
+# case in 10^4-10^5, which the 1,024 cases of the normal run miss. 100,000 cases on 2 threads
+# (KEEL_CRASH_THREADS) take about 5 minutes here.
 if [ "$status" -eq 0 ] && [ "$#" -eq 0 ]; then
   KEEL_CRASH_CASES="${KEEL_CRASH_CASES:-100000}" \
     cargo test --release -p keel --test crash -- --ignored --nocapture crash_matrix_long 2>&1 | tee -a "$log"

@@ -32,7 +32,8 @@
 //!
 //! `crash_matrix_in_ci` runs ≥ 1,000 cases across torn-page mode × log block size × sector
 //! size; `crash_matrix_long` (ignored) runs `KEEL_CRASH_CASES` cases (default 100,000) from
-//! seed base `KEEL_CRASH_SEED_BASE` (default CI's, 1,000,003).
+//! seed base `KEEL_CRASH_SEED_BASE` (default CI's, 1,000,003); both on `KEEL_CRASH_THREADS` threads
+//! (default 2).
 
 #[path = "common/model.rs"]
 mod model;
@@ -524,16 +525,17 @@ fn run_case_noted(
     }
 }
 
-/// Drives `f` to its end on this thread (a current-thread tokio runtime: the log's durability
-/// future needs no more).
+/// Drives `f` to its end on this thread, on a current-thread tokio runtime made once per thread
+/// (the log's durability future needs no timer or I/O driver).
 fn block_on<F: std::future::Future>(f: F) -> F::Output {
-    match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt.block_on(f),
-        Err(e) => panic!("a tokio runtime: {e}"),
+    thread_local! {
+        static RT: Option<tokio::runtime::Runtime> =
+            tokio::runtime::Builder::new_current_thread().build().ok();
     }
+    RT.with(|rt| match rt {
+        Some(rt) => rt.block_on(f),
+        None => panic!("no tokio runtime could be made"),
+    })
 }
 
 /// A commit refused without harm: for the transaction's size (`Error::is_too_large`), or after
@@ -961,9 +963,37 @@ fn matrix(cases_per_combo: u64, seed_base: u64) {
         TornPage::Atomic,
         TornPage::None,
     ];
-    for case in cases(&modes, cases_per_combo, seed_base) {
+    // The cases run on `KEEL_CRASH_THREADS` threads (default 2: this machine's cores), each
+    // taking every n-th case; a case's outcome depends on its seed alone (and on timing, as
+    // always), not on which thread ran it.
+    let all = cases(&modes, cases_per_combo, seed_base);
+    let threads = std::env::var("KEEL_CRASH_THREADS")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or(2)
+        .max(1);
+    let outcomes: Vec<(Case, Result<Outcome, String>)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let mine: Vec<Case> = all.iter().skip(t).step_by(threads).copied().collect();
+                s.spawn(move || {
+                    mine.into_iter()
+                        .map(|case| (case, run_case(case)))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| match h.join() {
+                Ok(v) => v,
+                Err(p) => std::panic::resume_unwind(p),
+            })
+            .collect()
+    });
+    for (case, outcome) in outcomes {
         total += 1;
-        match run_case(case) {
+        match outcome {
             Ok(Outcome::Recovered(_)) => {}
             Ok(Outcome::ReportedCorruption) => corruption_reports += 1,
             Err(e) => failures.push(format!("{case:?}: {e}")),
