@@ -559,6 +559,15 @@ fn fs_shutdown_child() {
     });
 }
 
+/// A write transaction of the round's kind (exclusive, or concurrent).
+fn begin<'s>(store: &'s Store, r: &Round) -> keel::Result<keel::WriteTxn<'s>> {
+    if r.concurrent {
+        store.write_concurrent()
+    } else {
+        store.write()
+    }
+}
+
 /// Writer `w` of the child: commits its transactions until the file system goes away.
 fn writer(store: &Store, r: &Round, w: usize, acks: &std::sync::Mutex<std::fs::File>) {
     let mut n = 1u64;
@@ -567,11 +576,7 @@ fn writer(store: &Store, r: &Round, w: usize, acks: &std::sync::Mutex<std::fs::F
         // holds) and is rolled back: nothing of it may survive, in memory or after the crash.
         if Rng(r.seed ^ n.wrapping_mul(0x9e37_79b9) ^ (w as u64) << 48).below(6) == 0 {
             let rolled_back = (|| -> keel::Result<()> {
-                let tx = if r.concurrent {
-                    store.write_concurrent()?
-                } else {
-                    store.write()?
-                };
+                let tx = begin(store, r)?;
                 let mut t = tx.table(TABLE)?;
                 for (k, _) in writes(r.seed, w, n + 1_000_000) {
                     t.insert(&k, b"rolled back")?;
@@ -586,11 +591,7 @@ fn writer(store: &Store, r: &Round, w: usize, acks: &std::sync::Mutex<std::fs::F
             }
         }
         let result = (|| -> keel::Result<()> {
-            let tx = if r.concurrent {
-                store.write_concurrent()?
-            } else {
-                store.write()?
-            };
+            let tx = begin(store, r)?;
             {
                 let mut t = tx.table(TABLE)?;
                 for (k, v) in writes(r.seed, w, n) {
