@@ -309,13 +309,12 @@ impl<'p> PageTxn<'p> {
         }
     }
 
-    /// Why the transaction failed ([`fail`](Self::fail)), if it did.
-    pub fn failure(&self) -> Option<String> {
-        self.failed.borrow().clone()
-    }
-
-    /// [`PoolError::TxnFailed`] if the transaction failed.
-    fn check_failed(&self) -> Result<()> {
+    /// Whether the transaction may go on: [`PoolError::TxnFailed`] naming the reason if it
+    /// failed ([`fail`](Self::fail)).
+    ///
+    /// # Errors
+    /// [`PoolError::TxnFailed`].
+    pub fn check_failed(&self) -> Result<()> {
         match &*self.failed.borrow() {
             None => Ok(()),
             Some(reason) => Err(PoolError::TxnFailed {
@@ -632,17 +631,14 @@ impl<'p> PageTxn<'p> {
         let pool = self.pool;
         let f = {
             let mut st = self.st.borrow_mut();
-            let Some(e) = st.entries.iter_mut().find(|e| {
-                e.freed
-                    && e.frame.is_some()
-                    && e.first_init.is_none()
-                    && !e.fresh
-                    && !e.latched
-                    && e.page_id != keep
-            }) else {
-                return false;
-            };
-            let Some(f) = e.frame.take() else {
+            let Some(f) = st
+                .entries
+                .iter_mut()
+                .filter(|e| {
+                    e.freed && e.first_init.is_none() && !e.fresh && !e.latched && e.page_id != keep
+                })
+                .find_map(|e| e.frame.take())
+            else {
                 return false;
             };
             st.held = st.held.saturating_sub(1);

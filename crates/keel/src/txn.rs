@@ -284,11 +284,9 @@ impl<'s> WriteTxn<'s> {
         } = ex;
         // A transaction an operation failed part-way through is only rolled back (module
         // `table`, `whole`): nothing of it is committed.
-        if let Some(reason) = txn.failure() {
+        if let Err(e) = txn.check_failed() {
             txn.abort();
-            return Err(Error::Pool(keel_buffer_pool::PoolError::TxnFailed {
-                reason,
-            }));
+            return Err(Error::Pool(e));
         }
         // The log's synchronous checkpoint point leaves this much room for one transaction's
         // redo; a larger one could wait for log space forever. The bound charges page images
