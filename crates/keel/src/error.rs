@@ -329,17 +329,7 @@ impl Error {
         if let Error::Poisoned { cause } = self {
             return cause.is_no_space();
         }
-        // Transparent variants forward `source()` past the wrapped error, so start from it.
-        let start: &(dyn std::error::Error + 'static) = match self {
-            Error::Io(e) => e,
-            Error::Log(e) => e,
-            Error::Flush(e) => e,
-            Error::Pool(e) => e,
-            Error::BTree(e) => e,
-            other => other,
-        };
-        let mut cur = Some(start);
-        while let Some(e) = cur {
+        for e in self.chain() {
             // A layer's transparent `Io` variant forwards `source()` past its `IoError` too,
             // so each layer's error is asked for it here.
             let io = e
@@ -359,36 +349,47 @@ impl Error {
             if let Some(cause) = e.downcast_ref::<keel_io::PoisonCause>() {
                 return cause.is_no_space();
             }
-            cur = e.source();
         }
         false
+    }
+
+    /// This error and its sources, outermost first. Transparent variants forward `source()`
+    /// past the error they wrap, so the walk starts from that one.
+    fn chain(&self) -> impl Iterator<Item = &(dyn std::error::Error + 'static)> {
+        let start: &(dyn std::error::Error + 'static) = match self {
+            Error::Io(e) => e,
+            Error::Log(e) => e,
+            Error::Flush(e) => e,
+            Error::Pool(e) => e,
+            Error::BTree(e) => e,
+            other => other,
+        };
+        std::iter::successors(Some(start), |e| e.source())
     }
 
     /// True when a transaction was refused for its size: [`Error::TxnTooLargeForLog`], or the
     /// pool's `TxnTooLarge` (more pages than the pool lets one transaction hold) at any depth.
     /// Nothing of the transaction is committed; a smaller one, or a larger pool or log, works.
     pub fn is_too_large(&self) -> bool {
-        if matches!(self, Error::TxnTooLargeForLog { .. }) {
-            return true;
-        }
-        let start: &(dyn std::error::Error + 'static) = match self {
-            Error::Pool(e) => e,
-            Error::BTree(e) => e,
-            other => other,
-        };
-        let mut cur = Some(start);
-        while let Some(e) = cur {
-            if let Some(keel_buffer_pool::PoolError::TxnTooLarge { .. }) = e.downcast_ref() {
-                return true;
-            }
-            if let Some(inner) = e.downcast_ref::<Error>() {
-                if !std::ptr::eq(inner, self) && inner.is_too_large() {
-                    return true;
-                }
-            }
-            cur = e.source();
-        }
-        false
+        matches!(self, Error::TxnTooLargeForLog { .. })
+            || self.chain().any(|e| {
+                matches!(
+                    e.downcast_ref(),
+                    Some(keel_buffer_pool::PoolError::TxnTooLarge { .. })
+                ) || e
+                    .downcast_ref::<Error>()
+                    .is_some_and(|inner| !std::ptr::eq(inner, self) && inner.is_too_large())
+            })
+    }
+
+    /// True for a write transaction that failed part-way through one of its operations
+    /// (the pool's `TxnFailed`, design invariant 12): every later use and its commit are
+    /// refused; nothing of it is committed, and it can only be rolled back.
+    pub fn is_txn_failed(&self) -> bool {
+        matches!(
+            self,
+            Error::Pool(keel_buffer_pool::PoolError::TxnFailed { .. })
+        )
     }
 
     /// Whether this is a [`Error::Conflict`]: a concurrent write transaction that can be run

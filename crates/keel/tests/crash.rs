@@ -20,8 +20,9 @@
 //! transactions roll back after their writes (`abort` or drop) and the store must then read as
 //! its newest commit; a quarter of the commits go through `commit_async` (driven to the end
 //! on a current-thread runtime); a quarter of the runs end in `Store::close` (after a close
-//! that returned Ok the last commit point must come back, unsynced commits too); and any error before the power failed is a failure of the case (it was
-//! once the end of the run, which hid a drop that left no room for the table it recreated). A
+//! that returned Ok the last commit point must come back, unsynced commits too); and any error
+//! before the power failed is a failure of the case (it was once the end of the run, which hid
+//! a drop that left no room for the table it recreated). A
 //! transaction refused for its size (`Error::is_too_large`) is no commit point and the run
 //! goes on.
 //!
@@ -32,8 +33,8 @@
 //!
 //! `crash_matrix_in_ci` runs ≥ 1,000 cases across torn-page mode × log block size × sector
 //! size; `crash_matrix_long` (ignored) runs `KEEL_CRASH_CASES` cases (default 100,000) from
-//! seed base `KEEL_CRASH_SEED_BASE` (default CI's, 1,000,003); both on `KEEL_CRASH_THREADS` threads
-//! (default 2).
+//! seed base `KEEL_CRASH_SEED_BASE` (default CI's, 1,000,003); both on `KEEL_CRASH_THREADS`
+//! threads (default 2).
 
 #[path = "common/model.rs"]
 mod model;
@@ -542,7 +543,7 @@ fn block_on<F: std::future::Future>(f: F) -> F::Output {
 /// one of its operations was refused part-way (`PoolError::TxnFailed`). Nothing of it is
 /// committed.
 fn refusal(e: &Error) -> bool {
-    e.is_too_large() || matches!(e, Error::Pool(keel::PoolError::TxnFailed { .. }))
+    e.is_too_large() || e.is_txn_failed()
 }
 
 /// The generators a case's run draws from, each its own so a choice added to one stream leaves
@@ -622,6 +623,19 @@ fn workload(
             Ok(())
         } else {
             Err(format!("{what} failed before the power failed: {e}"))
+        }
+    };
+    // Whether the store reads as `model`, its newest commit (after a rollback or a refused
+    // commit, `when`): Ok(false) once the power failed (the run ends).
+    let reads_as = |model: &Model, when: &str| -> Result<bool, String> {
+        match contents(store) {
+            Ok(m) if m == *model => Ok(true),
+            Ok(m) => Err(format!(
+                "{when} the store reads {} keys, the newest commit has {}",
+                m.len(),
+                model.len()
+            )),
+            Err(e) => stop(&format!("a read {when}"), e).map(|()| false),
         }
     };
     fs.crash_at_call(1 + s.rng.below(260), None);
@@ -833,19 +847,8 @@ fn workload(
                 drop(tx);
             }
             aborts += 1;
-            match contents(store) {
-                Ok(m) if m == model => {}
-                Ok(m) => {
-                    return Err(format!(
-                        "after a rollback the store reads {} keys, the newest commit has {}",
-                        m.len(),
-                        model.len()
-                    ))
-                }
-                Err(e) => {
-                    stop("a read after a rollback", e)?;
-                    break;
-                }
+            if !reads_as(&model, "after a rollback")? {
+                break;
             }
             check_readers(
                 &readers,
@@ -882,20 +885,8 @@ fn workload(
                 // it may show.
                 snapshots.pop();
                 refused_commits += 1;
-                match contents(store) {
-                    Ok(m) if m == model => {}
-                    Ok(m) => {
-                        return Err(format!(
-                            "after a refused commit ({e}) the store reads {} keys, the newest \
-                             commit has {}",
-                            m.len(),
-                            model.len()
-                        ))
-                    }
-                    Err(e) => {
-                        stop("a read after a refused commit", e)?;
-                        break;
-                    }
+                if !reads_as(&model, &format!("after a refused commit ({e})"))? {
+                    break;
                 }
             }
             Err(e) => {

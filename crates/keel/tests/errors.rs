@@ -300,7 +300,10 @@ fn a_transaction_an_operation_failed_part_way_through_commits_nothing() {
                 }
                 drop(t);
                 match tx.commit() {
-                    Err(c) => assert!(c.to_string().contains("can only be rolled back"), "{c}"),
+                    Err(c) => {
+                        assert!(c.is_txn_failed(), "{c}");
+                        assert!(c.to_string().contains("can only be rolled back"), "{c}")
+                    }
                     Ok(()) => panic!("round {round}: a transaction that failed committed"),
                 }
                 failed += 1;

@@ -45,9 +45,7 @@ use std::time::Duration;
 /// store goes on.
 fn refused_for_itself(e: &Error) -> bool {
     // A commit after a failed write is refused for that failure, counted where it happened.
-    e.is_conflict()
-        || e.is_too_large()
-        || matches!(e, Error::Pool(keel::PoolError::TxnFailed { .. }))
+    e.is_conflict() || e.is_too_large() || e.is_txn_failed()
 }
 
 /// The files of a store, for faults aimed at one.
