@@ -289,15 +289,11 @@ fn recover_pages(
     // — before the doublewrite recovery writes anything into a data file that may not
     // belong with this log; after it if page 0 was torn (then read as restored; the store
     // is checked again on the recovered meta page by `catalog_root`).
-    let page0_bytes = writer.page0_on_disk().ok();
-    let page0_lsn = page0_bytes
-        .as_ref()
-        .and_then(|p| p.as_deref())
-        .and_then(keel_page::PageHeader::read)
-        .map(|h| h.lsn);
-    let page0_read = page0_bytes.map(|p| {
-        p.as_deref()
-            .map(|p| (meta::recorded_store(p), file_checkpoint(p)))
+    let page0_read = writer.page0_on_disk().ok().map(|p| {
+        p.as_deref().map(|p| {
+            let lsn = keel_page::PageHeader::read(p).map(|h| h.lsn);
+            (meta::recorded_store(p), file_checkpoint(p), lsn)
+        })
     });
     if let Some(page0) = page0_read {
         meta::check_store(page0.and_then(|p| p.0), log.salt(), writer.data_path())?;
@@ -313,7 +309,7 @@ fn recover_pages(
         // end — which would make the lost tail unreadable for good, should the missing piece
         // be put back (found by `bad_bytes.rs` undoing a deleted growing-log file after the
         // refusal).
-        if let Some(lsn) = page0.and(page0_lsn) {
+        if let Some(lsn) = page0.and_then(|p| p.2) {
             writer.check_not_in_future(PageId(0), lsn)?;
         }
     }

@@ -175,10 +175,7 @@ impl RedoLog {
         cfg: LogConfig,
         switches: TestSwitches,
     ) -> Result<(RedoLog, Recovered)> {
-        let (log, recovered) =
-            RedoLog::open_inner(fs, dir, cfg, switches, LogOpenMode::CreateIfMissing, false)?;
-        log.start()?;
-        Ok((log, recovered))
+        RedoLog::open_started(fs, dir, cfg, switches, LogOpenMode::CreateIfMissing, false)
     }
 
     /// Opens the log in `dir` the way `mode` says: [`LogOpenMode::CreateIfMissing`] is
@@ -202,8 +199,19 @@ impl RedoLog {
         mode: LogOpenMode,
         accept_loss: bool,
     ) -> Result<(RedoLog, Recovered)> {
-        let (log, recovered) =
-            RedoLog::open_inner(fs, dir, cfg, TestSwitches::default(), mode, accept_loss)?;
+        RedoLog::open_started(fs, dir, cfg, TestSwitches::default(), mode, accept_loss)
+    }
+
+    /// `open_inner`, then [`RedoLog::start`].
+    fn open_started(
+        fs: Arc<dyn FileSystem>,
+        dir: &Path,
+        cfg: LogConfig,
+        switches: TestSwitches,
+        mode: LogOpenMode,
+        accept_loss: bool,
+    ) -> Result<(RedoLog, Recovered)> {
+        let (log, recovered) = RedoLog::open_inner(fs, dir, cfg, switches, mode, accept_loss)?;
         log.start()?;
         Ok((log, recovered))
     }
