@@ -22,6 +22,7 @@
 use keel::{Config, Error, Store, WriteTxn};
 use keel_io::{SimConfig, SimFs, SplitMix64 as Rng};
 use std::collections::BTreeMap;
+use std::ops::Bound;
 use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -30,8 +31,41 @@ type Tables = BTreeMap<String, BTreeMap<Vec<u8>, Vec<u8>>>;
 
 const NAMES: [&str; 3] = ["a", "b", "c"];
 
+/// Key `k`: below [`COUNTERS`], keys at the edges of byte order (the empty key, keys that are
+/// prefixes of each other followed by 0x00 or 0xFF, 0xFF bytes only); counters are `k10`...
 fn key(k: u8) -> Vec<u8> {
-    format!("k{k:02}").into_bytes()
+    const EDGE: [&[u8]; COUNTERS as usize] = [
+        b"",
+        b"\0",
+        b"k",
+        b"k\0",
+        b"k0",
+        b"k0\xff",
+        b"k09",
+        b"k1",
+        b"k\xff",
+        b"\xff\xff",
+    ];
+    match EDGE.get(k as usize) {
+        Some(e) => e.to_vec(),
+        None => format!("k{k:02}").into_bytes(),
+    }
+}
+
+/// Bound `b` of a scan (`Unbounded`, or key `k` included or excluded).
+fn bound(b: &Bound<u8>) -> Bound<Vec<u8>> {
+    b.map(key)
+}
+
+/// Whether a scan from `lo` to `hi` holds any key (else `BTreeMap::range` would panic; the
+/// store answers no rows).
+fn valid(lo: &Bound<Vec<u8>>, hi: &Bound<Vec<u8>>) -> bool {
+    match (lo, hi) {
+        (Bound::Included(a), Bound::Included(b)) => a <= b,
+        (Bound::Included(a) | Bound::Excluded(a), Bound::Excluded(b))
+        | (Bound::Excluded(a), Bound::Included(b)) => a < b,
+        _ => true,
+    }
 }
 
 /// A value in an answer: its length and first byte (the generator fills values with one byte),
@@ -69,12 +103,12 @@ enum Op {
     /// `Table::add_i64` on a counter key.
     Add(usize, u8, i64),
     Remove(usize, u8),
-    /// Rows of [lo, hi): up to `limit`, by pattern 0 forward, 1 backward, 2 both ends in turn,
-    /// 3 by cursor.
+    /// Rows from `lo` to `hi` (any bound: a start past the end gives none): up to `limit`, by
+    /// pattern 0 forward, 1 backward, 2 both ends in turn, 3 by cursor.
     Scan {
         t: usize,
-        lo: u8,
-        hi: u8,
+        lo: Bound<u8>,
+        hi: Bound<u8>,
         limit: usize,
         pattern: u8,
     },
@@ -106,10 +140,21 @@ fn gen_op(rng: &mut Rng, keys: u8, key_base: u8) -> Op {
         72..=89 => {
             let a = key_base + rng.below(keys as u64) as u8;
             let b = key_base + rng.below(keys as u64 + 1) as u8;
+            // Mostly [low, high); any bound on either side otherwise, in either order.
+            let any = |k: u8, r: u64| match r {
+                0 => Bound::Unbounded,
+                1 => Bound::Included(k),
+                _ => Bound::Excluded(k),
+            };
+            let (lo, hi) = if rng.below(2) == 0 {
+                (Bound::Included(a.min(b)), Bound::Excluded(a.max(b)))
+            } else {
+                (any(a, rng.below(3)), any(b, rng.below(3)))
+            };
             Op::Scan {
                 t,
-                lo: a.min(b),
-                hi: a.max(b),
+                lo,
+                hi,
                 limit: 1 + rng.below(8) as usize,
                 pattern: rng.below(4) as u8,
             }
@@ -174,10 +219,14 @@ fn model_op(s: &mut Tables, op: &Op) -> String {
         } => match s.get(&name(*t)) {
             None => "not found".into(),
             Some(m) => {
-                let r = m
-                    .range(key(*lo)..key(*hi))
-                    .map(|(k, v)| (k.clone(), v.clone()))
-                    .collect();
+                let (lo, hi) = (bound(lo), bound(hi));
+                let r = if valid(&lo, &hi) {
+                    m.range((lo, hi))
+                        .map(|(k, v)| (k.clone(), v.clone()))
+                        .collect()
+                } else {
+                    Vec::new()
+                };
                 rows_of(&pick(r, *limit, *pattern))
             }
         },
@@ -220,10 +269,14 @@ fn store_op(tx: &mut WriteTxn<'_>, op: &Op) -> keel::Result<String> {
             limit,
             pattern,
         } => nf(tx.existing_table(NAMES[*t]).and_then(|t| {
-            let (lo, hi) = (key(*lo), key(*hi));
+            let (lo, hi) = (bound(lo), bound(hi));
+            let r = (
+                lo.as_ref().map(Vec::as_slice),
+                hi.as_ref().map(Vec::as_slice),
+            );
             let mut out = Vec::new();
             if *pattern == 3 {
-                let mut c = t.cursor(lo.as_slice()..hi.as_slice())?;
+                let mut c = t.cursor(r)?;
                 while out.len() < *limit {
                     match c.next()? {
                         Some((k, v)) => out.push((k.to_vec(), v.to_vec())),
@@ -231,7 +284,7 @@ fn store_op(tx: &mut WriteTxn<'_>, op: &Op) -> keel::Result<String> {
                     }
                 }
             } else {
-                let mut r = t.range(lo.as_slice()..hi.as_slice())?;
+                let mut r = t.range(r)?;
                 while out.len() < *limit {
                     let front = match pattern {
                         1 => false,
@@ -269,7 +322,18 @@ fn model_run(s: &Tables, ops: &[Op]) -> (Vec<String>, Tables) {
 /// Whether a conflict is justified: the answers differ at the newest commit, or a table the
 /// operations scan, count, list or look up changed since the snapshot (a scan's record can
 /// cover a row beyond what it returned: it pulls one ahead).
-fn conflict_justified(ops: &[Op], at_snapshot: &Tables, now: &Tables) -> bool {
+///
+/// `catalog_changed`: a commit since the snapshot created or dropped a table (the tables that
+/// exist may be the same at both ends: one dropped and made again in between).
+fn conflict_justified(
+    ops: &[Op],
+    at_snapshot: &Tables,
+    now: &Tables,
+    catalog_changed: bool,
+) -> bool {
+    if catalog_changed {
+        return true;
+    }
     if model_run(at_snapshot, ops).0 != model_run(now, ops).0 {
         return true;
     }
@@ -283,9 +347,21 @@ fn conflict_justified(ops: &[Op], at_snapshot: &Tables, now: &Tables) -> bool {
         .any(|n| at_snapshot.contains_key(*n) != now.contains_key(*n))
 }
 
+/// Whether a commit from `before` to `after` of `ops` (which answered `answers`) created or
+/// dropped a table: the tables differ, or one was dropped and made again.
+fn creates_or_drops(before: &Tables, after: &Tables, ops: &[Op], answers: &[String]) -> bool {
+    before.keys().ne(after.keys())
+        || ops
+            .iter()
+            .zip(answers)
+            .any(|(op, a)| matches!(op, Op::Drop(_)) && a == "true")
+}
+
 struct Open<'s> {
     tx: WriteTxn<'s>,
     snapshot: Tables,
+    /// The count of commits that created or dropped a table, at the snapshot.
+    catalog_changes: u64,
     ops: Vec<Op>,
     answers: Vec<String>,
     left: usize,
@@ -357,6 +433,8 @@ fn run_with(seed: u64, knobs: Knobs, disjoint: bool) -> Result<Counts, String> {
         .store(knobs.forget_recent_writes, Ordering::Relaxed);
     let mut rng = Rng::new(seed);
     let mut committed = Tables::new();
+    // Commits that created or dropped a table.
+    let mut catalog_changes = 0u64;
     let mut open: Vec<Open<'_>> = Vec::new();
     let mut counts = Counts::default();
     let mut next_base = 0u8;
@@ -400,6 +478,7 @@ fn run_with(seed: u64, knobs: Knobs, disjoint: bool) -> Result<Counts, String> {
                 open.push(Open {
                     tx: s.write_concurrent().map_err(e)?,
                     snapshot: committed.clone(),
+                    catalog_changes,
                     left: ops.len(),
                     ops,
                     answers: Vec::new(),
@@ -423,6 +502,7 @@ fn run_with(seed: u64, knobs: Knobs, disjoint: bool) -> Result<Counts, String> {
                     ));
                 }
                 tx.commit().map_err(e)?;
+                catalog_changes += u64::from(creates_or_drops(&committed, &after, &ops, &want));
                 committed = after;
                 counts.commits += 1;
             }
@@ -465,14 +545,19 @@ fn run_with(seed: u64, knobs: Knobs, disjoint: bool) -> Result<Counts, String> {
                                 now_answers, o.answers
                             ));
                         }
+                        catalog_changes +=
+                            u64::from(creates_or_drops(&committed, &after, &o.ops, &now_answers));
                         committed = after;
                         counts.commits += 1;
                     }
                     Err(err) if err.is_conflict() => {
-                        if !conflict_justified(&o.ops, &o.snapshot, &committed) || disjoint {
+                        let catalog_changed = catalog_changes != o.catalog_changes;
+                        if !conflict_justified(&o.ops, &o.snapshot, &committed, catalog_changed)
+                            || disjoint
+                        {
                             return Err(format!(
-                                "seed {seed} step {step}: needless conflict ({err}); answers {:?}",
-                                o.answers
+                                "seed {seed} step {step}: needless conflict ({err}); ops {:?}, answers {:?}",
+                                o.ops, o.answers
                             ));
                         }
                         counts.conflicts += 1;
@@ -512,8 +597,19 @@ fn run_with(seed: u64, knobs: Knobs, disjoint: bool) -> Result<Counts, String> {
 
 #[test]
 fn interleaved_transactions_are_serializable_and_see_their_snapshot() {
+    // `KEEL_CONCURRENT_SEEDS=N` runs more (the seeds from `KEEL_CONCURRENT_SEED_BASE`).
+    let env = |name: &str, default: u64| {
+        std::env::var(name)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default)
+    };
+    let (base, n) = (
+        env("KEEL_CONCURRENT_SEED_BASE", 0),
+        env("KEEL_CONCURRENT_SEEDS", 60),
+    );
     let mut total = Counts::default();
-    for seed in 0..60 {
+    for seed in base..base.saturating_add(n) {
         let c = run(seed, false, false).unwrap_or_else(|m| panic!("{m}"));
         total.commits += c.commits;
         total.conflicts += c.conflicts;
@@ -521,7 +617,7 @@ fn interleaved_transactions_are_serializable_and_see_their_snapshot() {
         total.narrowed += c.narrowed;
         total.skipped += c.skipped;
     }
-    println!("60 seeds: {total:?}");
+    println!("{n} seeds from {base}: {total:?}");
     assert!(total.commits > 1000, "{total:?}");
     // Validation by the recent commits' writes is exercised, not only the full re-read.
     assert!(

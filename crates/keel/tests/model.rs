@@ -25,6 +25,9 @@ enum Op {
     /// and a remove through another handle, then the scans finished: each sees the rows past
     /// the one it returned as they are after the writes (a scan that had ended stays ended).
     ScanAround(u8, Vec<u8>, Vec<u8>, Vec<u8>),
+    /// An insert of a key longer than the page size allows (by the number): refused with
+    /// `KeyTooLarge`, nothing changed, and the transaction goes on.
+    TooLong(u8, usize),
 }
 
 #[derive(Debug, Clone)]
@@ -44,8 +47,34 @@ fn key() -> impl Strategy<Value = Vec<u8>> {
         (0u16..120, 0usize..26).prop_map(|(n, tail)| {
             format!("k{n:05}{}", &"abcdefghijklmnopqrstuvwxyz"[..tail]).into_bytes()
         }),
+        // The edges of byte order: the empty key, keys that are prefixes of each other
+        // followed by 0x00 or 0xFF, keys of 0xFF bytes only.
+        prop::sample::select(EDGE_KEYS.to_vec()).prop_map(|k| k.to_vec()),
+        // Long keys (up to the longest a 4 KiB page allows) that differ only at the end:
+        // separators that fill a node, and hint prefixes as long as the key.
+        (0u8..6, 0usize..4).prop_map(|(last, short)| {
+            let mut k = vec![b'L'; keel::max_key_len(4096) - short];
+            if let Some(b) = k.last_mut() {
+                *b = last;
+            }
+            k
+        }),
     ]
 }
+
+/// Keys at the edges of byte order.
+const EDGE_KEYS: [&[u8]; 10] = [
+    b"",
+    b"\0",
+    b"\0\0",
+    b"a",
+    b"a\0",
+    b"a\xff",
+    b"a\xff\xff",
+    b"ab",
+    b"\xff",
+    b"\xff\xff\xff",
+];
 
 fn value() -> impl Strategy<Value = Vec<u8>> {
     // Small values, values near a quarter page (leaves of one or two cells), and values of
@@ -74,6 +103,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (0u8..3, any::<bool>()).prop_map(|(t, again)| Op::Drop(t, again)),
         1 => (0u8..3).prop_map(Op::Count),
         1 => (0u8..3, key(), value(), key()).prop_map(|(t, k, v, r)| Op::ScanAround(t, k, v, r)),
+        1 => (0u8..3, 1usize..40).prop_map(|(t, over)| Op::TooLong(t, over)),
     ]
 }
 
@@ -273,6 +303,17 @@ proptest! {
                                     .map(|(k, v)| (k.clone(), v.clone()))
                                     .collect();
                                 prop_assert_eq!(rest_b, want_b, "rows backward after writes");
+                            }
+                            Op::TooLong(t, over) => {
+                                let mut tab = tx.table(&format!("t{t}")).unwrap();
+                                work.entry(t).or_default();
+                                let max = keel::max_key_len(ps);
+                                let k = vec![b'L'; max + over];
+                                let got = tab.insert(&k, b"v");
+                                prop_assert!(
+                                    matches!(got, Err(Error::KeyTooLarge { len, max: m }) if len == max + over && m == max),
+                                    "a key of {} bytes: {:?}", max + over, got
+                                );
                             }
                             Op::Count(t) => {
                                 prop_assert_eq!(tx.list_tables().unwrap(), names(&work));
