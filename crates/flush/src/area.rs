@@ -33,11 +33,11 @@ pub(crate) use directory::image_crc_of_sealed;
 pub(crate) use directory::{decode_directory, encode_directory, image_crc};
 
 use crate::error::{FlushError, Result};
-use keel_io::{preallocate, AlignedBuf, File, Preallocation};
+use keel_io::{preallocate, AlignedBuf, File, FileSystem, OpenOptions, Preallocation};
 use keel_page::{verify, Checksum, Lsn, PageId, PageSize, PageState};
 use parking_lot::{Condvar, Mutex};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// Slots in the doublewrite area: how many batches may be between "copied to the area" and
 /// "durable in place" at once. A batch leaves its slot pending (in the synced area, written in
@@ -233,6 +233,9 @@ struct SlotState {
     next_seq: u64,
     /// Where the search for a free slot starts.
     next_slot: usize,
+    /// The images were restored ([`DoublewriteArea::note_recovered`]): the area may be
+    /// formatted, its images are no longer needed.
+    recovered: bool,
     /// Recovery has run and the file has the wanted geometry: slots may be written.
     ready: bool,
     /// The generation the last slot that became pending got.
@@ -244,7 +247,14 @@ struct SlotState {
 /// The doublewrite area of an open page writer.
 #[derive(Debug)]
 pub(crate) struct DoublewriteArea {
-    file: Arc<dyn File>,
+    /// The area's file; empty until it is created if it did not exist at open.
+    file: OnceLock<Arc<dyn File>>,
+    /// How to create the file when it is first formatted, if it did not exist at open (a
+    /// doublewrite run on a store without an area): an open refused before that creates
+    /// nothing.
+    create: Option<(Arc<dyn FileSystem>, OpenOptions)>,
+    /// Held while the file is created.
+    creating: Mutex<()>,
     path: PathBuf,
     /// The geometry the configuration wants (None: the writer does not use doublewrite and only
     /// keeps the area to recover from it).
@@ -267,8 +277,34 @@ impl DoublewriteArea {
         store: u32,
     ) -> Result<DoublewriteArea> {
         let path = file.path().to_path_buf();
-        let len = file.len()?;
-        let (on_disk, on_disk_store) = if len >= AREA_HEADER_LEN as u64 {
+        Self::with_file(path, Some(file), None, wanted, store)
+    }
+
+    /// An area whose file `path` does not exist yet: it is created (by `fs` with `options`)
+    /// when the area is first formatted. Nothing is written or created here.
+    pub fn open_missing(
+        fs: Arc<dyn FileSystem>,
+        path: PathBuf,
+        options: OpenOptions,
+        wanted: Option<Geometry>,
+        store: u32,
+    ) -> Result<DoublewriteArea> {
+        Self::with_file(path, None, Some((fs, options)), wanted, store)
+    }
+
+    fn with_file(
+        path: PathBuf,
+        file: Option<Arc<dyn File>>,
+        create: Option<(Arc<dyn FileSystem>, OpenOptions)>,
+        wanted: Option<Geometry>,
+        store: u32,
+    ) -> Result<DoublewriteArea> {
+        let len = match &file {
+            Some(f) => f.len()?,
+            None => 0,
+        };
+        let header = file.as_ref().filter(|_| len >= AREA_HEADER_LEN as u64);
+        let (on_disk, on_disk_store) = if let Some(file) = header {
             let mut h = AlignedBuf::page(AREA_HEADER_LEN);
             file.read_exact_at(&mut h, 0)?;
             match Geometry::decode_header(&h).ok().flatten() {
@@ -278,8 +314,15 @@ impl DoublewriteArea {
         } else {
             (None, 0)
         };
+        let cell = OnceLock::new();
+        if let Some(f) = file {
+            // A fresh cell takes its first value.
+            let _ = cell.set(f);
+        }
         let area = DoublewriteArea {
-            file,
+            file: cell,
+            create,
+            creating: Mutex::new(()),
             path,
             wanted,
             store,
@@ -289,6 +332,7 @@ impl DoublewriteArea {
                 slots: vec![SlotUse::Free; wanted.map_or(0, |g| g.slots)],
                 next_seq: 1,
                 next_slot: 0,
+                recovered: false,
                 ready: false,
                 pending_gen: 0,
                 syncing: false,
@@ -313,18 +357,21 @@ impl DoublewriteArea {
         self.state.lock().ready
     }
 
-    /// Writes zeros over the whole area, then the header for the wanted geometry, and syncs.
-    /// Called only when nothing in the area is needed any more.
-    fn format(&self) -> Result<()> {
+    /// Writes zeros over the whole area, then the header for the wanted geometry, and syncs
+    /// (nothing if it has them already). Called only when nothing in the area is needed any
+    /// more.
+    pub fn format(&self) -> Result<()> {
         let mut st = self.state.lock();
         let Some(g) = self.wanted else {
             // Recovery-only area (the writer runs another mode): once its images are restored it
             // is emptied, so that a page torn later, while no doublewrite protects it, can never
             // be "repaired" with an older image (that would be silently wrong data).
-            if st.on_disk.is_some() || self.file.len()? > 0 {
-                self.file.set_len(0)?;
-                self.file.sync_all()?;
-                st.on_disk = None;
+            if let Some(file) = self.file.get() {
+                if st.on_disk.is_some() || file.len()? > 0 {
+                    file.set_len(0)?;
+                    file.sync_all()?;
+                    st.on_disk = None;
+                }
             }
             st.ready = true;
             return Ok(());
@@ -334,11 +381,12 @@ impl DoublewriteArea {
             // not leave a zeroed header beside the old slots' bytes, which `scan` refuses as a
             // damaged header hiding images (crash matrix, reopening with another batch size:
             // the store could not be opened again).
-            self.file.set_len(0)?;
-            self.file.sync_all()?;
-            preallocate(&*self.file, g.file_len(), Preallocation::Zeroed)?;
-            self.file.write_all_at(&g.encode_header(self.store), 0)?;
-            self.file.sync_all()?;
+            let file = self.file()?;
+            file.set_len(0)?;
+            file.sync_all()?;
+            preallocate(&**file, g.file_len(), Preallocation::Zeroed)?;
+            file.write_all_at(&g.encode_header(self.store), 0)?;
+            file.sync_all()?;
             st.on_disk = Some(g);
             st.on_disk_store = self.store;
         }
@@ -385,7 +433,10 @@ impl DoublewriteArea {
     pub fn scan(&self, checksum: Checksum, page_size: PageSize) -> Result<Scan> {
         self.check_belongs(page_size)?;
         let on_disk = self.state.lock().on_disk;
-        let len = self.file.len()?;
+        let len = match self.file.get() {
+            Some(f) => f.len()?,
+            None => 0,
+        };
         let mut scan = Scan::default();
         let g = match on_disk {
             Some(g) => g,
@@ -466,26 +517,43 @@ impl DoublewriteArea {
         buf.fill(0);
         let avail = len.saturating_sub(off).min(buf.len() as u64) as usize;
         // Direct files read whole 4 KiB blocks; the file is always a multiple of that.
-        let n = if self.file.is_direct() {
+        let Some(file) = self.file.get() else {
+            return Ok(0);
+        };
+        let n = if file.is_direct() {
             avail / 4096 * 4096
         } else {
             avail
         };
         if n > 0 {
-            self.file.read_exact_at(&mut buf[..n], off)?;
+            file.read_exact_at(&mut buf[..n], off)?;
         }
         Ok(n)
     }
 
     /// Ends recovery (after the restored pages are durable in place): the next batch sequence
     /// number follows `max_seq`, and the area takes the wanted geometry if it had another one;
-    /// an area kept only for recovery is emptied. Its images are no longer needed.
+    /// an area kept only for recovery is emptied. Its images are no longer needed. (Tests; the
+    /// page writer notes and formats in two steps.)
+    #[cfg(test)]
     pub fn finish_recovery(&self, max_seq: u64) -> Result<()> {
-        {
-            let mut st = self.state.lock();
-            st.next_seq = st.next_seq.max(max_seq + 1);
-        }
+        self.note_recovered(max_seq);
         self.format()
+    }
+
+    /// Records that the images were restored (the restored pages durable in place): the next
+    /// batch sequence number follows `max_seq`. Writes nothing; [`format`](Self::format) then
+    /// readies the area (the page writer's `finish_doublewrite_recovery`, after the open's
+    /// checks, or before the first page write).
+    pub fn note_recovered(&self, max_seq: u64) {
+        let mut st = self.state.lock();
+        st.next_seq = st.next_seq.max(max_seq.saturating_add(1));
+        st.recovered = true;
+    }
+
+    /// Whether [`note_recovered`](Self::note_recovered) ran.
+    pub fn is_recovered(&self) -> bool {
+        self.state.lock().recovered
     }
 
     /// Takes a free slot and the batch sequence number to write into it.
@@ -604,13 +672,35 @@ impl DoublewriteArea {
             file: self.path.clone(),
             reason: "the area is open for recovery only".into(),
         })?;
-        self.file.write_all_at(bytes, g.slot_offset(i))?;
+        self.file()?.write_all_at(bytes, g.slot_offset(i))?;
         Ok(())
     }
 
-    /// The area's file handle.
-    pub fn file(&self) -> &Arc<dyn File> {
-        &self.file
+    /// The area's file handle; the file is created if it did not exist at open.
+    ///
+    /// # Errors
+    /// Its creation failed.
+    pub fn file(&self) -> Result<&Arc<dyn File>> {
+        if let Some(f) = self.file.get() {
+            return Ok(f);
+        }
+        let _creating = self.creating.lock();
+        if self.file.get().is_none() {
+            let (fs, options) =
+                self.create
+                    .as_ref()
+                    .ok_or_else(|| FlushError::DoublewriteArea {
+                        file: self.path.clone(),
+                        reason: "the area has no file and none may be created".into(),
+                    })?;
+            let f = fs.open(&self.path, &options.create(true))?;
+            // Under `creating`, the cell is still empty: it takes this value.
+            let _ = self.file.set(f);
+        }
+        self.file.get().ok_or_else(|| FlushError::DoublewriteArea {
+            file: self.path.clone(),
+            reason: "the area's file could not be kept".into(),
+        })
     }
 }
 

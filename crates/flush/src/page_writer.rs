@@ -232,8 +232,20 @@ impl PageWriter {
                         capacity: batch_pages,
                         slots: DOUBLEWRITE_SLOTS,
                     };
-                    let file = fs.open(&area_path, &area_options.create(true))?;
-                    let area = Arc::new(DoublewriteArea::open(file, Some(g), config.store)?);
+                    // A missing area is created when it is first formatted (after the
+                    // store's open checks): a refused open adds no file.
+                    let area = Arc::new(if fs.exists(&area_path)? {
+                        let file = fs.open(&area_path, &area_options)?;
+                        DoublewriteArea::open(file, Some(g), config.store)?
+                    } else {
+                        DoublewriteArea::open_missing(
+                            fs.clone(),
+                            area_path.clone(),
+                            area_options,
+                            Some(g),
+                            config.store,
+                        )?
+                    });
                     let scheme = scheme::Doublewrite {
                         area: area.clone(),
                         checksum: config.checksum,
@@ -650,11 +662,13 @@ impl PageWriter {
     fn ensure_recovered(&self) -> Result<()> {
         if let Some(area) = &self.area {
             if !area.is_ready() {
-                tracing::warn!(
-                    area = %area.path().display(),
-                    "write before recover_doublewrite: recovering the doublewrite area first"
-                );
-                self.recover_doublewrite()?;
+                if !area.is_recovered() {
+                    tracing::warn!(
+                        area = %area.path().display(),
+                        "write before recover_doublewrite: recovering the doublewrite area first"
+                    );
+                }
+                self.finish_doublewrite_recovery()?;
             }
         }
         Ok(())

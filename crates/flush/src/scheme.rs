@@ -350,7 +350,7 @@ impl Doublewrite {
         let in_place = ctx.write_home(&group.home_ops(0..n), false).and_then(|()| {
             add(&ctx.counters.pages_skipped_protection, (n - prot) as u64);
             if cfg!(test) && ctx.knobs.in_place_before_doublewrite_sync {
-                ctx.sync(&**self.area.file(), true)?;
+                ctx.sync(&**self.area.file()?, true)?;
             }
             Ok(())
         });
@@ -400,7 +400,7 @@ impl Doublewrite {
             slot_bytes.len() as u64,
         );
         if !(cfg!(test) && ctx.knobs.in_place_before_doublewrite_sync) {
-            ctx.sync(&**self.area.file(), true)?;
+            ctx.sync(&**self.area.file()?, true)?;
         }
         Ok(())
     }

@@ -21,7 +21,7 @@
 
 use crate::config::Config;
 use crate::layout::{self, DirState};
-use crate::meta::{self, IDENTITY_FILE, META_PAGE};
+use crate::meta::{self, MetaInfo, IDENTITY_FILE, META_PAGE};
 use crate::store::{Effective, Opened, RecoveryReport};
 use crate::{Error, Result, Store, LOG_DIR};
 use keel_btree::BTree;
@@ -142,7 +142,7 @@ impl Store {
             let under = TornPageProtection::Doublewrite {
                 batch_pages: config.doublewrite_batch,
             };
-            let first = recover_pages(&fs, &dir, &config, under, &log, &recovered)?;
+            let first = recover_pages(&fs, &dir, &config, under, &log, &recovered, created)?;
             // The doublewrite pass is done: its writer and pool go (the report of what it did
             // stays), and the configured mode opens a store with nothing left to replay.
             let done = first.done;
@@ -153,7 +153,15 @@ impl Store {
                 checkpoint_lsn: log.checkpoint_lsn(),
                 ..recovered.clone()
             };
-            let second = recover_pages(&fs, &dir, &config, config.protection(), &log, &settled)?;
+            let second = recover_pages(
+                &fs,
+                &dir,
+                &config,
+                config.protection(),
+                &log,
+                &settled,
+                created,
+            )?;
             let note = format!(
                 "doublewrite: the log since the checkpoint holds no full page image of {unprotected} pages it changes (written in another mode), so they were replayed and written under doublewrite protection before full-page writes took over"
             );
@@ -161,13 +169,22 @@ impl Store {
             (PagesRecovered { done, ..second }, Some(note))
         } else {
             (
-                recover_pages(&fs, &dir, &config, config.protection(), &log, &recovered)?,
+                recover_pages(
+                    &fs,
+                    &dir,
+                    &config,
+                    config.protection(),
+                    &log,
+                    &recovered,
+                    created,
+                )?,
                 None,
             )
         };
         let PagesRecovered {
             writer,
             pool,
+            meta,
             done:
                 RecoveryDone {
                     dw,
@@ -199,7 +216,7 @@ impl Store {
             log: &log,
             writer: &writer,
             pool: &pool,
-            created,
+            meta,
         })?;
         let recovery = RecoveryReport {
             created,
@@ -242,6 +259,9 @@ impl Store {
 struct PagesRecovered {
     writer: Arc<PageWriter>,
     pool: Arc<BufferPool>,
+    /// The recovered meta page of an existing store and the store it records (`None` for a
+    /// store being created).
+    meta: Option<(MetaInfo, Option<u32>)>,
     done: RecoveryDone,
 }
 
@@ -263,6 +283,7 @@ fn recover_pages(
     protection: TornPageProtection,
     log: &RedoLog,
     recovered: &keel_redo_log::Recovered,
+    created: bool,
 ) -> Result<PagesRecovered> {
     let read_only = config.read_only;
     let writer = Arc::new(PageWriter::open(
@@ -322,7 +343,8 @@ fn recover_pages(
     let dw = if read_only {
         writer.recover_doublewrite_in_memory()?
     } else {
-        writer.recover_doublewrite()?
+        // The images are restored; the area is formatted once the log has started.
+        writer.restore_doublewrite()?
     };
     let on_disk = match page0_read {
         Some(page0) => page0.and_then(|p| p.1),
@@ -346,6 +368,15 @@ fn recover_pages(
         in_memory_room(dir, config, recovered)?;
     }
     let redo = pool.apply_redo(recovered.checkpoint_lsn, &recovered.groups)?;
+    // The meta page as recovered, too: a zeroed one, one that does not decode or one of
+    // another store is refused here, before the log starts (a refusal after the start would
+    // have left a new incarnation at the recovered end: `open.rs`
+    // `a_zeroed_meta_page_is_refused_and_nothing_is_overwritten`).
+    let meta = if created {
+        None
+    } else {
+        Some(recovered_meta(&pool, &writer, log)?)
+    };
     // The data file and the area were checked against the log and the redo replayed (a page
     // it cannot rebuild is refused above, with the log untouched): the log starts — its new
     // incarnation, a growing log's cut, the restart block — before the replayed pages are
@@ -353,6 +384,12 @@ fn recover_pages(
     // finds it started.)
     if !read_only {
         log.start()?;
+        // The doublewrite area readied for this run's writes (formatted for this store, or
+        // emptied outside doublewrite mode) after every check, too (`open.rs`
+        // `a_zeroed_meta_page_is_refused_and_nothing_is_overwritten`: the format of an emptied
+        // area came before the meta page's refusal). A replay that evicted a page did it
+        // already, before that page's write.
+        writer.finish_doublewrite_recovery()?;
     }
     // A split's right half as a page copy (module `copy_deps` of the pool) where the log
     // takes the record (format version 4 on) and the page writer never leaves a torn page
@@ -367,6 +404,7 @@ fn recover_pages(
     Ok(PagesRecovered {
         writer,
         pool,
+        meta,
         done: RecoveryDone {
             dw,
             redo,
@@ -586,7 +624,8 @@ struct Parts<'a> {
     log: &'a RedoLog,
     writer: &'a PageWriter,
     pool: &'a BufferPool,
-    created: bool,
+    /// The checked meta page of an existing store ([`recovered_meta`]); `None`: being created.
+    meta: Option<(MetaInfo, Option<u32>)>,
 }
 
 /// Step 5: the catalog root from the meta page of an existing store — whose meta page must not
@@ -601,38 +640,24 @@ fn catalog_root(p: &Parts<'_>) -> Result<PageId> {
         log,
         writer,
         pool,
-        created,
+        meta,
     } = *p;
-    Ok(match pool.read(META_PAGE) {
-        Ok(g) => {
-            if created {
-                return Err(Error::Corruption {
-                    file: writer.data_path().to_path_buf(),
-                    page_id: META_PAGE,
-                    detail: "a store being created already has a meta page".into(),
-                });
-            }
-            let m = meta::read_meta(&g, writer.data_path())?;
-            // Checked again on the recovered meta page (page 0 may have been torn or older on
-            // disk); a meta page recording no store (made before the field) gets this one.
-            let recorded = meta::recorded_store(&g);
-            drop(g);
-            meta::check_store(recorded, log.salt(), writer.data_path())?;
-            if recorded.is_none() && !config.read_only {
-                let txn = pool.begin();
-                meta::set_store(&txn, log.salt())?;
-                let lsn = txn.commit(log)?;
-                log.wait_durable(lsn)?;
-            }
-            m.catalog_root
+    if let Some((m, recorded)) = meta {
+        // A meta page recording no store (made before the field) gets this one.
+        if recorded.is_none() && !config.read_only {
+            let txn = pool.begin();
+            meta::set_store(&txn, log.salt())?;
+            let lsn = txn.commit(log)?;
+            log.wait_durable(lsn)?;
         }
-        Err(keel_buffer_pool::PoolError::Unwritten { file, page_id }) if !created => {
-            return Err(Error::Corruption {
-                file,
-                page_id,
-                detail: "the meta page is zeroed or missing and no doublewrite copy or redo can rebuild it; the store is refused rather than initialised over its data".into(),
-            });
-        }
+        return Ok(m.catalog_root);
+    }
+    match pool.read(META_PAGE) {
+        Ok(_) => Err(Error::Corruption {
+            file: writer.data_path().to_path_buf(),
+            page_id: META_PAGE,
+            detail: "a store being created already has a meta page".into(),
+        }),
         Err(keel_buffer_pool::PoolError::Unwritten { .. }) => {
             let txn = pool.begin();
             meta::init_meta(&txn, config.page_size, log.salt())?;
@@ -650,8 +675,42 @@ fn catalog_root(p: &Parts<'_>) -> Result<PageId> {
             writer.sync_data()?;
             meta::publish_identity(fs, dir, config.page_size, config.checksum)?;
             layout::unmark_creating(fs, dir)?;
-            root
+            Ok(root)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The meta page of an existing store as recovered (the doublewrite recovery and the redo
+/// applied), decoded and checked against the log: the store it records, if any. Called before
+/// the log starts, so a refusal writes nothing.
+///
+/// # Errors
+///
+/// [`Error::Corruption`] when the meta page is unwritten (zeroed, or cut off) and nothing
+/// rebuilt it: initialising it would write a new catalog over live pages, so the store is
+/// refused; [`Error::Format`] when it does not decode or records another store than the
+/// log's; a read error of page 0.
+fn recovered_meta(
+    pool: &BufferPool,
+    writer: &PageWriter,
+    log: &RedoLog,
+) -> Result<(MetaInfo, Option<u32>)> {
+    let g = match pool.read(META_PAGE) {
+        Ok(g) => g,
+        Err(keel_buffer_pool::PoolError::Unwritten { file, page_id }) => {
+            return Err(Error::Corruption {
+                file,
+                page_id,
+                detail: "the meta page is zeroed or missing and no doublewrite copy or redo can rebuild it; the store is refused rather than initialised over its data".into(),
+            });
         }
         Err(e) => return Err(e.into()),
-    })
+    };
+    let m = meta::read_meta(&g, writer.data_path())?;
+    // Checked again on the recovered meta page (page 0 may have been torn or older on disk).
+    let recorded = meta::recorded_store(&g);
+    drop(g);
+    meta::check_store(recorded, log.salt(), writer.data_path())?;
+    Ok((m, recorded))
 }

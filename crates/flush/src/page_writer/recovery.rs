@@ -116,8 +116,45 @@ impl PageWriter {
     /// synced (restored pages, and home pages a previous run wrote in place but, deferring the
     /// sync to slot reuse, may not have synced) before the area is reused. Outside doublewrite mode the area (left by an
     /// earlier run) is emptied afterwards, so a page torn later can never be "repaired" with an
-    /// older image. Idempotent.
+    /// older image. Idempotent. [`restore_doublewrite`](Self::restore_doublewrite) then
+    /// [`finish_doublewrite_recovery`](Self::finish_doublewrite_recovery).
     pub fn recover_doublewrite(&self) -> Result<DoublewriteRecovery> {
+        let report = self.restore_doublewrite()?;
+        self.finish_doublewrite_recovery()?;
+        Ok(report)
+    }
+
+    /// Readies the doublewrite area after [`restore_doublewrite`](Self::restore_doublewrite):
+    /// formats it for the configured geometry and store (an empty or new file included), or
+    /// empties an area kept only for recovery. Nothing to do if it is ready; the whole recovery
+    /// if it has not run. The store's open calls it once the log has started (so an open
+    /// refused before writes nothing into the area); a page write calls it first if it has not
+    /// run (a replay that evicts a page).
+    ///
+    /// # Errors
+    /// An I/O error of the area's file.
+    pub fn finish_doublewrite_recovery(&self) -> Result<()> {
+        self.poison.check()?;
+        let Some(area) = &self.area else {
+            return Ok(());
+        };
+        if area.is_ready() {
+            return Ok(());
+        }
+        if !area.is_recovered() {
+            self.restore_doublewrite()?;
+        }
+        let _guard = self.recovery.lock();
+        area.format()
+    }
+
+    /// The restoring half of [`recover_doublewrite`](Self::recover_doublewrite): restores the
+    /// torn pages and syncs the data file, and writes nothing into the area (its format waits
+    /// for [`finish_doublewrite_recovery`](Self::finish_doublewrite_recovery)).
+    ///
+    /// # Errors
+    /// An I/O error; [`FlushError::DoublewriteArea`] for an area that cannot be used.
+    pub fn restore_doublewrite(&self) -> Result<DoublewriteRecovery> {
         self.poison.check()?;
         let Some(area) = &self.area else {
             return Ok(DoublewriteRecovery::default());
@@ -166,7 +203,7 @@ impl PageWriter {
             // here on, so the data file is synced before any of them can be overwritten.
             self.ctx().sync_data_file()?;
         }
-        area.finish_recovery(scan.max_seq)?;
+        area.note_recovered(scan.max_seq);
         tracing::info!(
             area = %area.path().display(),
             slots_valid = report.slots_valid,

@@ -23,3 +23,34 @@ pub fn snapshot(dir: &Path) -> Vec<(String, Vec<u8>)> {
     out.sort();
     out
 }
+
+/// Panics with `what` and the files added, removed or changed if `dir` no longer matches
+/// `before` (a [`snapshot`]).
+pub fn assert_unchanged(dir: &Path, before: &[(String, Vec<u8>)], what: &str) {
+    let after = snapshot(dir);
+    if after == before {
+        return;
+    }
+    let mut differ: Vec<String> = Vec::new();
+    for (name, bytes) in before {
+        match after.iter().find(|(n, _)| n == name) {
+            None => differ.push(format!("{name} removed")),
+            Some((_, b)) if b != bytes => differ.push(format!(
+                "{name} changed ({} bytes, was {}; first difference at byte {})",
+                b.len(),
+                bytes.len(),
+                b.iter()
+                    .zip(bytes)
+                    .position(|(x, y)| x != y)
+                    .unwrap_or(b.len().min(bytes.len()))
+            )),
+            Some(_) => {}
+        }
+    }
+    for (name, _) in &after {
+        if !before.iter().any(|(n, _)| n == name) {
+            differ.push(format!("{name} added"));
+        }
+    }
+    panic!("{what}: {differ:?}");
+}
