@@ -123,6 +123,16 @@ impl LogFileSet {
         self.dir.join(file_name(i))
     }
 
+    /// The newest file (growing logs: the highest index present).
+    pub fn newest(&self) -> Option<u64> {
+        self.open.keys().next_back().copied()
+    }
+
+    /// The newest file with an index up to `i`.
+    pub fn newest_up_to(&self, i: u64) -> Option<u64> {
+        self.open.range(..=i).next_back().map(|(k, _)| *k)
+    }
+
     /// File `i` if it is open.
     pub fn existing(&self, i: u64) -> Option<&Arc<dyn File>> {
         self.open.get(&i)

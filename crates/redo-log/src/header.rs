@@ -26,6 +26,12 @@
 //! | 32..36 | incarnation: the opening of the log this slot was written for |
 //! | 36..40 | salt (equal to the static block's) |
 //! | 40..44 | CRC-32C of bytes 0..40 |
+//! | 44..52 | growing logs: the index of the newest log file the log had created when the slot was written (a file it knows exists: created, its directory entry synced); the first sync covering a new file's blocks records it before their commits are acknowledged |
+//! | 52..56 | CRC-32C of bytes 44..52; bytes 44..56 that do not check record no newest file (slots written before the field, preallocated logs) |
+//!
+//! An open refuses a growing log whose newest file is below the slot's record (the files the
+//! log had written past the present ones were deleted: their commits would be lost silently),
+//! unless the loss is accepted.
 //!
 //! Invariant: a slot is used only if its magic, checksum and salt are right; of two valid slots
 //! the one with the higher sequence number wins, so a torn slot write falls back to the other
@@ -82,6 +88,8 @@ pub struct Slot {
     pub scan_start: u64,
     /// Incarnation.
     pub incarnation: u32,
+    /// Growing logs: the newest file the log had created (`None`: not recorded).
+    pub newest_file: Option<u64>,
 }
 
 fn crc(bytes: &[u8]) -> u32 {
@@ -199,6 +207,11 @@ impl Slot {
         b[36..40].copy_from_slice(&salt.to_le_bytes());
         let c = crc(&b[..40]);
         b[40..44].copy_from_slice(&c.to_le_bytes());
+        if let Some(n) = self.newest_file {
+            b[44..52].copy_from_slice(&n.to_le_bytes());
+            let c = crc(&b[44..52]);
+            b[52..56].copy_from_slice(&c.to_le_bytes());
+        }
         b
     }
 
@@ -224,6 +237,7 @@ impl Slot {
             checkpoint_lsn: u64_at(b, 16),
             scan_start: u64_at(b, 24),
             incarnation: u32_at(b, 32),
+            newest_file: (b.len() >= 56 && u32_at(b, 52) == crc(&b[44..52])).then(|| u64_at(b, 44)),
         };
         if s.seq == 0 || s.scan_start > s.checkpoint_lsn {
             return Err(format!(
@@ -327,7 +341,28 @@ mod tests {
             checkpoint_lsn: lsn,
             scan_start: lsn - 1,
             incarnation: 3,
+            newest_file: None,
         }
+    }
+
+    /// The newest file round-trips; a slot without it (bytes 44..56 zero, as every slot
+    /// written before the field) records none, and so does one whose field's checksum fails.
+    #[test]
+    fn the_newest_file_is_recorded_only_where_it_checks() {
+        let with = Slot {
+            newest_file: Some(7),
+            ..slot(5, 100)
+        };
+        let mut b = with.encode(ST.salt);
+        assert_eq!(Slot::decode(&b, ST.salt).unwrap(), with);
+        assert_eq!(
+            Slot::decode(&slot(5, 100).encode(ST.salt), ST.salt)
+                .unwrap()
+                .newest_file,
+            None
+        );
+        b[45] ^= 1;
+        assert_eq!(Slot::decode(&b, ST.salt).unwrap().newest_file, None);
     }
 
     #[test]

@@ -187,13 +187,21 @@ struct Sig {
     shutdown: bool,
 }
 
+/// The checkpoint in force (held for a whole checkpoint: checkpoints run one at a time).
 #[derive(Debug)]
 struct Ckpt {
-    header: Arc<dyn File>,
-    seq: u64,
     checkpoint_lsn: u64,
     scan_start: u64,
-    incarnation: u32,
+}
+
+/// The header's checkpoint slots: the file and the slot last written (or to be written by
+/// `start`). Every slot write — the start's, a checkpoint's, a growing log's new newest file —
+/// goes through [`Shared::write_slot`] under this lock, the innermost of the log's locks (taken
+/// with the writer held, and after a checkpoint's writer calls), so the slots alternate.
+#[derive(Debug)]
+struct Slots {
+    header: Arc<dyn File>,
+    last: Slot,
 }
 
 #[derive(Debug)]
@@ -223,6 +231,7 @@ pub(crate) struct Shared {
     io: Mutex<Writer>,
     io_gen: AtomicU64,
     ckpt: Mutex<Ckpt>,
+    slots: Mutex<Slots>,
     checkpoint_lsn: AtomicU64,
     scan_start: AtomicU64,
     poison: Poison,
@@ -252,8 +261,6 @@ struct Handle {
 /// incarnation, a growing log's files to cut, and the restart block.
 #[derive(Debug)]
 struct PendingStart {
-    /// The header slot to write (at `Ckpt::seq`).
-    slot: Slot,
     /// Growing logs: (file, length) to cut the newest file to, removing later files, and the
     /// first file to keep.
     cut: Option<(u64, u64, u64)>,

@@ -263,8 +263,8 @@ fn a_version_3_log_refuses_page_copies() {
 }
 
 /// A growing log's file deleted or cut short while later files exist is a corrupt middle too
-/// (files are filled and created in order, so a gap is no torn tail): refused naming the first
-/// missing block's file, with every file left in place; `accept_loss` opens and reports. The
+/// (files are filled and created in order, so a gap is no torn tail): refused (`Missing` for a
+/// deleted file, `CorruptMiddle` for one cut short) naming the first missing block's file, with every file left in place; `accept_loss` opens and reports. The
 /// tests above damaged bytes inside one file only, and a deleted middle file used to end the
 /// log at the gap silently (the search for proof stopped at the first missing block), after
 /// which the open deleted the files past it as a torn tail.
@@ -305,8 +305,12 @@ fn a_growing_log_missing_or_cutting_short_a_file_is_refused() {
                 if cut { "cut" } else { "deleted" }
             );
             match open(&fs, dir, &c, false) {
-                Err(LogError::CorruptMiddle { path: p, .. }) => assert_eq!(p, path, "{what}"),
-                Err(e) => panic!("{what}: expected CorruptMiddle, got {e}"),
+                // A file cut short is told by its blocks; one deleted by the files around it.
+                Err(LogError::CorruptMiddle { path: p, .. }) if cut => {
+                    assert_eq!(p, path, "{what}")
+                }
+                Err(LogError::Missing { path: p, .. }) if !cut => assert_eq!(p, path, "{what}"),
+                Err(e) => panic!("{what}: expected CorruptMiddle or Missing, got {e}"),
                 Ok(r) => panic!(
                     "{what}: opened with {} groups; end: {}",
                     r.groups.len(),
@@ -316,6 +320,101 @@ fn a_growing_log_missing_or_cutting_short_a_file_is_refused() {
             assert_eq!(names(&fs), left, "{what}: the refused open removed files");
             let r = open(&fs, dir, &c, true).unwrap();
             assert!(r.log_loss.is_some(), "{what}");
+        }
+    }
+}
+
+/// A growing log's newest files deleted leave no gap: the files present end cleanly, and the
+/// scan ended there, losing every commit the deleted files held without a word (the test
+/// above deletes only files with a later one present). The header records the newest file the
+/// log had created (slot bytes 44..56) before a commit in it is acknowledged, and a checkpoint
+/// records it again, so an open finding none as new refuses, naming the file, and writes
+/// nothing — with a checkpoint since or none; `accept_loss` opens and reports; the file put
+/// back, the log opens with every group.
+#[test]
+fn a_growing_log_missing_its_newest_files_is_refused() {
+    for block in [LogBlockSize::B512, LogBlockSize::B4096] {
+        let c = cfg(
+            block,
+            LogFiles::Growing {
+                file_size: 64 << 10,
+            },
+        );
+        for (deleted, checkpointed) in [(1usize, true), (2, true), (1, false), (2, false)] {
+            let fs = SimFs::new(SimConfig::seeded(11));
+            let dir = Path::new("/log");
+            let (log, _) = RedoLog::open(Arc::new(fs.clone()), dir, c.clone()).unwrap();
+            let mut ends = Vec::new();
+            for t in 0..1200 {
+                let r = log.append_range(&group(t, 300)).unwrap();
+                log.wait_durable(r.end).unwrap();
+                ends.push(r.end);
+            }
+            // A checkpoint after the newest file was created records it too.
+            let recovered = if checkpointed {
+                log.checkpoint(ends[100]).unwrap();
+                1099
+            } else {
+                1200
+            };
+            drop(log);
+            let mut files: Vec<_> = fs
+                .files()
+                .unwrap()
+                .into_iter()
+                .filter(|p| p.to_string_lossy().contains("log.0"))
+                .collect();
+            files.sort();
+            assert!(files.len() >= 4, "{} files", files.len());
+            let gone: Vec<_> = files[files.len() - deleted..].to_vec();
+            let saved: Vec<Vec<u8>> = gone.iter().map(|p| fs.contents(p).unwrap()).collect();
+            for p in &gone {
+                fs.remove_file(p).unwrap();
+            }
+            let what = format!("{block:?}, newest {deleted} deleted, checkpointed {checkpointed}");
+            let before: Vec<_> = fs
+                .files()
+                .unwrap()
+                .into_iter()
+                .map(|p| (fs.contents(&p).unwrap(), p))
+                .collect();
+            match open(&fs, dir, &c, false) {
+                Err(LogError::Missing { path, .. }) => {
+                    assert_eq!(&path, &gone[0], "{what}")
+                }
+                Err(e) => panic!("{what}: expected Missing, got {e}"),
+                Ok(r) => panic!(
+                    "{what}: opened with {} groups of {recovered}",
+                    r.groups.len()
+                ),
+            }
+            let after: Vec<_> = fs
+                .files()
+                .unwrap()
+                .into_iter()
+                .map(|p| (fs.contents(&p).unwrap(), p))
+                .collect();
+            assert!(after == before, "{what}: the refused open wrote");
+            // Put back, every group is there.
+            for (p, bytes) in gone.iter().zip(&saved) {
+                let f = fs
+                    .open(p, &OpenOptions::new(FileClass::Other).create(true))
+                    .unwrap();
+                f.write_all_at(bytes, 0).unwrap();
+                f.sync_all().unwrap();
+            }
+            let r = open(&fs, dir, &c, false).unwrap();
+            assert_eq!(r.groups.len(), recovered, "{what}");
+            // Deleted again and accepted: opens, and says what was lost.
+            for p in &gone {
+                fs.remove_file(p).unwrap();
+            }
+            let r = open(&fs, dir, &c, true).unwrap();
+            assert!(
+                r.log_loss.as_deref().is_some_and(|l| l.contains("missing")),
+                "{what}: {:?}",
+                r.log_loss
+            );
         }
     }
 }

@@ -132,8 +132,16 @@ fn an_unstarted_log_writes_nothing_until_it_starts() {
         log.close().unwrap();
         drop(log);
         if matches!(files, LogFiles::Growing { .. }) {
-            // A stray file past the end, as a crash can leave.
-            std::fs::write(dir.path().join("log.0000000099"), vec![0u8; 4096]).unwrap();
+            // A stray file past the end, as a crash can leave: the next one, created (its
+            // name durable) but none of its blocks.
+            let next = std::fs::read_dir(dir.path())
+                .unwrap()
+                .filter_map(|e| {
+                    keel_redo_log::inspect::parse_file_name(e.unwrap().file_name().to_str()?)
+                })
+                .max()
+                .map_or(0, |n| n + 1);
+            std::fs::write(dir.path().join(format!("log.{next:010}")), vec![0u8; 4096]).unwrap();
         }
         let before = files_of(dir.path());
         let unstarted = || {

@@ -25,33 +25,23 @@ impl Shared {
         }
         self.wait_flushed(lsn, true)?;
         let floor = ck.scan_start;
-        let scan_start = self.with_io(|w| self.boundary_at_or_before(w, lsn, floor))?;
-        let slot = Slot {
-            seq: ck.seq + 1,
-            checkpoint_lsn: lsn,
-            scan_start,
-            incarnation: ck.incarnation,
-        };
-        let hdr = ck.header.clone();
-        let salt = self.geo.salt;
-        let res = hdr
-            .write_all_at(&slot.encode(salt), Slot::offset(slot.seq))
-            .map_err(|err| ("write", err))
-            .and_then(|_| hdr.sync_data().map_err(|err| ("sync", err)));
-        if let Err((op, err)) = res {
-            return Err(self.poison_with(Failure {
-                path: hdr.path().to_path_buf(),
-                op,
-                err,
-            }));
-        }
+        // A growing log records its newest file (created, its name durable): an open finding
+        // none as new refuses, instead of losing the commits past the present files.
+        let (scan_start, newest_file) = self.with_io(|w| {
+            let newest = (!self.geo.preallocated).then(|| w.files.newest()).flatten();
+            Ok::<_, LogError>((self.boundary_at_or_before(w, lsn, floor)?, newest))
+        })?;
+        self.write_slot(|s| {
+            s.checkpoint_lsn = lsn;
+            s.scan_start = scan_start;
+            s.newest_file = s.newest_file.max(newest_file);
+        })?;
         assert_checkpoint_advance(
             ck.checkpoint_lsn,
             lsn,
             scan_start,
             self.durable.load(SeqCst),
         );
-        ck.seq = slot.seq;
         ck.checkpoint_lsn = lsn;
         ck.scan_start = scan_start;
         self.checkpoint_lsn.store(lsn, SeqCst);
@@ -70,6 +60,43 @@ impl Shared {
         r.limit = limit_for(&self.geo, scan_start, self.reserve_blocks);
         drop(r);
         self.space_cv.notify_all();
+        Ok(())
+    }
+
+    /// Writes the next header slot — the last one written, changed by `change`, with the next
+    /// sequence number (so into the other slot) — and syncs it; a failure poisons the log.
+    pub(super) fn write_slot(&self, change: impl FnOnce(&mut Slot)) -> Result<()> {
+        let mut sl = self.slots.lock();
+        let mut slot = sl.last;
+        slot.seq = slot.seq.saturating_add(1);
+        change(&mut slot);
+        let hdr = &sl.header;
+        let res = hdr
+            .write_all_at(&slot.encode(self.geo.salt), Slot::offset(slot.seq))
+            .map_err(|err| ("write", err))
+            .and_then(|_| hdr.sync_data().map_err(|err| ("sync", err)));
+        if let Err((op, err)) = res {
+            return Err(self.poison_with(Failure {
+                path: hdr.path().to_path_buf(),
+                op,
+                err,
+            }));
+        }
+        sl.last = slot;
+        Ok(())
+    }
+
+    /// A growing log, after a sync that may have covered blocks of a file created since the
+    /// header last recorded its newest file: records it (a slot write and sync, once per new
+    /// file) before the sync's commits are acknowledged, so an open finding the file deleted
+    /// refuses instead of losing them (module `open`).
+    pub(super) fn record_newest_file(&self, io: &mut Writer) -> Result<()> {
+        let newest = io.files.newest();
+        if self.geo.preallocated || newest <= io.newest_recorded {
+            return Ok(());
+        }
+        self.write_slot(|s| s.newest_file = s.newest_file.max(newest))?;
+        io.newest_recorded = newest;
         Ok(())
     }
 

@@ -186,6 +186,7 @@ impl Shared {
                 Ok(n) => self.stats.record_commits(n),
                 Err(f) => return Err(self.poison_with(f)),
             }
+            self.record_newest_file(io)?;
             self.durable.store(io.durable, SeqCst);
             // The threads now durable are woken when the writer is released.
             self.publish_but(true);

@@ -124,6 +124,8 @@ pub(super) fn create_log(
         checkpoint_lsn: 0,
         scan_start: 0,
         incarnation: 0,
+        // A new growing log has no file yet.
+        newest_file: None,
     };
     let o = Slot::offset(1) as usize;
     img[o..o + SLOT_BYTES].copy_from_slice(&slot.encode(st.salt));
@@ -252,10 +254,11 @@ impl RedoLog {
         };
         let sh = &h.sh;
         {
-            let ck = sh.ckpt.lock();
-            ck.header
-                .write_all_at(&p.slot.encode(sh.geo.salt), Slot::offset(ck.seq))?;
-            ck.header.sync_data()?;
+            // The slot open prepared (`Slots::last`): the new incarnation.
+            let sl = sh.slots.lock();
+            sl.header
+                .write_all_at(&sl.last.encode(sh.geo.salt), Slot::offset(sl.last.seq))?;
+            sl.header.sync_data()?;
         }
         {
             let mut w = sh.io.lock();
@@ -376,6 +379,47 @@ impl RedoLog {
         let geo = st.geometry();
         let p = geo.payload as u64;
         let set = LogFileSet::open(fs.clone(), dir, geo, opts, st.file_size)?;
+        // A growing log's files are created in order and removed only from the front (behind
+        // the scan start) and from the back (newest first): every file from the scan start's
+        // to the newest — present, or recorded by the header as created — must be there. One
+        // missing is damage, not a torn tail: the scan would end quietly before the commits it
+        // and the files after it held (a deleted newest file leaves no gap at all; a deleted
+        // file followed by one holding only a restart block ended the scan without proof of
+        // loss).
+        let missing = if st.preallocated {
+            None
+        } else {
+            let first = geo.location(slot.scan_start / p).0;
+            let last = set.newest().max(slot.newest_file);
+            last.and_then(|last| (first..=last).find(|i| set.existing(*i).is_none()))
+        };
+        let files_lost = match missing {
+            Some(i) => {
+                let later = set.newest().is_some_and(|n| n > i);
+                if !accept_loss {
+                    return Err(LogError::Missing {
+                        path: set.path(i),
+                        what: if later {
+                            "a log file between the checkpoint's and the newest (the commits it held would be lost; put it back, or open with accept_log_loss)"
+                        } else {
+                            "a log file the header records the log had created (the commits it held would be lost; put it back, or open with accept_log_loss)"
+                        },
+                    });
+                }
+                let why = if later {
+                    "a later log file is present"
+                } else {
+                    "the header records that the log had created it"
+                };
+                let what = format!(
+                    "{} is missing, though {why}: its groups and any after it were given up",
+                    set.path(i).display()
+                );
+                tracing::warn!(loss = %what, "accepting the loss of durable log data");
+                Some(what)
+            }
+            None => None,
+        };
 
         // The recovery scan.
         let mut groups = Vec::new();
@@ -408,7 +452,7 @@ impl RedoLog {
         };
 
         let log_loss = match &end.corrupt_middle {
-            None => None,
+            None => files_lost,
             Some((block, evidence)) => {
                 let (fi, off) = geo.location(*block);
                 let path = set.path(fi);
@@ -442,9 +486,17 @@ impl RedoLog {
                     reason: "incarnation counter exhausted".into(),
                 })?;
         let seq = slot.seq + 1;
+        // A growing log records the newest file that stays once the start cut the files past
+        // the recovered end (the slot is written before the cut).
+        let newest_file = if st.preallocated {
+            None
+        } else {
+            set.newest_up_to(geo.location(end.next_block).0)
+        };
         let new_slot = Slot {
             seq,
             incarnation,
+            newest_file,
             ..slot
         };
         // Written by `start` (never for a read-only log), after the caller's checks.
@@ -498,6 +550,7 @@ impl RedoLog {
             cfg.buffer_size,
         );
         w.unclamped_padding = switches.no_space_reserve;
+        w.newest_recorded = new_slot.newest_file;
         // Version 1 logs keep a durable lag of 0 (no claims), so that builds that read only
         // version 1 never meet a block they reject.
         w.claims_durable = st.version >= 2;
@@ -539,11 +592,12 @@ impl RedoLog {
             io: Mutex::new(w),
             io_gen: AtomicU64::new(0),
             ckpt: Mutex::new(Ckpt {
-                header,
-                seq,
                 checkpoint_lsn: slot.checkpoint_lsn,
                 scan_start: slot.scan_start,
-                incarnation,
+            }),
+            slots: Mutex::new(Slots {
+                header,
+                last: new_slot,
             }),
             checkpoint_lsn: AtomicU64::new(slot.checkpoint_lsn),
             scan_start: AtomicU64::new(slot.scan_start),
@@ -577,7 +631,6 @@ impl RedoLog {
                     sh,
                     flusher: Mutex::new(None),
                     pending: Mutex::new((!read_only).then_some(PendingStart {
-                        slot: new_slot,
                         cut,
                         restart_at: m * p,
                     })),
