@@ -71,6 +71,18 @@ pub enum Error {
         /// The limit for this page size.
         max: usize,
     },
+    /// A table name (a key of the catalog) is longer than this store's page size allows: the
+    /// limit is [`max_key_len`](crate::max_key_len)`(page_size)` bytes of UTF-8. Nothing was
+    /// changed; the transaction goes on.
+    #[error(
+        "table name of {len} bytes is longer than the maximum of {max} bytes for this page size"
+    )]
+    TableNameTooLong {
+        /// Name length in bytes.
+        len: usize,
+        /// The limit for this page size.
+        max: usize,
+    },
     /// The value is longer than [`MAX_VALUE_LEN`](crate::MAX_VALUE_LEN) (4 GiB - 1; values
     /// larger than a page fraction live in overflow chains). Nothing was changed.
     #[error("value of {len} bytes is longer than the maximum of {max} bytes")]

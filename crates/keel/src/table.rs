@@ -410,6 +410,16 @@ impl<'t, 's> Table<'t, 's> {
     /// The table `name` as this transaction sees it; created (with the transaction) when
     /// `create` is set and it does not exist, else [`Error::TableNotFound`].
     pub(crate) fn open(tx: &'t WriteTxn<'s>, name: &str, create: bool) -> Result<Table<'t, 's>> {
+        // A name is a catalog key: one too long is refused before anything is done (the
+        // creation used to allocate the table's root first, so the catalog's refusal of the key
+        // failed the whole transaction, in words about a key).
+        let max = crate::max_key_len(tx.inner.config.page_size);
+        if create && name.len() > max {
+            return Err(Error::TableNameTooLong {
+                len: name.len(),
+                max,
+            });
+        }
         let of = match &tx.mode {
             Mode::Exclusive(ex) => {
                 TableOf::Exclusive(&ex.txn, open_exclusive(tx.inner, ex, name, create)?)

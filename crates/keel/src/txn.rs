@@ -109,8 +109,9 @@ impl<'s> WriteTxn<'s> {
     ///
     /// # Errors
     ///
-    /// A page of the catalog cannot be read or is corrupt, or creating the table needs a page
-    /// that cannot be allocated.
+    /// [`Error::TableNameTooLong`] for a name longer than [`crate::max_key_len`] bytes
+    /// (nothing changed); a page of the catalog cannot be read or is corrupt, or creating the
+    /// table needs a page that cannot be allocated.
     pub fn table(&self, name: &str) -> Result<Table<'_, 's>> {
         Table::open(self, name, true)
     }

@@ -25,8 +25,9 @@ enum Op {
     /// and a remove through another handle, then the scans finished: each sees the rows past
     /// the one it returned as they are after the writes (a scan that had ended stays ended).
     ScanAround(u8, Vec<u8>, Vec<u8>, Vec<u8>),
-    /// An insert of a key longer than the page size allows (by the number): refused with
-    /// `KeyTooLarge`, nothing changed, and the transaction goes on.
+    /// An insert of a key longer than the page size allows (by the number), and a table of a
+    /// name as long: refused with `KeyTooLarge` and `TableNameTooLong`, nothing changed, and
+    /// the transaction goes on.
     TooLong(u8, usize),
 }
 
@@ -138,8 +139,21 @@ fn cfg(page_size: usize) -> Config {
     }
 }
 
+/// The name of table `t`: the empty name, one of the longest a 4 KiB page allows, and one
+/// with a NUL and a non-ASCII character (names are catalog keys, compared as bytes).
+fn tname(t: u8) -> String {
+    match t {
+        0 => String::new(),
+        1 => "n".repeat(keel::max_key_len(4096)),
+        _ => format!("t\0ü{t}"),
+    }
+}
+
+/// The tables' names in the order `list_tables` gives: byte order.
 fn names(model: &Tables) -> Vec<String> {
-    model.keys().map(|t| format!("t{t}")).collect()
+    let mut v: Vec<String> = model.keys().map(|t| tname(*t)).collect();
+    v.sort();
+    v
 }
 
 fn check_all(store: &Store, model: &Tables) -> Result<(), TestCaseError> {
@@ -150,7 +164,7 @@ fn check_all(store: &Store, model: &Tables) -> Result<(), TestCaseError> {
     let r = store.read().unwrap();
     prop_assert_eq!(r.list_tables().unwrap(), names(model));
     for t in 0u8..3 {
-        let name = format!("t{t}");
+        let name = tname(t);
         let want = model.get(&t).cloned().unwrap_or_default();
         let got: BTreeMap<Vec<u8>, Vec<u8>> = match r.table(&name) {
             Ok(tab) => {
@@ -214,22 +228,22 @@ proptest! {
                     for o in ops {
                         match o {
                             Op::Insert(t, k, v) => {
-                                let mut tab = tx.table(&format!("t{t}")).unwrap();
+                                let mut tab = tx.table(&tname(t)).unwrap();
                                 let m = work.entry(t).or_default();
                                 prop_assert_eq!(tab.insert(&k, &v).unwrap(), m.insert(k, v));
                             }
                             Op::Remove(t, k) => {
-                                let mut tab = tx.table(&format!("t{t}")).unwrap();
+                                let mut tab = tx.table(&tname(t)).unwrap();
                                 let m = work.entry(t).or_default();
                                 prop_assert_eq!(tab.remove(&k).unwrap(), m.remove(&k));
                             }
                             Op::Get(t, k) => {
-                                let tab = tx.table(&format!("t{t}")).unwrap();
+                                let tab = tx.table(&tname(t)).unwrap();
                                 let m = work.entry(t).or_default();
                                 prop_assert_eq!(tab.get(&k).unwrap(), m.get(&k).cloned());
                             }
                             Op::Range(t, lo, hi, rev) => {
-                                let tab = tx.table(&format!("t{t}")).unwrap();
+                                let tab = tx.table(&tname(t)).unwrap();
                                 let m = work.entry(t).or_default();
                                 let r = (lo.as_ref().map(|k| k.as_slice()), hi.as_ref().map(|k| k.as_slice()));
                                 let rows = tab.range(r).unwrap();
@@ -256,7 +270,7 @@ proptest! {
                                 }
                             }
                             Op::Drop(t, again) => {
-                                let name = format!("t{t}");
+                                let name = tname(t);
                                 prop_assert_eq!(tx.drop_table(&name).unwrap(), work.remove(&t).is_some());
                                 prop_assert!(matches!(tx.existing_table(&name), Err(Error::TableNotFound(_))));
                                 if again {
@@ -266,7 +280,7 @@ proptest! {
                                 }
                             }
                             Op::ScanAround(t, k, v, rm) => {
-                                let name = format!("t{t}");
+                                let name = tname(t);
                                 let tab = tx.table(&name).unwrap();
                                 let mut other = tx.table(&name).unwrap();
                                 let m = work.entry(t).or_default();
@@ -305,7 +319,7 @@ proptest! {
                                 prop_assert_eq!(rest_b, want_b, "rows backward after writes");
                             }
                             Op::TooLong(t, over) => {
-                                let mut tab = tx.table(&format!("t{t}")).unwrap();
+                                let mut tab = tx.table(&tname(t)).unwrap();
                                 work.entry(t).or_default();
                                 let max = keel::max_key_len(ps);
                                 let k = vec![b'L'; max + over];
@@ -314,10 +328,18 @@ proptest! {
                                     matches!(got, Err(Error::KeyTooLarge { len, max: m }) if len == max + over && m == max),
                                     "a key of {} bytes: {:?}", max + over, got
                                 );
+                                // A table name as long: refused before anything is done.
+                                let long = "n".repeat(max + over);
+                                let got = tx.table(&long).map(|_| ());
+                                prop_assert!(
+                                    matches!(got, Err(Error::TableNameTooLong { len, max: m }) if len == max + over && m == max),
+                                    "a table name of {} bytes: {:?}", max + over, got
+                                );
+                                prop_assert!(matches!(tx.existing_table(&long), Err(Error::TableNotFound(_))));
                             }
                             Op::Count(t) => {
                                 prop_assert_eq!(tx.list_tables().unwrap(), names(&work));
-                                match (tx.existing_table(&format!("t{t}")), work.get(&t)) {
+                                match (tx.existing_table(&tname(t)), work.get(&t)) {
                                     (Ok(tab), Some(m)) => {
                                         prop_assert_eq!(tab.len().unwrap(), m.len() as u64);
                                         prop_assert_eq!(tab.is_empty().unwrap(), m.is_empty());
