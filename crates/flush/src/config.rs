@@ -294,6 +294,7 @@ mod tests {
             physical_block_size: 4096,
             atomic,
             io_uring: false,
+            free_bytes: None,
         }
     }
 

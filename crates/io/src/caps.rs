@@ -94,6 +94,10 @@ pub struct Capabilities {
     pub atomic: AtomicWriteLimits,
     /// Whether io_uring could be set up.
     pub io_uring: bool,
+    /// Bytes free for new data when probed (`statfs` `f_bavail × f_bsize`; a simulated file
+    /// system's room under its space limit); `None` if unknown.
+    #[serde(default)]
+    pub free_bytes: Option<u64>,
 }
 
 impl Capabilities {

@@ -46,6 +46,27 @@ impl LogFileSet {
         if !geo.preallocated {
             return Ok(());
         }
+        // A creation that fails part-way (a full device) removes what it made rather than
+        // leave the device full of zeros until the next open clears the interrupted creation.
+        let made = Self::create_files(fs, dir, geo, opts, file_size);
+        if made.is_err() {
+            for i in 0..geo.files as u64 {
+                let path = dir.join(file_name(i));
+                if fs.exists(&path).unwrap_or(false) {
+                    let _ = fs.remove_file(&path);
+                }
+            }
+        }
+        made
+    }
+
+    fn create_files(
+        fs: &Arc<dyn FileSystem>,
+        dir: &Path,
+        geo: &Geometry,
+        opts: OpenOptions,
+        file_size: u64,
+    ) -> Result<()> {
         for i in 0..geo.files as u64 {
             let path = dir.join(file_name(i));
             let f = fs.open(&path, &opts.create(true))?;

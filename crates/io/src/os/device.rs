@@ -88,8 +88,9 @@ pub fn filesystem_name(f_type: i64) -> String {
     name.to_string()
 }
 
-/// `fstatfs(fd).f_type`.
-pub fn statfs_type(fd: RawFd) -> io::Result<i64> {
+/// `fstatfs(fd)`: the file-system type and the bytes free to unprivileged users
+/// (`f_bavail × f_bsize`).
+pub fn statfs(fd: RawFd) -> io::Result<(i64, u64)> {
     // SAFETY: an all-zero `struct statfs` is a valid value of this plain-integer C struct.
     let mut buf: libc::statfs = unsafe { std::mem::zeroed() };
     // SAFETY: `buf` is a live, writable `struct statfs` of the size the libc binding declares and
@@ -98,8 +99,9 @@ pub fn statfs_type(fd: RawFd) -> io::Result<i64> {
     if rc != 0 {
         return Err(io::Error::last_os_error());
     }
-    #[allow(clippy::unnecessary_cast)] // f_type's width differs between targets
-    Ok(buf.f_type as i64)
+    #[allow(clippy::unnecessary_cast)] // the fields' widths differ between targets
+    let (kind, avail, bsize) = (buf.f_type as i64, buf.f_bavail as u64, buf.f_bsize as u64);
+    Ok((kind, avail.saturating_mul(bsize)))
 }
 
 /// Where a probe can create a scratch file for `path`: the directory itself, or a file's parent.
@@ -170,7 +172,7 @@ mod tests {
         assert!(filesystem_name(0x1234).starts_with("unknown"));
         let d = tempfile::tempdir().unwrap();
         let f = std::fs::File::open(d.path()).unwrap();
-        let name = filesystem_name(statfs_type(f.as_raw_fd()).unwrap());
+        let name = filesystem_name(statfs(f.as_raw_fd()).unwrap().0);
         assert!(!name.starts_with("unknown"), "{name}");
     }
 }

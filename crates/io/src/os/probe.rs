@@ -104,8 +104,8 @@ fn probe_direct(path: &Path) -> Result<Option<(Option<DirectIoAlignment>, Atomic
 /// Probes the file system holding `path` (an existing file or directory); see the module docs.
 pub fn probe(path: &Path) -> Result<Capabilities> {
     let handle = fs::File::open(path).map_err(|e| IoError::os("open", path, e))?;
-    let f_type =
-        device::statfs_type(handle.as_raw_fd()).map_err(|e| IoError::os("fstatfs", path, e))?;
+    let (f_type, free) =
+        device::statfs(handle.as_raw_fd()).map_err(|e| IoError::os("fstatfs", path, e))?;
     let blksize = handle
         .metadata()
         .map_err(|e| IoError::os("fstat", path, e))?
@@ -125,5 +125,6 @@ pub fn probe(path: &Path) -> Result<Capabilities> {
         physical_block_size: physical,
         atomic,
         io_uring: io_uring_status().is_ok(),
+        free_bytes: Some(free),
     })
 }

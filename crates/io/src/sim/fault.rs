@@ -120,6 +120,11 @@ impl Faults {
             || !self.read_fail_paths.is_empty()
     }
 
+    /// The armed [`Fault::NoSpaceAbove`] limit.
+    pub(crate) fn space_limit(&self) -> Option<u64> {
+        self.space_limit
+    }
+
     pub(crate) fn inject(&mut self, fault: Fault) {
         match fault {
             Fault::NoSpaceOnNthWrite(n) => self.nth_write = Some(n.max(1)),

@@ -301,6 +301,12 @@ impl FileSystem for SimFs {
             physical_block_size: c.sector_size,
             atomic: c.atomic,
             io_uring: false,
+            free_bytes: self
+                .m
+                .faults
+                .lock()
+                .space_limit()
+                .map(|l| l.saturating_sub(self.total_bytes())),
         })
     }
 

@@ -87,13 +87,27 @@ pub enum LogOpenMode {
     ReadOnly,
 }
 
-/// Creates a new, empty log in `dir`.
+/// Creates a new, empty log in `dir`. Preallocated files that need more than `free` bytes (the
+/// file system's room, where known) are refused before anything is written: zero-filling up to
+/// a full device and then failing would leave it full meanwhile, and take minutes.
 pub(super) fn create_log(
     fs: &Arc<dyn FileSystem>,
     dir: &Path,
     cfg: &LogConfig,
     opts: OpenOptions,
+    free: Option<u64>,
 ) -> Result<()> {
+    if let LogFiles::Preallocated { file_size, files } = cfg.files {
+        let need = file_size.saturating_mul(u64::from(files));
+        if let Some(free) = free.filter(|&f| f < need) {
+            tracing::warn!(dir = %dir.display(), need, free, "the preallocated log does not fit");
+            return Err(LogError::Io(keel_io::IoError::NoSpace {
+                path: dir.to_path_buf(),
+                offset: 0,
+                len: usize::try_from(need).unwrap_or(usize::MAX),
+            }));
+        }
+    }
     // Leftovers of an earlier log or an interrupted creation.
     for path in fs.list_dir(dir)? {
         let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
@@ -335,7 +349,7 @@ impl RedoLog {
                     what: "the log header",
                 });
             }
-            create_log(&fs, dir, &cfg, opts)?;
+            create_log(&fs, dir, &cfg, opts, caps.free_bytes)?;
         }
         let header = fs.open(&hpath, &OpenOptions::new(FileClass::Log))?;
         let (st, slot) = read_header(&*header)?;
