@@ -85,7 +85,7 @@ pub struct Config {
     /// Number of preallocated log files. With growing files, the log a checkpoint is due at
     /// (`checkpoint_log_fraction` of this many files) — growing files are never preallocated.
     pub log_file_count: u32,
-    /// Bytes of the in-memory log buffer.
+    /// Bytes of the in-memory log buffer (64 KiB to 1 GiB).
     #[serde(with = "human::size_usize")]
     pub log_buffer_size: usize,
     /// Page checksum algorithm. Fixed at creation. `Checksum::None` detects no damaged byte,

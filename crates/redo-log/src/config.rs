@@ -139,14 +139,16 @@ pub struct LogConfig {
     pub sync_method: SyncMethod,
     /// File layout (stored in the log header).
     pub files: LogFiles,
-    /// Bytes of the in-memory log buffer. Appenders wait (never fail) while it is full.
+    /// Bytes of the in-memory log buffer (64 KiB to 1 GiB). Appenders wait (never fail) while
+    /// it is full.
     pub buffer_size: usize,
     /// What a commit waits for.
     pub durability: Durability,
     /// How often `Buffered` syncs and `Lazy` writes and syncs (also the longest time appended data
     /// stays unsynced in `Sync` mode when nobody waits for it).
     pub flush_interval: Duration,
-    /// Before a sync, wait this long so more committers join it (PostgreSQL `commit_delay`).
+    /// Before a sync, wait this long so more committers join it (PostgreSQL `commit_delay`;
+    /// at most one second).
     pub group_commit_delay: Duration,
     /// Partly filled tail blocks (see [`TailPolicy`]).
     pub tail_policy: TailPolicy,
@@ -184,6 +186,10 @@ impl Default for LogConfig {
 
 /// Smallest log buffer accepted.
 pub(crate) const MIN_BUFFER: usize = 64 << 10;
+/// The longest group-commit delay.
+pub(crate) const MAX_GROUP_COMMIT_DELAY: Duration = Duration::from_secs(1);
+/// The largest log buffer (it is allocated whole at open; InnoDB's largest is 4 GiB).
+pub(crate) const MAX_BUFFER: usize = 1 << 30;
 
 impl LogConfig {
     /// Checks the settings that do not depend on the file system.
@@ -208,6 +214,12 @@ impl LogConfig {
                 self.buffer_size
             ));
         }
+        if self.buffer_size > MAX_BUFFER {
+            return bad(format!(
+                "buffer_size {} is above the maximum of {MAX_BUFFER} bytes (1 GiB)",
+                self.buffer_size
+            ));
+        }
         let fs = self.files.file_size();
         if fs == 0 || !fs.is_multiple_of(b as u64) {
             return bad(format!(
@@ -224,7 +236,11 @@ impl LogConfig {
                     self.write_ahead_size
                 ));
             }
-            let total = file_size / b as u64 * files as u64;
+            let Some(total) = (file_size / b as u64).checked_mul(files as u64) else {
+                return bad(format!(
+                    "{files} files of {file_size} bytes overflow the log's block numbers"
+                ));
+            };
             let pad = (self.write_ahead_size / b) as u64;
             if total < pad + 8 {
                 return bad(format!(
@@ -238,6 +254,14 @@ impl LogConfig {
         }
         if self.flush_interval.is_zero() {
             return bad("flush_interval must be positive".into());
+        }
+        // Each sync waits this long first, with the writer held: past a second every commit
+        // would stall (MySQL's `binlog_group_commit_sync_delay` stops at one second too).
+        if self.group_commit_delay > MAX_GROUP_COMMIT_DELAY {
+            return bad(format!(
+                "group_commit_delay {:?} is above the maximum of {MAX_GROUP_COMMIT_DELAY:?}",
+                self.group_commit_delay
+            ));
         }
         Ok(())
     }

@@ -1046,3 +1046,100 @@ fn resealed_random_blocks_never_panic() {
         }
     }
 }
+
+/// A preallocated log larger than the file system's free room is refused before anything is
+/// written (it used to zero-fill up to a full device, then fail, leaving it full); one whose
+/// creation fails part-way (the device fills meanwhile) removes the files it made.
+#[test]
+fn a_preallocated_log_that_cannot_fit_is_refused_and_leaves_no_files() {
+    let dir = Path::new("/log");
+    let c = cfg(
+        LogBlockSize::B4096,
+        prealloc(1 << 20, 4),
+        SyncMethod::Fdatasync,
+    );
+    let log_files = |fs: &SimFs| {
+        fs.files()
+            .unwrap()
+            .into_iter()
+            .filter(|p| p.to_string_lossy().contains("log.0"))
+            .count()
+    };
+    // Known to be short of room: refused with nothing written.
+    let fs = SimFs::new(SimConfig::seeded(3));
+    fs.inject(keel_io::Fault::NoSpaceAbove(3 << 20));
+    match RedoLog::open(Arc::new(fs.clone()), dir, c.clone()) {
+        Err(LogError::Io(e)) => assert!(e.is_no_space(), "{e}"),
+        Err(e) => panic!("expected no space, got {e}"),
+        Ok(_) => panic!("a 4 MiB log opened with 3 MiB of room"),
+    }
+    assert_eq!(log_files(&fs), 0, "the refused creation wrote log files");
+    assert_eq!(fs.total_bytes(), 0);
+    // Full part-way (the room is not known beforehand): the files made are removed.
+    let fs = SimFs::new(SimConfig::seeded(3));
+    fs.inject(keel_io::Fault::NoSpaceOnPath(dir.join("log.0000000002")));
+    match RedoLog::open(Arc::new(fs.clone()), dir, c.clone()) {
+        Err(e) => assert!(format!("{e}").contains("no space"), "{e}"),
+        Ok(_) => panic!("the creation of the third file was to fail"),
+    }
+    assert_eq!(log_files(&fs), 0, "a failed creation left its files");
+    // With room, the same configuration creates and opens.
+    let fs = SimFs::new(SimConfig::seeded(3));
+    fs.inject(keel_io::Fault::NoSpaceAbove(5 << 20));
+    let (log, _) = RedoLog::open(Arc::new(fs.clone()), dir, c).unwrap();
+    drop(log);
+    assert_eq!(log_files(&fs), 4);
+}
+
+/// Intervals at the edge of their range: a flush interval of `Duration::MAX` (never due) left
+/// the flusher thread to panic on `Instant + Duration` the first time a commit waited for it,
+/// so lazy commits were then written only at close; a group-commit delay that would stall every
+/// commit (above one second) is refused as a configuration error.
+#[test]
+fn intervals_at_the_edge_of_their_range_neither_panic_nor_stall() {
+    static PANICKED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if std::thread::current().name() == Some("keel-log-flusher") {
+            PANICKED.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+        previous(info);
+    }));
+    let dir = tempfile::tempdir().unwrap();
+    let c = LogConfig {
+        flush_interval: Duration::MAX,
+        durability: Durability::Lazy,
+        ..cfg(
+            LogBlockSize::B4096,
+            prealloc(256 << 10, 2),
+            SyncMethod::Fdatasync,
+        )
+    };
+    let (log, _) = RedoLog::open(os(), dir.path(), c.clone()).unwrap();
+    for t in 0..20 {
+        log.append_range(&group(t, 100)).unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(50));
+    let end = log.end_lsn();
+    log.wait_durable(end).unwrap();
+    log.close().unwrap();
+    drop(log);
+    assert!(
+        !PANICKED.load(std::sync::atomic::Ordering::SeqCst),
+        "the flusher thread panicked"
+    );
+    let (_log, rec) = RedoLog::open(os(), dir.path(), c.clone()).unwrap();
+    assert_eq!(rec.groups.len(), 20);
+    let slow = LogConfig {
+        group_commit_delay: Duration::from_secs(2),
+        ..c
+    };
+    let dir = tempfile::tempdir().unwrap();
+    match RedoLog::open(os(), dir.path(), slow) {
+        Err(LogError::InvalidConfig { reason }) => {
+            assert!(reason.contains("group_commit_delay"), "{reason}")
+        }
+        Err(e) => panic!("expected a configuration error, got {e}"),
+        Ok(_) => panic!("a two-second group-commit delay was taken"),
+    }
+}

@@ -47,7 +47,13 @@ pub(super) fn flusher_main(sh: Arc<Shared>) {
                 }
                 if completed > durable {
                     // Completed but not durable: due at the next interval.
-                    sh.work_cv.wait_until(&mut g, last_sync + interval);
+                    // An interval past the clock's range (`Duration::MAX`) waits for a wake-up.
+                    match last_sync.checked_add(interval) {
+                        Some(at) => {
+                            sh.work_cv.wait_until(&mut g, at);
+                        }
+                        None => sh.work_cv.wait(&mut g),
+                    }
                 } else {
                     // Nothing to make durable: sleep until an append completes (`complete`
                     // wakes a parked flusher under this lock, so no completion is missed) or
