@@ -133,13 +133,23 @@ impl BufferPool {
 
     /// A pool of `config.pool_bytes / page_size` frames over `store`.
     ///
-    /// Errors if the store's page size differs from the config's or the pool would have fewer
-    /// than 8 frames.
+    /// Errors if the store's page size differs from the config's, the pool would have fewer
+    /// than 8 frames, or its memory cannot be allocated.
     pub fn new(config: PoolConfig, store: Arc<dyn PageStore>) -> Result<BufferPool> {
         let page_size = config.page_size.bytes();
         let sizing = config.sizing(store.page_size())?;
         let n = sizing.frames;
-        let mut arena = AlignedBuf::huge(n * page_size);
+        let bytes = n.checked_mul(page_size).ok_or_else(|| {
+            PoolError::Config(format!(
+                "{n} frames of {page_size} bytes overflow the address space"
+            ))
+        })?;
+        // A pool the machine cannot map is refused, not an abort of the process.
+        let mut arena = AlignedBuf::try_huge(bytes).ok_or_else(|| {
+            PoolError::Config(format!(
+                "cannot allocate {bytes} bytes for the pool's {n} frames (more than this machine can map: lower pool_size)"
+            ))
+        })?;
         let base = arena.as_mut_ptr();
         let arena = Arc::new(arena);
         if base.is_null() || !(base as usize).is_multiple_of(8) || !page_size.is_multiple_of(8) {
@@ -148,15 +158,29 @@ impl BufferPool {
                 "the pool's arena is not 8-byte aligned".into(),
             ));
         }
+        // The frames' bookkeeping is allocated fallibly too (the arena may be mapped lazily
+        // where the bookkeeping cannot be had).
+        let no_memory = |what: &str| {
+            PoolError::Config(format!(
+                "cannot allocate the {what} of the pool's {n} frames (lower pool_size)"
+            ))
+        };
         let hint_len = (2 * n).next_power_of_two();
-        let hints: Box<[AtomicU32]> = (0..hint_len).map(|_| AtomicU32::new(u32::MAX)).collect();
-        let frames: Box<[Frame]> = (0..n)
-            .map(|i| {
-                let p =
-                    NonNull::new(base.wrapping_add(i * page_size)).unwrap_or(NonNull::dangling());
-                Frame::new(p, page_size)
-            })
-            .collect();
+        let mut hints: Vec<AtomicU32> = Vec::new();
+        hints
+            .try_reserve_exact(hint_len)
+            .map_err(|_| no_memory("hints"))?;
+        hints.extend((0..hint_len).map(|_| AtomicU32::new(u32::MAX)));
+        let hints = hints.into_boxed_slice();
+        let mut frames: Vec<Frame> = Vec::new();
+        frames
+            .try_reserve_exact(n)
+            .map_err(|_| no_memory("descriptors"))?;
+        frames.extend((0..n).map(|i| {
+            let p = NonNull::new(base.wrapping_add(i * page_size)).unwrap_or(NonNull::dangling());
+            Frame::new(p, page_size)
+        }));
+        let frames = frames.into_boxed_slice();
         let table: Box<[Shard]> = (0..SHARDS).map(|_| Shard::default()).collect();
         Ok(BufferPool {
             page_size,

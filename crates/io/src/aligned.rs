@@ -36,6 +36,21 @@ impl AlignedBuf {
     /// # Panics
     /// If `align` is not a power of two, or the allocator fails (as `Vec` does).
     pub fn zeroed(len: usize, align: usize) -> AlignedBuf {
+        match AlignedBuf::try_zeroed(len, align) {
+            Some(b) => b,
+            None => match Layout::from_size_align(len, align) {
+                Ok(layout) => alloc::handle_alloc_error(layout),
+                Err(e) => panic!("a buffer of {len} bytes aligned to {align}: {e}"),
+            },
+        }
+    }
+
+    /// [`zeroed`](Self::zeroed), or `None` where the allocator cannot give `len` bytes (or
+    /// `len` rounded to `align` overflows), instead of aborting the process.
+    ///
+    /// # Panics
+    /// If `align` is not a power of two.
+    pub fn try_zeroed(len: usize, align: usize) -> Option<AlignedBuf> {
         assert!(
             align.is_power_of_two(),
             "alignment {align} is not a power of two"
@@ -43,25 +58,23 @@ impl AlignedBuf {
         if len == 0 {
             // A dangling pointer aligned to `align` is valid for a zero-length slice.
             let ptr = NonNull::new(align as *mut u8).unwrap_or(NonNull::dangling());
-            return AlignedBuf {
+            return Some(AlignedBuf {
                 ptr,
                 len,
                 align,
                 mapped: None,
-            };
+            });
         }
-        let layout = Layout::from_size_align(len, align).expect("valid layout");
+        let layout = Layout::from_size_align(len, align).ok()?;
         // SAFETY: layout has non-zero size (len > 0 checked above).
         let raw = unsafe { alloc::alloc_zeroed(layout) };
-        let Some(ptr) = NonNull::new(raw) else {
-            alloc::handle_alloc_error(layout)
-        };
-        AlignedBuf {
+        let ptr = NonNull::new(raw)?;
+        Some(AlignedBuf {
             ptr,
             len,
             align,
             mapped: None,
-        }
+        })
     }
 
     /// A zeroed buffer of `len` bytes for a large, long-lived arena (the buffer pool's frames):
@@ -71,15 +84,24 @@ impl AlignedBuf {
     /// 2 MiB instead of per 4 KiB. Below 2 MiB, or if the mapping fails, it is
     /// [`AlignedBuf::page`]. The advice is best effort: without THP it is ordinary memory.
     pub fn huge(len: usize) -> AlignedBuf {
+        match AlignedBuf::try_huge(len) {
+            Some(b) => b,
+            None => AlignedBuf::page(len),
+        }
+    }
+
+    /// [`huge`](Self::huge), or `None` where neither a mapping nor the allocator can give
+    /// `len` bytes, instead of aborting the process (a pool sized beyond the machine).
+    pub fn try_huge(len: usize) -> Option<AlignedBuf> {
         if len < HUGE_PAGE {
-            return AlignedBuf::page(len);
+            return AlignedBuf::try_zeroed(len, PAGE_ALIGN);
         }
         let Some(map_len) = len
             .div_ceil(HUGE_PAGE)
             .checked_add(1)
-            .map(|p| p * HUGE_PAGE)
+            .and_then(|p| p.checked_mul(HUGE_PAGE))
         else {
-            return AlignedBuf::page(len);
+            return AlignedBuf::try_zeroed(len, PAGE_ALIGN);
         };
         // SAFETY: an anonymous private mapping at an address of the kernel's choosing aliases no
         // existing memory; the arguments are valid constants and a length > 0.
@@ -94,7 +116,7 @@ impl AlignedBuf {
             )
         };
         if raw == libc::MAP_FAILED {
-            return AlignedBuf::page(len);
+            return AlignedBuf::try_zeroed(len, PAGE_ALIGN);
         }
         let base = raw as usize;
         let start = base.next_multiple_of(HUGE_PAGE);
@@ -120,14 +142,14 @@ impl AlignedBuf {
             );
         }
         let Some(ptr) = NonNull::new(start as *mut u8) else {
-            return AlignedBuf::page(len);
+            return AlignedBuf::try_zeroed(len, PAGE_ALIGN);
         };
-        AlignedBuf {
+        Some(AlignedBuf {
             ptr,
             len,
             align: HUGE_PAGE,
             mapped: Some(len.next_multiple_of(HUGE_PAGE)),
-        }
+        })
     }
 
     /// A zeroed buffer of `len` bytes aligned to [`PAGE_ALIGN`].

@@ -425,3 +425,27 @@ fn a_thread_never_waits_for_itself() {
         .recv_timeout(std::time::Duration::from_secs(20))
         .expect("a thread waited for itself (hang)");
 }
+
+/// A pool larger than the machine can map is a configuration error naming what to lower; it
+/// used to abort the process in the allocator (no error, no unwinding). The sizes are past any
+/// memory and address space this runs on (4 TiB, and about 128 TiB with 64 KiB pages), but
+/// within the pool's frame limit, so the refusal is the allocation's.
+#[test]
+fn a_pool_the_machine_cannot_map_is_refused_not_an_abort() {
+    for (page_size, pool_size) in [
+        (4096usize, 4usize << 40),
+        (65536, (u32::MAX as usize / 2) << 16),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let config = Config {
+            page_size,
+            pool_size,
+            log_file_size: 1 << 20,
+            ..Config::default()
+        };
+        match Store::open(dir.path(), config) {
+            Err(e) => assert!(e.to_string().contains("cannot allocate"), "{e}"),
+            Ok(_) => panic!("a pool of {pool_size} bytes was allocated"),
+        }
+    }
+}
