@@ -922,3 +922,29 @@ fn a_page_zero_past_the_end_of_the_log_is_refused_before_the_log_starts() {
     let s = Store::open(dir.path(), small()).unwrap();
     assert_eq!(count(&s), 50);
 }
+
+/// A path that is a file, not a directory, is refused naming it as such ("Not a directory"),
+/// and the file is left as it was (it used to fail as "mkdir ...: File exists").
+#[test]
+fn a_file_in_place_of_the_directory_is_refused_as_not_a_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("not-a-dir");
+    std::fs::write(&path, b"someone's file").unwrap();
+    for read_only in [false, true] {
+        let e = Store::open(
+            &path,
+            Config {
+                read_only,
+                ..small()
+            },
+        )
+        .map(|_| ())
+        .unwrap_err();
+        let msg = e.to_string();
+        assert!(
+            msg.contains("ot a directory") && msg.contains("not-a-dir"),
+            "{msg}"
+        );
+    }
+    assert_eq!(std::fs::read(&path).unwrap(), b"someone's file");
+}

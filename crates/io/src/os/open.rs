@@ -69,6 +69,15 @@ impl FileSystem for OsFs {
         if path.is_dir() {
             return Ok(());
         }
+        // A file in the way is named as such ("Not a directory"), not as a failed mkdir of
+        // something that exists.
+        if path.exists() {
+            return Err(IoError::os(
+                "mkdir",
+                path,
+                std::io::Error::from_raw_os_error(libc::ENOTDIR),
+            ));
+        }
         if let Some(parent) = path.parent() {
             if !parent.as_os_str().is_empty() {
                 self.create_dir_all(parent)?;
