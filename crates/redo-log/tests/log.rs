@@ -1143,3 +1143,47 @@ fn intervals_at_the_edge_of_their_range_neither_panic_nor_stall() {
         Ok(_) => panic!("a two-second group-commit delay was taken"),
     }
 }
+
+/// A start whose header sync fails poisons the log: a second start returns that failure and
+/// writes nothing (it used to write and sync the slot again, as if the first sync's failure
+/// had not happened); a new open recovers every group.
+#[test]
+fn a_start_whose_header_sync_failed_is_not_retried() {
+    let fs = SimFs::new(SimConfig::seeded(5));
+    let dir = Path::new("/log");
+    let c = cfg(
+        LogBlockSize::B4096,
+        prealloc(64 << 10, 2),
+        SyncMethod::Fdatasync,
+    );
+    let (log, _) = RedoLog::open(Arc::new(fs.clone()), dir, c.clone()).unwrap();
+    let groups = fill(&log, 0, 5);
+    log.close().unwrap();
+    drop(log);
+    let (log, rec) = RedoLog::open_unstarted(
+        Arc::new(fs.clone()),
+        dir,
+        c.clone(),
+        keel_redo_log::LogOpenMode::Existing,
+        false,
+    )
+    .unwrap();
+    same(&rec.groups, &groups);
+    fs.inject(keel_io::Fault::SyncFailsOnPath(dir.join("log.header")));
+    assert!(log.start().is_err(), "the header sync was to fail");
+    fs.clear_faults();
+    let header = fs.contents(&dir.join("log.header")).unwrap();
+    match log.start() {
+        Err(e) => assert!(e.to_string().contains("log.header"), "{e}"),
+        Ok(()) => panic!("a start after a failed header sync went on"),
+    }
+    assert_eq!(
+        fs.contents(&dir.join("log.header")).unwrap(),
+        header,
+        "the second start wrote the header"
+    );
+    assert!(log.append(&group(99, 10)).is_err());
+    drop(log);
+    let (_log, rec) = RedoLog::open(Arc::new(fs.clone()), dir, c).unwrap();
+    same(&rec.groups, &groups);
+}

@@ -70,20 +70,28 @@ impl Shared {
         let mut slot = sl.last;
         slot.seq = slot.seq.saturating_add(1);
         change(&mut slot);
-        let hdr = &sl.header;
+        self.put_slot(&sl.header, &slot)?;
+        sl.last = slot;
+        Ok(())
+    }
+
+    /// Writes `slot` into its place in the header `hdr` and syncs it; a failure poisons the
+    /// log (a slot whose sync failed is never taken as written: the start is not retried on
+    /// it, and no later write relies on it).
+    pub(super) fn put_slot(&self, hdr: &Arc<dyn File>, slot: &Slot) -> Result<()> {
+        self.check_poison()?;
         let res = hdr
             .write_all_at(&slot.encode(self.geo.salt), Slot::offset(slot.seq))
             .map_err(|err| ("write", err))
             .and_then(|_| hdr.sync_data().map_err(|err| ("sync", err)));
-        if let Err((op, err)) = res {
-            return Err(self.poison_with(Failure {
+        match res {
+            Ok(()) => Ok(()),
+            Err((op, err)) => Err(self.poison_with(Failure {
                 path: hdr.path().to_path_buf(),
                 op,
                 err,
-            }));
+            })),
         }
-        sl.last = slot;
-        Ok(())
     }
 
     /// A growing log, after a sync that may have covered blocks of a file created since the

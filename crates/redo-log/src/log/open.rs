@@ -259,7 +259,9 @@ impl RedoLog {
     ///
     /// # Errors
     /// A write, sync or removal failed, or the flusher thread could not start: the log stays
-    /// unstarted (a later open scans it again; nothing recovered is lost).
+    /// unstarted (a later open scans it again; nothing recovered is lost). A failed write or
+    /// sync of the header's slot poisons the log: a later `start` returns that failure
+    /// rather than take the slot as written.
     pub fn start(&self) -> Result<()> {
         let h = &self.h;
         let mut pending = h.pending.lock();
@@ -270,9 +272,7 @@ impl RedoLog {
         {
             // The slot open prepared (`Slots::last`): the new incarnation.
             let sl = sh.slots.lock();
-            sl.header
-                .write_all_at(&sl.last.encode(sh.geo.salt), Slot::offset(sl.last.seq))?;
-            sl.header.sync_data()?;
+            sh.put_slot(&sl.header, &sl.last)?;
         }
         {
             let mut w = sh.io.lock();
