@@ -19,6 +19,10 @@
 //! Nothing a transaction writes is visible to a reader or another transaction before it
 //! commits: every reader check and every other transaction's view is against committed states.
 
+#[path = "common/bounds.rs"]
+mod bounds;
+
+use bounds::holds_keys;
 use keel::{Config, Error, Store, WriteTxn};
 use keel_io::{SimConfig, SimFs, SplitMix64 as Rng};
 use std::collections::BTreeMap;
@@ -55,17 +59,6 @@ fn key(k: u8) -> Vec<u8> {
 /// Bound `b` of a scan (`Unbounded`, or key `k` included or excluded).
 fn bound(b: &Bound<u8>) -> Bound<Vec<u8>> {
     b.map(key)
-}
-
-/// Whether a scan from `lo` to `hi` holds any key (else `BTreeMap::range` would panic; the
-/// store answers no rows).
-fn valid(lo: &Bound<Vec<u8>>, hi: &Bound<Vec<u8>>) -> bool {
-    match (lo, hi) {
-        (Bound::Included(a), Bound::Included(b)) => a <= b,
-        (Bound::Included(a) | Bound::Excluded(a), Bound::Excluded(b))
-        | (Bound::Excluded(a), Bound::Included(b)) => a < b,
-        _ => true,
-    }
 }
 
 /// A value in an answer: its length and first byte (the generator fills values with one byte),
@@ -220,7 +213,7 @@ fn model_op(s: &mut Tables, op: &Op) -> String {
             None => "not found".into(),
             Some(m) => {
                 let (lo, hi) = (bound(lo), bound(hi));
-                let r = if valid(&lo, &hi) {
+                let r = if holds_keys(&lo, &hi) {
                     m.range((lo, hi))
                         .map(|(k, v)| (k.clone(), v.clone()))
                         .collect()

@@ -1,6 +1,10 @@
 //! Model test: the store against `BTreeMap`s (proptest): random inserts, removes, gets and
 //! ranges over several tables, commits, aborts and clean or unclean reopens, on SimFs.
 
+#[path = "common/bounds.rs"]
+mod bounds;
+
+use bounds::holds_keys;
 use keel::{Config, Error, Store};
 use keel_io::{SimConfig, SimFs};
 use proptest::prelude::*;
@@ -118,15 +122,6 @@ fn step() -> impl Strategy<Value = Step> {
 }
 
 type Tables = BTreeMap<u8, BTreeMap<Vec<u8>, Vec<u8>>>;
-
-fn valid(lo: &Bound<Vec<u8>>, hi: &Bound<Vec<u8>>) -> bool {
-    match (lo, hi) {
-        (Bound::Included(a), Bound::Included(b)) => a <= b,
-        (Bound::Included(a) | Bound::Excluded(a), Bound::Excluded(b))
-        | (Bound::Excluded(a), Bound::Included(b)) => a < b,
-        _ => true,
-    }
-}
 
 fn cfg(page_size: usize) -> Config {
     Config {
@@ -252,7 +247,7 @@ proptest! {
                                 } else {
                                     rows.map(|x| x.unwrap()).collect()
                                 };
-                                let want: Vec<(Vec<u8>, Vec<u8>)> = if valid(&lo, &hi) {
+                                let want: Vec<(Vec<u8>, Vec<u8>)> = if holds_keys(&lo, &hi) {
                                     let it = m.range::<Vec<u8>, _>((lo.clone(), hi.clone())).map(|(k, v)| (k.clone(), v.clone()));
                                     if rev { it.rev().collect() } else { it.collect() }
                                 } else {

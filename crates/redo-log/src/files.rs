@@ -48,7 +48,27 @@ impl LogFileSet {
         }
         // A creation that fails part-way (a full device) removes what it made rather than
         // leave the device full of zeros until the next open clears the interrupted creation.
-        let made = Self::create_files(fs, dir, geo, opts, file_size);
+        let made = (|| -> Result<()> {
+            for i in 0..geo.files as u64 {
+                let path = dir.join(file_name(i));
+                let f = fs.open(&path, &opts.create(true))?;
+                if f.len()? != file_size {
+                    f.set_len(file_size)?;
+                }
+                // The zeros go through O_DIRECT where the file system takes it: they bypass the
+                // page cache, which a log sized to a large pool would otherwise fill (measured: a
+                // 928 MiB log took 0.55-2.3 s to create buffered, the slow end when the memory had
+                // to be reclaimed first, and 0.45 s direct). Elsewhere, or if a direct write
+                // fails, the buffered handle writes them all.
+                let direct = fs.open(&path, &opts.direct(true)).ok();
+                let filled = direct
+                    .is_some_and(|d| preallocate(&*d, file_size, Preallocation::Zeroed).is_ok());
+                if !filled {
+                    preallocate(&*f, file_size, Preallocation::Zeroed)?;
+                }
+            }
+            Ok(())
+        })();
         if made.is_err() {
             for i in 0..geo.files as u64 {
                 let path = dir.join(file_name(i));
@@ -58,34 +78,6 @@ impl LogFileSet {
             }
         }
         made
-    }
-
-    fn create_files(
-        fs: &Arc<dyn FileSystem>,
-        dir: &Path,
-        geo: &Geometry,
-        opts: OpenOptions,
-        file_size: u64,
-    ) -> Result<()> {
-        for i in 0..geo.files as u64 {
-            let path = dir.join(file_name(i));
-            let f = fs.open(&path, &opts.create(true))?;
-            if f.len()? != file_size {
-                f.set_len(file_size)?;
-            }
-            // The zeros go through O_DIRECT where the file system takes it: they bypass the
-            // page cache, which a log sized to a large pool would otherwise fill (measured: a
-            // 928 MiB log took 0.55-2.3 s to create buffered, the slow end when the memory had
-            // to be reclaimed first, and 0.45 s direct). Elsewhere, or if a direct write
-            // fails, the buffered handle writes them all.
-            let direct = fs.open(&path, &opts.direct(true)).ok();
-            let filled =
-                direct.is_some_and(|d| preallocate(&*d, file_size, Preallocation::Zeroed).is_ok());
-            if !filled {
-                preallocate(&*f, file_size, Preallocation::Zeroed)?;
-            }
-        }
-        Ok(())
     }
 
     /// Opens the files of an existing log (preallocated: every file must have its size).
