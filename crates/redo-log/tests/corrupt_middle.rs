@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::group;
+use common::{group, log_files};
 use keel_io::{FileClass, FileSystem, OpenOptions, SimConfig, SimFs};
 use keel_redo_log::{LogBlockSize, LogConfig, LogError, LogFiles, LogOpenMode, RedoLog};
 use std::path::Path;
@@ -279,16 +279,7 @@ fn a_growing_log_missing_or_cutting_short_a_file_is_refused() {
             let fs = SimFs::new(SimConfig::seeded(9));
             let dir = Path::new("/log");
             write(&fs, dir, &c, 1200);
-            let names = |fs: &SimFs| {
-                let mut v: Vec<_> = fs
-                    .files()
-                    .unwrap()
-                    .into_iter()
-                    .filter(|p| p.to_string_lossy().contains("log.0"))
-                    .collect();
-                v.sort();
-                v
-            };
+            let names = log_files;
             let before = names(&fs);
             assert!(before.len() >= 5, "{} files", before.len());
             let path = dir.join(format!("log.{victim:010}"));
@@ -358,13 +349,7 @@ fn a_growing_log_missing_its_newest_files_is_refused() {
                 1200
             };
             drop(log);
-            let mut files: Vec<_> = fs
-                .files()
-                .unwrap()
-                .into_iter()
-                .filter(|p| p.to_string_lossy().contains("log.0"))
-                .collect();
-            files.sort();
+            let files = log_files(&fs);
             assert!(files.len() >= 4, "{} files", files.len());
             let gone: Vec<_> = files[files.len() - deleted..].to_vec();
             let saved: Vec<Vec<u8>> = gone.iter().map(|p| fs.contents(p).unwrap()).collect();

@@ -1058,13 +1058,7 @@ fn a_preallocated_log_that_cannot_fit_is_refused_and_leaves_no_files() {
         prealloc(1 << 20, 4),
         SyncMethod::Fdatasync,
     );
-    let log_files = |fs: &SimFs| {
-        fs.files()
-            .unwrap()
-            .into_iter()
-            .filter(|p| p.to_string_lossy().contains("log.0"))
-            .count()
-    };
+    let log_files = |fs: &SimFs| common::log_files(fs).len();
     // Known to be short of room: refused with nothing written.
     let fs = SimFs::new(SimConfig::seeded(3));
     fs.inject(keel_io::Fault::NoSpaceAbove(3 << 20));

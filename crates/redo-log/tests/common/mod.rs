@@ -57,3 +57,15 @@ pub fn group(tag: u64, size: usize) -> Vec<Record> {
     }
     recs
 }
+
+/// The log data files (`log.NNNNNNNNNN`) of a simulated file system, sorted.
+pub fn log_files(fs: &keel_io::SimFs) -> Vec<std::path::PathBuf> {
+    let mut v: Vec<_> = fs
+        .files()
+        .unwrap()
+        .into_iter()
+        .filter(|p| p.to_string_lossy().contains("log.0"))
+        .collect();
+    v.sort();
+    v
+}
