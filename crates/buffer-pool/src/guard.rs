@@ -1,10 +1,12 @@
-//! Read guards: a pin plus the frame latch held shared.
+//! Read guards: a pin plus the frame latch held shared — or, for a page read outside the pool
+//! (a poisoned store whose frames are all dirty: `BufferPool::read`), a buffer of its own.
 //!
 //! Invariant: a guard releases its latch before its pin (field order), so a frame is never
 //! unpinned while latched by the guard's owner.
 
 use crate::frame::SharedLatch;
 use crate::BufferPool;
+use keel_io::AlignedBuf;
 use keel_page::{Lsn, PageHeader, PageId, PageType};
 use std::ops::Deref;
 
@@ -31,17 +33,40 @@ impl Drop for PinGuard<'_> {
 /// releases the latch, then the pin.
 pub struct PageReadGuard<'a> {
     id: PageId,
-    // Field order matters: the latch is released before the pin.
-    latch: SharedLatch<'a>,
-    _pin: PinGuard<'a>,
+    held: Held<'a>,
+}
+
+/// What a read guard holds.
+enum Held<'a> {
+    /// A frame: field order matters, the latch is released before the pin.
+    Frame {
+        latch: SharedLatch<'a>,
+        _pin: PinGuard<'a>,
+    },
+    /// The page read outside the pool.
+    Own(AlignedBuf),
 }
 
 impl<'a> PageReadGuard<'a> {
     pub(crate) fn new(id: PageId, latch: SharedLatch<'a>, pin: PinGuard<'a>) -> PageReadGuard<'a> {
         PageReadGuard {
             id,
-            latch,
-            _pin: pin,
+            held: Held::Frame { latch, _pin: pin },
+        }
+    }
+
+    /// A page read outside the pool, into `bytes`.
+    pub(crate) fn own(id: PageId, bytes: AlignedBuf) -> PageReadGuard<'a> {
+        PageReadGuard {
+            id,
+            held: Held::Own(bytes),
+        }
+    }
+
+    fn bytes(&self) -> &[u8] {
+        match &self.held {
+            Held::Frame { latch, .. } => latch.bytes(),
+            Held::Own(b) => b,
         }
     }
 
@@ -52,12 +77,12 @@ impl<'a> PageReadGuard<'a> {
 
     /// The page LSN in the header (end LSN of the newest committed change).
     pub fn lsn(&self) -> Lsn {
-        BufferPool::header_lsn(self.latch.bytes())
+        BufferPool::header_lsn(self.bytes())
     }
 
     /// The page type in the header.
     pub fn page_type(&self) -> PageType {
-        PageHeader::read(self.latch.bytes())
+        PageHeader::read(self.bytes())
             .map(|h| h.page_type)
             .unwrap_or(PageType::UNWRITTEN)
     }
@@ -66,7 +91,7 @@ impl<'a> PageReadGuard<'a> {
 impl Deref for PageReadGuard<'_> {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
-        self.latch.bytes()
+        self.bytes()
     }
 }
 

@@ -77,6 +77,13 @@ pub trait PageStore: Send + Sync {
         Ok(())
     }
 
+    /// Whether the store takes no more page writes (a failed write or sync poisoned it): the
+    /// pool's dirty pages can then never be cleaned, and a read that finds no frame reads the
+    /// page into a buffer of its own (`BufferPool::read`).
+    fn is_poisoned(&self) -> bool {
+        false
+    }
+
     /// Whether every page write completes whole or is repaired by the store itself at recovery
     /// (doublewrite, atomic writes), so that a page made as a copy of another
     /// (`PageTxn::copy_page`) never needs redo alone to be rebuilt. False by default.
@@ -386,6 +393,10 @@ impl PageStore for keel_flush::PageWriter {
 
     fn flush_log_to(&self, lsn: Lsn) -> Result<()> {
         keel_flush::PageWriter::flush_log_to(self, lsn).map_err(flush_error)
+    }
+
+    fn is_poisoned(&self) -> bool {
+        keel_flush::PageWriter::is_poisoned(self)
     }
 
     fn never_leaves_torn_pages(&self) -> bool {

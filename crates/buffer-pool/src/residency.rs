@@ -27,6 +27,7 @@ use crate::guard::{PageReadGuard, PinGuard};
 use crate::page_table::shard_of;
 use crate::stats::bump;
 use crate::{BufferPool, PoolError, Result};
+use keel_io::AlignedBuf;
 use keel_page::{PageId, PageState};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -39,7 +40,10 @@ impl BufferPool {
     /// for a page never written, [`PoolError::NoFreeFrame`] when no frame can be freed.
     pub fn read(&self, id: PageId) -> Result<PageReadGuard<'_>> {
         loop {
-            let f = self.fix(id)?;
+            let f = match self.fix(id) {
+                Ok(f) => f,
+                Err(e) => return self.read_unpooled(id, e),
+            };
             let frame = &self.frames[f as usize];
             let pin = PinGuard::new(self, f);
             let latch = frame.shared();
@@ -49,6 +53,31 @@ impl BufferPool {
                 return Ok(PageReadGuard::new(id, latch, pin));
             }
             // The load this reader waited for failed: retry (and see its error ourselves).
+        }
+    }
+
+    /// A page the pool could not take in (`failed`) because the store is poisoned — its dirty
+    /// frames can never be written, so once every frame is dirty or pinned no page can come
+    /// in — read from the data file into a buffer of its own, so that reads of committed data
+    /// go on (found by `fs_full.rs`: a full disk met with every frame dirty refused every
+    /// later read of a page not resident). Only a page that is not resident: its newest
+    /// committed version is then the one on disk (a poisoned store commits nothing more, and a
+    /// page changed since a snapshot has its version in the version store, which
+    /// [`read_at`](Self::read_at) asks first). Any other failure is returned as it was.
+    fn read_unpooled(&self, id: PageId, failed: PoolError) -> Result<PageReadGuard<'_>> {
+        if !self.store.is_poisoned() || self.contains(id) {
+            return Err(failed);
+        }
+        let mut buf = AlignedBuf::page(self.page_size);
+        match self.store.read_page(id, &mut buf)? {
+            PageState::Valid(_) => {
+                bump(&self.c.pages_read, 1);
+                Ok(PageReadGuard::own(id, buf))
+            }
+            PageState::Unwritten => Err(PoolError::Unwritten {
+                file: self.store.data_path().to_path_buf(),
+                page_id: id,
+            }),
         }
     }
 

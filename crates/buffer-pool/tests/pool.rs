@@ -1241,3 +1241,79 @@ fn a_current_copy_is_used_and_an_owned_page_is_not_copied() {
     assert_eq!(&pool.read(PageId(1)).unwrap()[P..P + 9], b"committed");
     assert_eq!(pool.stats().copies_used, 2);
 }
+
+/// A store whose page writes fail, poisoning it, from the first one on.
+struct PoisonedStore {
+    inner: MemStore,
+    poisoned: std::sync::atomic::AtomicBool,
+}
+
+impl PageStore for PoisonedStore {
+    fn page_size(&self) -> PageSize {
+        self.inner.page_size()
+    }
+    fn data_path(&self) -> &std::path::Path {
+        self.inner.data_path()
+    }
+    fn read_page(&self, id: PageId, buf: &mut [u8]) -> Result<PageState> {
+        self.inner.read_page(id, buf)
+    }
+    fn write_pages(&self, _pages: &[PageOut<'_>]) -> Result<()> {
+        self.poisoned.store(true, Ordering::SeqCst);
+        Err(keel_buffer_pool::PoolError::Config(
+            "the store is poisoned (a test's failed write)".into(),
+        ))
+    }
+    fn wants_full_page_images(&self) -> bool {
+        false
+    }
+    fn is_poisoned(&self) -> bool {
+        self.poisoned.load(Ordering::SeqCst)
+    }
+}
+
+/// Module `residency`: a poisoned store's dirty pages can never be written, so once every frame
+/// is dirty no page can come into the pool; reads of pages not resident then read from the data
+/// file into a buffer of their own and see what was committed (found by `fs_full.rs`: a full
+/// disk met with every frame dirty refused every later read). Resident pages are still read
+/// from their frames (their newest committed version may be only there), and a store that is
+/// not poisoned still says it has no frame.
+#[test]
+fn a_poisoned_store_with_every_frame_dirty_still_reads_committed_pages() {
+    let store = Arc::new(PoisonedStore {
+        inner: MemStore::new(PageSize::K4),
+        poisoned: std::sync::atomic::AtomicBool::new(false),
+    });
+    seed(&store.inner, 12);
+    let cfg = keel_buffer_pool::PoolConfig {
+        page_size: PageSize::K4,
+        pool_bytes: 8 * 4096,
+        frame_wait_ms: 50,
+        ..Default::default()
+    };
+    let pool = keel_buffer_pool::BufferPool::new(cfg, store.clone()).unwrap();
+    let log = MemLog::new();
+    for id in 0..8 {
+        let t = pool.begin();
+        t.write(PageId(id)).unwrap().write(P, b"dirty").unwrap();
+        t.commit(&log).unwrap();
+    }
+    assert_eq!(pool.dirty_pages(), 8);
+    // The slow path's write of a cold dirty page fails and poisons the store; the read goes on
+    // outside the pool.
+    check_page(&pool.read(PageId(9)).unwrap(), 9);
+    assert!(store.is_poisoned());
+    check_page(&pool.read(PageId(10)).unwrap(), 10);
+    assert!(
+        !pool.contains(PageId(10)),
+        "the page was read outside the pool"
+    );
+    // A resident page is its frame, with the committed change.
+    let g = pool.read(PageId(3)).unwrap();
+    assert_eq!(&g[P..P + 5], b"dirty");
+    drop(g);
+    // Without the poison, no frame is an error, as before.
+    store.poisoned.store(false, Ordering::SeqCst);
+    let t = pool.begin();
+    assert!(t.write(PageId(11)).is_err());
+}
