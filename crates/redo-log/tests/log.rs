@@ -1077,9 +1077,20 @@ fn a_preallocated_log_that_cannot_fit_is_refused_and_leaves_no_files() {
         Ok(_) => panic!("the creation of the third file was to fail"),
     }
     assert_eq!(log_files(&fs), 0, "a failed creation left its files");
-    // With room, the same configuration creates and opens.
+    // With room, the same configuration creates and opens — also over the files of an
+    // interrupted creation, whose room counts as free once they are removed.
     let fs = SimFs::new(SimConfig::seeded(3));
     fs.inject(keel_io::Fault::NoSpaceAbove(5 << 20));
+    fs.create_dir_all(dir).unwrap();
+    for i in 0..4 {
+        let f = fs
+            .open(
+                &dir.join(format!("log.{i:010}")),
+                &keel_io::OpenOptions::new(keel_io::FileClass::Log).create(true),
+            )
+            .unwrap();
+        f.write_all_at(&vec![0u8; 1 << 20], 0).unwrap();
+    }
     let (log, _) = RedoLog::open(Arc::new(fs.clone()), dir, c).unwrap();
     drop(log);
     assert_eq!(log_files(&fs), 4);

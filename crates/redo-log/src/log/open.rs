@@ -87,18 +87,27 @@ pub enum LogOpenMode {
     ReadOnly,
 }
 
-/// Creates a new, empty log in `dir`. Preallocated files that need more than `free` bytes (the
-/// file system's room, where known) are refused before anything is written: zero-filling up to
-/// a full device and then failing would leave it full meanwhile, and take minutes.
+/// Creates a new, empty log in `dir`. Preallocated files that need more than the file system's
+/// free room (where known, once an earlier attempt's leftovers are removed) are refused before
+/// anything is written: zero-filling up to a full device and then failing would leave it full
+/// meanwhile, and take minutes.
 pub(super) fn create_log(
     fs: &Arc<dyn FileSystem>,
     dir: &Path,
     cfg: &LogConfig,
     opts: OpenOptions,
-    free: Option<u64>,
 ) -> Result<()> {
+    // Leftovers of an earlier log or an interrupted creation.
+    for path in fs.list_dir(dir)? {
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if parse_name(name).is_some() || name == "log.header.tmp" {
+            fs.remove_file(&path)?;
+        }
+    }
     if let LogFiles::Preallocated { file_size, files } = cfg.files {
         let need = file_size.saturating_mul(u64::from(files));
+        // Probed after the leftovers went: their room counts as free.
+        let free = fs.capabilities(dir).ok().and_then(|c| c.free_bytes);
         if let Some(free) = free.filter(|&f| f < need) {
             tracing::warn!(dir = %dir.display(), need, free, "the preallocated log does not fit");
             return Err(LogError::Io(keel_io::IoError::NoSpace {
@@ -106,13 +115,6 @@ pub(super) fn create_log(
                 offset: 0,
                 len: usize::try_from(need).unwrap_or(usize::MAX),
             }));
-        }
-    }
-    // Leftovers of an earlier log or an interrupted creation.
-    for path in fs.list_dir(dir)? {
-        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-        if parse_name(name).is_some() || name == "log.header.tmp" {
-            fs.remove_file(&path)?;
         }
     }
     let (preallocated, files) = match cfg.files {
@@ -349,7 +351,7 @@ impl RedoLog {
                     what: "the log header",
                 });
             }
-            create_log(&fs, dir, &cfg, opts, caps.free_bytes)?;
+            create_log(&fs, dir, &cfg, opts)?;
         }
         let header = fs.open(&hpath, &OpenOptions::new(FileClass::Log))?;
         let (st, slot) = read_header(&*header)?;
