@@ -259,9 +259,8 @@ impl Store {
 struct PagesRecovered {
     writer: Arc<PageWriter>,
     pool: Arc<BufferPool>,
-    /// The recovered meta page of an existing store and the store it records (`None` for a
-    /// store being created).
-    meta: Option<(MetaInfo, Option<u32>)>,
+    /// The recovered meta page of an existing store (`None` for a store being created).
+    meta: Option<MetaInfo>,
     done: RecoveryDone,
 }
 
@@ -625,7 +624,7 @@ struct Parts<'a> {
     writer: &'a PageWriter,
     pool: &'a BufferPool,
     /// The checked meta page of an existing store ([`recovered_meta`]); `None`: being created.
-    meta: Option<(MetaInfo, Option<u32>)>,
+    meta: Option<MetaInfo>,
 }
 
 /// Step 5: the catalog root from the meta page of an existing store — whose meta page must not
@@ -642,9 +641,9 @@ fn catalog_root(p: &Parts<'_>) -> Result<PageId> {
         pool,
         meta,
     } = *p;
-    if let Some((m, recorded)) = meta {
-        // A meta page recording no store (made before the field) gets this one.
-        if recorded.is_none() && !config.read_only {
+    if let Some(m) = meta {
+        // A meta page recording no store (made before the field: 0) gets this one.
+        if m.store == 0 && !config.read_only {
             let txn = pool.begin();
             meta::set_store(&txn, log.salt())?;
             let lsn = txn.commit(log)?;
@@ -682,8 +681,8 @@ fn catalog_root(p: &Parts<'_>) -> Result<PageId> {
 }
 
 /// The meta page of an existing store as recovered (the doublewrite recovery and the redo
-/// applied), decoded and checked against the log: the store it records, if any. Called before
-/// the log starts, so a refusal writes nothing.
+/// applied), decoded and checked against the log (the store it records, if not 0). Called
+/// before the log starts, so a refusal writes nothing.
 ///
 /// # Errors
 ///
@@ -691,11 +690,7 @@ fn catalog_root(p: &Parts<'_>) -> Result<PageId> {
 /// rebuilt it: initialising it would write a new catalog over live pages, so the store is
 /// refused; [`Error::Format`] when it does not decode or records another store than the
 /// log's; a read error of page 0.
-fn recovered_meta(
-    pool: &BufferPool,
-    writer: &PageWriter,
-    log: &RedoLog,
-) -> Result<(MetaInfo, Option<u32>)> {
+fn recovered_meta(pool: &BufferPool, writer: &PageWriter, log: &RedoLog) -> Result<MetaInfo> {
     let g = match pool.read(META_PAGE) {
         Ok(g) => g,
         Err(keel_buffer_pool::PoolError::Unwritten { file, page_id }) => {
@@ -708,9 +703,9 @@ fn recovered_meta(
         Err(e) => return Err(e.into()),
     };
     let m = meta::read_meta(&g, writer.data_path())?;
-    // Checked again on the recovered meta page (page 0 may have been torn or older on disk).
-    let recorded = meta::recorded_store(&g);
     drop(g);
+    // Checked again on the recovered meta page (page 0 may have been torn or older on disk).
+    let recorded = Some(m.store).filter(|&s| s != 0);
     meta::check_store(recorded, log.salt(), writer.data_path())?;
-    Ok((m, recorded))
+    Ok(m)
 }
