@@ -71,8 +71,6 @@ pub(crate) struct Writer {
     pending_group_end: Option<u64>,
     /// Test switch: skip the padding clamp (shows invariant 2's check matters).
     pub unclamped_padding: bool,
-    /// Growing logs: the newest file the header's slots record (`Shared::record_newest_file`).
-    pub newest_recorded: Option<u64>,
     /// Blocks carry a durable lag (log format version 2 and later).
     pub claims_durable: bool,
 }
@@ -138,7 +136,6 @@ impl Writer {
             groups_synced: 0,
             pending_group_end: None,
             unclamped_padding: false,
-            newest_recorded: None,
             claims_durable: true,
         }
     }

@@ -95,17 +95,19 @@ impl Shared {
     }
 
     /// A growing log, after a sync that may have covered blocks of a file created since the
-    /// header last recorded its newest file: records it (a slot write and sync, once per new
-    /// file) before the sync's commits are acknowledged, so an open finding the file deleted
-    /// refuses instead of losing them (module `open`).
-    pub(super) fn record_newest_file(&self, io: &mut Writer) -> Result<()> {
-        let newest = io.files.newest();
-        if self.geo.preallocated || newest <= io.newest_recorded {
+    /// header last recorded its newest file (the last slot written, a checkpoint's included):
+    /// records it (a slot write and sync, once per new file) before the sync's commits are
+    /// acknowledged, so an open finding the file deleted refuses instead of losing them
+    /// (module `open`).
+    pub(super) fn record_newest_file(&self, io: &Writer) -> Result<()> {
+        if self.geo.preallocated {
             return Ok(());
         }
-        self.write_slot(|s| s.newest_file = s.newest_file.max(newest))?;
-        io.newest_recorded = newest;
-        Ok(())
+        let newest = io.files.newest();
+        if newest <= self.slots.lock().last.newest_file {
+            return Ok(());
+        }
+        self.write_slot(|s| s.newest_file = s.newest_file.max(newest))
     }
 
     /// The latest position ≤ `lsn` where a scan can start (a group or filler start, a restart

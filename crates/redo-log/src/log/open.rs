@@ -566,7 +566,6 @@ impl RedoLog {
             cfg.buffer_size,
         );
         w.unclamped_padding = switches.no_space_reserve;
-        w.newest_recorded = new_slot.newest_file;
         // Version 1 logs keep a durable lag of 0 (no claims), so that builds that read only
         // version 1 never meet a block they reject.
         w.claims_durable = st.version >= 2;
