@@ -71,6 +71,17 @@ impl Limits {
     pub fn overflow_capacity(&self) -> usize {
         self.page_size - PAGE_TRAILER_SIZE - PAGE_HEADER_SIZE - OVERFLOW_HEADER
     }
+
+    /// Overflow pages a value of `value_len` bytes next to a key of `key_len` bytes takes: 0
+    /// when it is stored inline, else one per [`overflow_capacity`](Self::overflow_capacity)
+    /// bytes (as the chain is written).
+    pub fn overflow_pages(&self, key_len: usize, value_len: usize) -> usize {
+        if value_len <= self.max_inline_value(key_len) {
+            0
+        } else {
+            value_len.div_ceil(self.overflow_capacity())
+        }
+    }
 }
 
 /// Overflow page payload header: next page u64, bytes used u32.

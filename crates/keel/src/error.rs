@@ -92,6 +92,19 @@ pub enum Error {
         /// The limit.
         max: usize,
     },
+    /// The value's overflow pages and its leaf alone are more pages than the pool lets one
+    /// write transaction hold (its pages stay in memory until it commits), so no transaction of
+    /// this store can insert it. Nothing was changed; the transaction goes on. A larger
+    /// `pool_size` takes it.
+    #[error("value of {len} bytes needs {pages} pages (its overflow chain and leaf), more than the {limit} the pool lets one transaction hold; nothing was changed (raise pool_size)")]
+    ValueTooLargeForPool {
+        /// Value length.
+        len: usize,
+        /// The pages it needs at least.
+        pages: usize,
+        /// The most pages one transaction may hold.
+        limit: usize,
+    },
     /// [`Table::add_i64`](crate::Table::add_i64) found a value under the key that is not a
     /// 64-bit integer (8 bytes, little-endian). Nothing was changed (at commit: nothing of the
     /// transaction was committed).
@@ -379,19 +392,22 @@ impl Error {
         std::iter::successors(Some(start), |e| e.source())
     }
 
-    /// True when a transaction was refused for its size: [`Error::TxnTooLargeForLog`], or the
+    /// True when a transaction was refused for its size: [`Error::TxnTooLargeForLog`],
+    /// [`Error::ValueTooLargeForPool`] (that row refused, the transaction usable), or the
     /// pool's `TxnTooLarge` (more pages than the pool lets one transaction hold) at any depth.
     /// Nothing of the transaction is committed; a smaller one, or a larger pool or log, works.
     pub fn is_too_large(&self) -> bool {
-        matches!(self, Error::TxnTooLargeForLog { .. })
-            || self.chain().any(|e| {
-                matches!(
-                    e.downcast_ref(),
-                    Some(keel_buffer_pool::PoolError::TxnTooLarge { .. })
-                ) || e
-                    .downcast_ref::<Error>()
-                    .is_some_and(|inner| !std::ptr::eq(inner, self) && inner.is_too_large())
-            })
+        matches!(
+            self,
+            Error::TxnTooLargeForLog { .. } | Error::ValueTooLargeForPool { .. }
+        ) || self.chain().any(|e| {
+            matches!(
+                e.downcast_ref(),
+                Some(keel_buffer_pool::PoolError::TxnTooLarge { .. })
+            ) || e
+                .downcast_ref::<Error>()
+                .is_some_and(|inner| !std::ptr::eq(inner, self) && inner.is_too_large())
+        })
     }
 
     /// True for a write transaction that failed part-way through one of its operations

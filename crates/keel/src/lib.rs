@@ -74,6 +74,7 @@ mod optimistic;
 mod poison;
 mod read_set;
 mod recent_writes;
+mod row_limits;
 mod store;
 mod table;
 mod txn;

@@ -28,6 +28,7 @@
 use crate::merged::Merged;
 use crate::read_set::{Checked, ReadSet, TreeRef};
 use crate::recent_writes::Written;
+use crate::row_limits;
 use crate::store::Inner;
 use crate::table::{self, GetReader, SnapReader, TxnPages, TxnReader};
 use crate::txn::Exclusive;
@@ -235,7 +236,7 @@ impl Optimistic {
     /// [`Error::KeyTooLarge`]; [`Error::NotAnInteger`] when the transaction's own value under
     /// `key` is not an 8-byte integer.
     pub(crate) fn add(&self, inner: &Inner, i: usize, key: &[u8], delta: i64) -> Result<()> {
-        check_key_len(inner, key)?;
+        row_limits::check_key(inner, key)?;
         let mut tables = self.tables.borrow_mut();
         let Some(p) = tables.get_mut(i) else {
             return Ok(());
@@ -259,14 +260,9 @@ impl Optimistic {
         key: &[u8],
         value: Option<&[u8]>,
     ) -> Result<Option<Vec<u8>>> {
-        check_key_len(inner, key)?;
-        if let Some(v) = value {
-            if v.len() > crate::MAX_VALUE_LEN {
-                return Err(Error::ValueTooLarge {
-                    len: v.len(),
-                    max: crate::MAX_VALUE_LEN,
-                });
-            }
+        match value {
+            Some(v) => row_limits::check_row(inner, key, v)?,
+            None => row_limits::check_key(inner, key)?,
         }
         let old = self.get(inner, i, key)?;
         if value.is_none() && old.is_none() {
@@ -421,17 +417,6 @@ fn copy_leaves(
 }
 
 /// [`Error::KeyTooLarge`] for a key longer than the store's page size allows.
-fn check_key_len(inner: &Inner, key: &[u8]) -> Result<()> {
-    let max = crate::max_key_len(inner.config.page_size);
-    if key.len() > max {
-        return Err(Error::KeyTooLarge {
-            len: key.len(),
-            max,
-        });
-    }
-    Ok(())
-}
-
 /// A validated and applied concurrent transaction, ready to commit.
 pub(crate) struct Applied<'a> {
     /// The page transaction holding its writes, under the writer lock.

@@ -504,13 +504,20 @@ impl<'t, 's> Table<'t, 's> {
     /// # Errors
     ///
     /// [`Error::KeyTooLarge`] above [`crate::max_key_len`], [`Error::ValueTooLarge`] above
-    /// [`crate::MAX_VALUE_LEN`]; a page cannot be read, is corrupt, or cannot be allocated;
-    /// the transaction holds more pages than the pool lets one transaction hold.
+    /// [`crate::MAX_VALUE_LEN`], [`Error::ValueTooLargeForPool`] for a value whose overflow
+    /// pages alone the pool cannot give one transaction (these three change nothing); a page
+    /// cannot be read, is corrupt, or cannot be allocated; the transaction holds more pages
+    /// than the pool lets one transaction hold.
     pub fn insert(&mut self, key: &[u8], value: &[u8]) -> Result<Option<Vec<u8>>> {
         match self.of {
-            TableOf::Exclusive(txn, tree) => whole(txn, "an insert", || {
-                Ok(tree.insert(&mut Self::pages(txn, self.inner), key, value)?)
-            }),
+            TableOf::Exclusive(txn, tree) => {
+                // A row that can never fit is refused before anything changes: the transaction
+                // goes on (else the chain's allocation would fail it part-way).
+                crate::row_limits::check_row(self.inner, key, value)?;
+                whole(txn, "an insert", || {
+                    Ok(tree.insert(&mut Self::pages(txn, self.inner), key, value)?)
+                })
+            }
             TableOf::Optimistic(o, i) => o.put(self.inner, i, key, Some(value)),
         }
     }

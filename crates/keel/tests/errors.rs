@@ -227,14 +227,6 @@ fn a_full_data_file_refuses_every_later_write() {
     assert_eq!(t.get(b"early").unwrap(), None);
 }
 
-/// A thread never waits for itself (issue 13): a write or checkpoint while it holds a read
-/// transaction, or anything while it holds a write transaction, is `WouldDeadlock` at once
-/// (these used to hang forever). Other threads still wait as before, two read transactions on
-/// one thread are fine, and another store is not affected. Run under a watchdog, so a
-/// regression fails instead of hanging the suite.
-/// A transaction that is `mem::forget`-ed leaves its thread's mark behind; a store opened
-/// afterwards (possibly at the same address) must not inherit it. Found by CI: a reopened
-/// store refused its first read as `WouldDeadlock` when the allocator reused the address.
 /// An insert that fails part-way (its split or its value's overflow pages need more frames than
 /// the pool lets one transaction hold) leaves the transaction failed: every later use of it and
 /// its commit are refused naming what failed, nothing of it is committed, and the store stays
@@ -334,6 +326,80 @@ fn a_transaction_an_operation_failed_part_way_through_commits_nothing() {
     tx.commit().unwrap();
 }
 
+/// A value whose overflow pages alone are more than the pool lets one transaction hold can
+/// never be inserted: it is refused before anything is done (`ValueTooLargeForPool`, naming
+/// the pages it needs and the limit; `is_too_large`), and the transaction goes on — its earlier
+/// rows commit — in the exclusive writer and in a concurrent transaction alike.
+/// Before, the exclusive insert allocated the chain until the pool refused, which failed the
+/// whole transaction: everything it had done was lost, though the value's size alone said so.
+#[test]
+fn a_value_the_pool_cannot_hold_is_refused_and_the_transaction_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = Config {
+        pool_size: 24 * 4096,
+        ..small()
+    };
+    let store = Store::open(dir.path(), cfg).unwrap();
+    let limits = keel_btree::Limits::new(4096);
+    // 24 frames, three quarters of them for one transaction.
+    let limit = 18;
+    // The shortest value whose chain and leaf are more than the limit.
+    let refused = limit * limits.overflow_capacity() + 1;
+    assert_eq!(limits.overflow_pages(1, refused) + 1, limit + 2);
+    // (A chain of `limit - 1` pages passes the check but fails part-way: allocating also
+    // changes the meta page. The check is a lower bound, never a refusal of what fits.)
+    let fits = (limit - 2) * limits.overflow_capacity();
+    assert_eq!(limits.overflow_pages(1, fits) + 1, limit - 1);
+    for concurrent in [false, true] {
+        let tx = if concurrent {
+            store.write_concurrent().unwrap()
+        } else {
+            store.write().unwrap()
+        };
+        let mut t = tx.table("t").unwrap();
+        t.insert(b"a", b"before").unwrap();
+        for len in [refused, refused + 7 * 4096, 10 << 20] {
+            match t.insert(b"k", &vec![7u8; len]) {
+                Err(Error::ValueTooLargeForPool {
+                    len: l,
+                    pages,
+                    limit: m,
+                }) => {
+                    assert_eq!((l, m), (len, limit), "concurrent {concurrent}");
+                    assert_eq!(pages, limits.overflow_pages(1, len) + 1);
+                }
+                other => panic!("concurrent {concurrent}: a value of {len} bytes: {other:?}"),
+            }
+        }
+        let e = t.insert(b"k", &vec![7u8; refused]).unwrap_err();
+        assert!(e.is_too_large() && !e.is_txn_failed(), "{e}");
+        t.insert(b"b", b"after").unwrap();
+        drop(t);
+        tx.commit().unwrap();
+        let r = store.read().unwrap();
+        let t = r.table("t").unwrap();
+        assert_eq!(t.get(b"a").unwrap().as_deref(), Some(&b"before"[..]));
+        assert_eq!(t.get(b"b").unwrap().as_deref(), Some(&b"after"[..]));
+        assert_eq!(t.get(b"k").unwrap(), None);
+    }
+    // The longest value the limit allows is not refused by the check.
+    let tx = store.write().unwrap();
+    tx.table("t")
+        .unwrap()
+        .insert(b"k", &vec![9u8; fits])
+        .unwrap();
+    tx.commit().unwrap();
+    let r = store.read().unwrap();
+    assert_eq!(
+        r.table("t").unwrap().get(b"k").unwrap().map(|v| v.len()),
+        Some(fits)
+    );
+    assert!(store.check().unwrap().is_ok());
+}
+
+/// A transaction that is `mem::forget`-ed leaves its thread's mark behind; a store opened
+/// afterwards (possibly at the same address) must not inherit it. Found by CI: a reopened
+/// store refused its first read as `WouldDeadlock` when the allocator reused the address.
 #[test]
 fn a_forgotten_transaction_does_not_follow_a_reopen() {
     let fs = SimFs::new(SimConfig::seeded(2));
@@ -361,6 +427,11 @@ fn a_forgotten_transaction_does_not_follow_a_reopen() {
     }
 }
 
+/// A thread never waits for itself (issue 13): a write or checkpoint while it holds a read
+/// transaction, or anything while it holds a write transaction, is `WouldDeadlock` at once
+/// (these used to hang forever). Other threads still wait as before, two read transactions on
+/// one thread are fine, and another store is not affected. Run under a watchdog, so a
+/// regression fails instead of hanging the suite.
 #[test]
 fn a_thread_never_waits_for_itself() {
     let (done_tx, done_rx) = std::sync::mpsc::channel();
