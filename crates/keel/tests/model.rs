@@ -82,13 +82,36 @@ const EDGE_KEYS: [&[u8]; 10] = [
 ];
 
 fn value() -> impl Strategy<Value = Vec<u8>> {
-    // Small values, values near a quarter page (leaves of one or two cells), and values of
-    // several pages (overflow chains).
+    // Small values, values near a quarter page (leaves of one or two cells), values of
+    // several pages (overflow chains), and lengths at the layout's edges.
     prop_oneof![
         5 => proptest::collection::vec(any::<u8>(), 0..64),
         3 => proptest::collection::vec(any::<u8>(), 600..1000),
         1 => proptest::collection::vec(any::<u8>(), 1000..12000),
+        2 => (prop::sample::select(edge_value_lens()), any::<u8>())
+            .prop_map(|(n, b)| (0..n).map(|i| b.wrapping_add(i as u8)).collect()),
     ]
+}
+
+/// Value lengths at the edges of the page layout, for each page size the test runs: the
+/// longest value stored inline next to a key of 0–8 bytes and one byte more (the first in an
+/// overflow chain), and chains of one to three overflow pages exactly full, one byte short and
+/// one byte over.
+fn edge_value_lens() -> Vec<usize> {
+    let mut v = Vec::new();
+    for ps in [4096, 8192, 16384] {
+        let l = keel_btree::Limits::new(ps);
+        for k in 0..=8 {
+            v.extend([l.max_inline_value(k), l.max_inline_value(k) + 1]);
+        }
+        for pages in 1..=3 {
+            let full = pages * l.overflow_capacity();
+            v.extend([full - 1, full, full + 1]);
+        }
+    }
+    v.sort_unstable();
+    v.dedup();
+    v
 }
 
 fn bound() -> impl Strategy<Value = Bound<Vec<u8>>> {
@@ -203,7 +226,10 @@ fn check_all(store: &Store, model: &Tables) -> Result<(), TestCaseError> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+    // 128 cases; `PROPTEST_CASES` sets another number (an explicit count here would ignore it).
+    #![proptest_config(ProptestConfig::with_cases(
+        std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(128)
+    ))]
 
     #[test]
     fn store_matches_btreemaps(
@@ -220,25 +246,41 @@ proptest! {
                 Step::Txn(ops, commit) => {
                     let mut tx = store.write().unwrap();
                     let mut work = model.clone();
+                    // An operation refused for the transaction's size (the transaction grew
+                    // past the pages the pool lets one hold): the transaction stops there (`ok!`
+                    // is used only outside inner loops, so its `break` leaves the operations).
+                    let mut too_large = None;
+                    macro_rules! ok {
+                        ($e:expr) => {
+                            match $e {
+                                Ok(v) => v,
+                                Err(e) if e.is_too_large() => {
+                                    too_large = Some(e);
+                                    break;
+                                }
+                                Err(e) => panic!("{e}"),
+                            }
+                        };
+                    }
                     for o in ops {
                         match o {
                             Op::Insert(t, k, v) => {
-                                let mut tab = tx.table(&tname(t)).unwrap();
+                                let mut tab = ok!(tx.table(&tname(t)));
                                 let m = work.entry(t).or_default();
-                                prop_assert_eq!(tab.insert(&k, &v).unwrap(), m.insert(k, v));
+                                prop_assert_eq!(ok!(tab.insert(&k, &v)), m.insert(k, v));
                             }
                             Op::Remove(t, k) => {
-                                let mut tab = tx.table(&tname(t)).unwrap();
+                                let mut tab = ok!(tx.table(&tname(t)));
                                 let m = work.entry(t).or_default();
-                                prop_assert_eq!(tab.remove(&k).unwrap(), m.remove(&k));
+                                prop_assert_eq!(ok!(tab.remove(&k)), m.remove(&k));
                             }
                             Op::Get(t, k) => {
-                                let tab = tx.table(&tname(t)).unwrap();
+                                let tab = ok!(tx.table(&tname(t)));
                                 let m = work.entry(t).or_default();
                                 prop_assert_eq!(tab.get(&k).unwrap(), m.get(&k).cloned());
                             }
                             Op::Range(t, lo, hi, rev) => {
-                                let tab = tx.table(&tname(t)).unwrap();
+                                let tab = ok!(tx.table(&tname(t)));
                                 let m = work.entry(t).or_default();
                                 let r = (lo.as_ref().map(|k| k.as_slice()), hi.as_ref().map(|k| k.as_slice()));
                                 let rows = tab.range(r).unwrap();
@@ -266,18 +308,18 @@ proptest! {
                             }
                             Op::Drop(t, again) => {
                                 let name = tname(t);
-                                prop_assert_eq!(tx.drop_table(&name).unwrap(), work.remove(&t).is_some());
+                                prop_assert_eq!(ok!(tx.drop_table(&name)), work.remove(&t).is_some());
                                 prop_assert!(matches!(tx.existing_table(&name), Err(Error::TableNotFound(_))));
                                 if again {
-                                    let tab = tx.table(&name).unwrap();
+                                    let tab = ok!(tx.table(&name));
                                     prop_assert_eq!(tab.len().unwrap(), 0);
                                     work.insert(t, BTreeMap::new());
                                 }
                             }
                             Op::ScanAround(t, k, v, rm) => {
                                 let name = tname(t);
-                                let tab = tx.table(&name).unwrap();
-                                let mut other = tx.table(&name).unwrap();
+                                let tab = ok!(tx.table(&name));
+                                let mut other = ok!(tx.table(&name));
                                 let m = work.entry(t).or_default();
                                 let mut c = tab.cursor(..).unwrap();
                                 let mut fwd = tab.range(..).unwrap();
@@ -288,8 +330,8 @@ proptest! {
                                 prop_assert_eq!(&first_c, &m.keys().next().cloned());
                                 prop_assert_eq!(&first_f, &first_c);
                                 prop_assert_eq!(&first_b, &m.keys().next_back().cloned());
-                                prop_assert_eq!(other.insert(&k, &v).unwrap(), m.insert(k, v));
-                                prop_assert_eq!(other.remove(&rm).unwrap(), m.remove(&rm));
+                                prop_assert_eq!(ok!(other.insert(&k, &v)), m.insert(k, v));
+                                prop_assert_eq!(ok!(other.remove(&rm)), m.remove(&rm));
                                 // A scan that ended stays ended (fused).
                                 let after = |first: &Option<Vec<u8>>| -> Vec<(Vec<u8>, Vec<u8>)> {
                                     m.iter()
@@ -314,7 +356,7 @@ proptest! {
                                 prop_assert_eq!(rest_b, want_b, "rows backward after writes");
                             }
                             Op::TooLong(t, over) => {
-                                let mut tab = tx.table(&tname(t)).unwrap();
+                                let mut tab = ok!(tx.table(&tname(t)));
                                 work.entry(t).or_default();
                                 let max = keel::max_key_len(ps);
                                 let k = vec![b'L'; max + over];
@@ -331,6 +373,16 @@ proptest! {
                                     "a table name of {} bytes: {:?}", max + over, got
                                 );
                                 prop_assert!(matches!(tx.existing_table(&long), Err(Error::TableNotFound(_))));
+                                // A value whose overflow pages alone the pool cannot give one
+                                // transaction (48 frames, 36 for a transaction): refused before
+                                // anything is done, the transaction goes on.
+                                let l = keel_btree::Limits::new(ps);
+                                let big = vec![b'v'; 36 * l.overflow_capacity() + over];
+                                let got = tab.insert(b"big", &big);
+                                prop_assert!(
+                                    matches!(got, Err(Error::ValueTooLargeForPool { len, .. }) if len == big.len()),
+                                    "a value of {} bytes: {:?}", big.len(), got
+                                );
                             }
                             Op::Count(t) => {
                                 prop_assert_eq!(tx.list_tables().unwrap(), names(&work));
@@ -347,7 +399,16 @@ proptest! {
                             }
                         }
                     }
-                    if commit {
+                    if let Some(e) = too_large {
+                        // Failed part-way (it had changed pages): it can only be rolled back,
+                        // and nothing of it is committed; refused before any change: it goes on
+                        // and commits what it did before (design invariant 12).
+                        prop_assert!(!e.is_corruption() && !e.is_poisoned(), "{}", e);
+                        match tx.commit() {
+                            Ok(()) => model = work,
+                            Err(c) => prop_assert!(c.is_txn_failed(), "after {}: commit {}", e, c),
+                        }
+                    } else if commit {
                         tx.commit().unwrap();
                         // Tables created by the transaction exist from now on, even if empty.
                         model = work;
