@@ -15,8 +15,11 @@
 //!    the data copy (the WAL rule puts those in the log before the pages) and the log end seen
 //!    at step 1 (so the backup holds every commit acknowledged before it began). A torn read of
 //!    the log's tail block, being rewritten, ends the scan early: the log is copied again. A
-//!    log that moved past `S0` meanwhile (wrapped, or a growing log's file removed) cannot
-//!    repair the copy: the backup fails and says so.
+//!    preallocated log that wrapped past `S0` meanwhile cannot repair the copy: the backup fails
+//!    and says so. A growing log's files are held open from before step 1 (and each new one
+//!    within a millisecond of its creation, `log_files::HeldFiles`), so the files the source
+//!    removes behind its checkpoints during the backup are still read (found by the hot-backup
+//!    test run on a growing log of 64 KiB files: every backup failed).
 //!
 //!    A split's right half is logged as a copy of its left half (a page-copy record): replay
 //!    makes it from the left half as it was at that point of the log. The source store writes
@@ -38,7 +41,7 @@
 //! when the data copy read a split out of order (test
 //! `a_split_read_out_of_order_is_read_again`).
 
-use crate::log_files;
+use crate::log_files::{self, HeldFiles};
 use keel::{Config, Store};
 use keel_page::{verify, Checksum, PageId, PageState};
 use keel_redo_log::inspect::{
@@ -84,6 +87,9 @@ struct Report {
     start_log_end: u64,
     /// Times the log was copied.
     log_copies: u32,
+    /// Log files the source removed during the backup (a growing log's, behind its
+    /// checkpoints) whose redo the copy read from the files held open since step 1.
+    log_files_removed: usize,
     /// The copy's consistent point: the LSN its recovery reached.
     consistent_lsn: u64,
     /// Transactions the copy's recovery replayed.
@@ -188,10 +194,20 @@ fn backup(dir: &Path, dest: &Path, report: &mut Report) -> Result<(), String> {
         ));
     }
     let log_dir = dir.join(keel::LOG_DIR);
-    // Step 1: the checkpoint the copy recovers from, and the log end now.
+    // Step 1: the log files held open (before the checkpoint is read: every file from its scan
+    // start on is then held or made later), the checkpoint the copy recovers from, and the log
+    // end now.
+    let (_, layout, _) = read_log_header(&log_dir)?;
+    let held = HeldFiles::hold(&log_dir, &layout)?;
     let (_, st0, slot0) = read_log_header(&log_dir)?;
+    if st0 != layout {
+        return Err(format!(
+            "{}: the log's layout changed during the backup",
+            log_dir.display()
+        ));
+    }
     report.checkpoint_lsn = slot0.checkpoint_lsn;
-    report.start_log_end = scan_end(&st0, &slot0, &log_files::read(&log_dir, &st0)?)?;
+    report.start_log_end = scan_end(&st0, &slot0, &held.read()?)?;
     std::fs::create_dir_all(dest.join(keel::LOG_DIR)).map_err(|e| io(dest, "create", e))?;
     // Step 2: identity, then the data file.
     copy_file(
@@ -199,7 +215,7 @@ fn backup(dir: &Path, dest: &Path, report: &mut Report) -> Result<(), String> {
         &dest.join(keel::layout::IDENTITY_FILE),
     )?;
     copy_data(dir, dest, identity.page_size, identity.checksum, report)?;
-    finish(dir, dest, &identity, &st0, &slot0, report)
+    finish(dir, dest, &identity, &held, &st0, &slot0, report)
 }
 
 /// Steps 3 and 4, after the data copy: the log, the copy's header, its recovery and check.
@@ -207,6 +223,7 @@ fn finish(
     dir: &Path,
     dest: &Path,
     identity: &keel::StoreIdentity,
+    held: &HeldFiles,
     st0: &StaticHeader,
     slot0: &Slot,
     report: &mut Report,
@@ -222,9 +239,10 @@ fn finish(
             slot,
             files,
             scanned,
-        } = copy_log(&log_dir, st0, slot0, report)?;
+        } = copy_log(&log_dir, held, st0, slot0, report)?;
         let late = copies_read_early(dest, &scanned.groups, identity.page_size, identity.checksum)?;
         if late.is_empty() {
+            report.log_files_removed = held.removed();
             for (_, name, bytes) in &files {
                 write_file(&dest_log.join(name), bytes)?;
             }
@@ -299,6 +317,7 @@ struct LogCopy {
 /// reaches the log end seen at step 1 and every page LSN of the data copy.
 fn copy_log(
     log_dir: &Path,
+    held: &HeldFiles,
     st0: &StaticHeader,
     slot0: &Slot,
     report: &mut Report,
@@ -315,7 +334,7 @@ fn copy_log(
                 log_dir.display()
             ));
         }
-        let files = log_files::read(log_dir, &st)?;
+        let files = held.read()?;
         let from_c0 = Slot {
             checkpoint_lsn: slot0.checkpoint_lsn,
             scan_start: slot0.scan_start,
@@ -693,10 +712,10 @@ mod tests {
         // Step 1 as the backup would see it now: the checkpoint C0 and the log end.
         let log_dir = dir.path().join(keel::LOG_DIR);
         let (_, st0, slot0) = read_log_header(&log_dir).unwrap();
+        let held = HeldFiles::hold(&log_dir, &st0).unwrap();
         let mut report = Report {
             checkpoint_lsn: slot0.checkpoint_lsn,
-            start_log_end: scan_end(&st0, &slot0, &log_files::read(&log_dir, &st0).unwrap())
-                .unwrap(),
+            start_log_end: scan_end(&st0, &slot0, &held.read().unwrap()).unwrap(),
             ..Report::default()
         };
         let data = dir.path().join(keel::layout::DATA_FILE_NAME);
@@ -733,6 +752,7 @@ mod tests {
             dir.path(),
             dest.path(),
             &identity,
+            &held,
             &st0,
             &slot0,
             &mut report,
@@ -741,6 +761,80 @@ mod tests {
         assert!(report.split_pages_reread > 0, "{report:?}");
         assert!(report.check_problems.is_empty(), "{report:?}");
         // The copy holds every row, each with its value.
+        let copy = Store::open(dest.path(), Config::for_store(dest.path()).unwrap()).unwrap();
+        let r = copy.read().unwrap();
+        let t = r.table("rows").unwrap();
+        for i in 0..6_000 {
+            assert_eq!(t.get(&key(i)).unwrap(), Some(value(i)), "row {i}");
+        }
+    }
+
+    /// A growing log removes its files behind each checkpoint: a backup whose source went on
+    /// after step 1 (rows written, checkpoints taken, the files holding the backup's start
+    /// checkpoint removed) still copies the redo from that checkpoint, read from the files held
+    /// open since step 1, and the copy holds every row. Breaking it on purpose: with the log
+    /// read by name again (`log_files::read` in `copy_log`), `finish` fails with "the log no
+    /// longer holds the redo from the backup's start checkpoint".
+    #[test]
+    fn a_growing_log_s_files_removed_during_the_backup_are_read_from_the_held_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = Config {
+            page_size: 4096,
+            pool_size: 4 << 20,
+            log_files: keel::LogFileMode::Growing,
+            log_file_size: 64 << 10,
+            checkpoint_interval: Duration::from_secs(3600),
+            ..Config::default()
+        };
+        let store = Store::open(dir.path(), config).unwrap();
+        insert(&store, 0..2_000);
+        store.checkpoint().unwrap();
+        // Step 1 as `backup` does it.
+        let log_dir = dir.path().join(keel::LOG_DIR);
+        let (_, st0, slot0) = read_log_header(&log_dir).unwrap();
+        let held = HeldFiles::hold(&log_dir, &st0).unwrap();
+        let mut report = Report {
+            checkpoint_lsn: slot0.checkpoint_lsn,
+            start_log_end: scan_end(&st0, &slot0, &held.read().unwrap()).unwrap(),
+            ..Report::default()
+        };
+        // The source goes on: its checkpoints remove the files the backup starts from.
+        for round in 0..4 {
+            insert(&store, 2_000 + round * 1_000..3_000 + round * 1_000);
+            store.checkpoint().unwrap();
+        }
+        assert!(
+            held.removed() > 0,
+            "the source removed no log file: the test tests nothing"
+        );
+        let dest = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dest.path().join(keel::LOG_DIR)).unwrap();
+        copy_file(
+            &dir.path().join(keel::layout::IDENTITY_FILE),
+            &dest.path().join(keel::layout::IDENTITY_FILE),
+        )
+        .unwrap();
+        let identity = keel::read_identity(dir.path()).unwrap();
+        copy_data(
+            dir.path(),
+            dest.path(),
+            identity.page_size,
+            identity.checksum,
+            &mut report,
+        )
+        .unwrap();
+        finish(
+            dir.path(),
+            dest.path(),
+            &identity,
+            &held,
+            &st0,
+            &slot0,
+            &mut report,
+        )
+        .unwrap();
+        assert!(report.log_files_removed > 0, "{report:?}");
+        assert!(report.check_problems.is_empty(), "{report:?}");
         let copy = Store::open(dest.path(), Config::for_store(dest.path()).unwrap()).unwrap();
         let r = copy.read().unwrap();
         let t = r.table("rows").unwrap();

@@ -401,18 +401,45 @@ fn a_store_that_needs_recovery_is_recovered_in_memory_and_left_unchanged() {
 /// acknowledged before the backup began. Key i leads with a hash of i, so inserts land all over
 /// the tree and leaf splits are made as page copies (asserted), which a fuzzy data copy can
 /// read out of order (the backup must read those pages again).
+///
+/// Three logs: preallocated with 4 KiB blocks, preallocated with 512-byte blocks, and growing
+/// files of 1 MiB (files made and removed behind each checkpoint while the backup copies).
 #[test]
 fn a_hot_backup_under_a_writing_process_is_consistent() {
-    use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-    use std::sync::Arc;
-    let dir = tempfile::tempdir().unwrap();
-    let config = Config {
+    let base = Config {
         page_size: 4096,
         pool_size: 1 << 20,
         log_file_size: 4 << 20,
         checkpoint_interval: std::time::Duration::from_millis(30),
         ..Config::default()
     };
+    hot_backups(base.clone());
+    hot_backups(Config {
+        log_block_size: 512,
+        ..base.clone()
+    });
+    // Files of 64 KiB, removed behind the checkpoints while the backups copy (every backup
+    // failed before the backup held them open; the unit test
+    // `a_growing_log_s_files_removed_during_the_backup_are_read_from_the_held_files` makes
+    // the removal certain).
+    let removed = hot_backups(Config {
+        log_files: keel::LogFileMode::Growing,
+        log_file_size: 64 << 10,
+        ..base
+    });
+    eprintln!("hot backups of a growing log: {removed} log files removed during them");
+}
+
+/// Three hot backups of a store written meanwhile (see the test above); returns how many log
+/// files the source removed during them.
+fn hot_backups(config: Config) -> u64 {
+    use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+    use std::sync::Arc;
+    eprintln!(
+        "hot backups: {:?} log, {}-byte blocks",
+        config.log_files, config.log_block_size
+    );
+    let dir = tempfile::tempdir().unwrap();
     let store = Arc::new(Store::open(dir.path(), config).unwrap());
     let value = |i: u32| vec![(i % 251) as u8; 40 + (i as usize * 37) % 1500];
     let key = |i: u32| {
@@ -444,6 +471,7 @@ fn a_hot_backup_under_a_writing_process_is_consistent() {
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
     let backups = tempfile::tempdir().unwrap();
+    let mut removed = 0;
     for round in 0..3 {
         let before = acked.load(Ordering::SeqCst);
         let dest = backups.path().join(format!("copy{round}"));
@@ -479,6 +507,7 @@ fn a_hot_backup_under_a_writing_process_is_consistent() {
         }
         assert_eq!(keys, n + 1, "backup {round}: keys 0..={n}");
         eprintln!("backup {round}: counter {n}, {before} acknowledged before; {rep}");
+        removed += rep["log_files_removed"].as_u64().unwrap();
     }
     stop.store(true, Ordering::Relaxed);
     writer.join().unwrap();
@@ -486,4 +515,5 @@ fn a_hot_backup_under_a_writing_process_is_consistent() {
         store.stats().pool.page_copies > 0,
         "the writer made no page copies: the backups never met a split made as one"
     );
+    removed
 }
