@@ -402,8 +402,9 @@ fn a_store_that_needs_recovery_is_recovered_in_memory_and_left_unchanged() {
 /// the tree and leaf splits are made as page copies (asserted), which a fuzzy data copy can
 /// read out of order (the backup must read those pages again).
 ///
-/// Three logs: preallocated with 4 KiB blocks, preallocated with 512-byte blocks, and growing
-/// files of 1 MiB (files made and removed behind each checkpoint while the backup copies).
+/// Five configurations: the default's doublewrite and preallocated log with 4 KiB blocks; 512-byte
+/// blocks; full-page writes on 16 KiB pages; the legacy page checksum; a growing log of small
+/// files (made and removed behind each checkpoint while the backup copies).
 #[test]
 fn a_hot_backup_under_a_writing_process_is_consistent() {
     let base = Config {
@@ -413,16 +414,31 @@ fn a_hot_backup_under_a_writing_process_is_consistent() {
         checkpoint_interval: std::time::Duration::from_millis(30),
         ..Config::default()
     };
-    hot_backups(base.clone());
+    let (_, copies) = hot_backups(base.clone());
+    assert!(
+        copies > 0,
+        "the writer made no page copies: the backups never met a split made as one"
+    );
     hot_backups(Config {
         log_block_size: 512,
+        ..base.clone()
+    });
+    // Full-page writes (the log carries page images) on 16 KiB pages, and the legacy checksum.
+    hot_backups(Config {
+        page_size: 16384,
+        pool_size: 4 << 20,
+        torn_page: TornPage::FullPageWrites,
+        ..base.clone()
+    });
+    hot_backups(Config {
+        checksum: keel::Checksum::Legacy,
         ..base.clone()
     });
     // Files of 64 KiB, removed behind the checkpoints while the backups copy (every backup
     // failed before the backup held them open; the unit test
     // `a_growing_log_s_files_removed_during_the_backup_are_read_from_the_held_files` makes
     // the removal certain).
-    let removed = hot_backups(Config {
+    let (removed, _) = hot_backups(Config {
         log_files: keel::LogFileMode::Growing,
         log_file_size: 64 << 10,
         ..base
@@ -431,13 +447,17 @@ fn a_hot_backup_under_a_writing_process_is_consistent() {
 }
 
 /// Three hot backups of a store written meanwhile (see the test above); returns how many log
-/// files the source removed during them.
-fn hot_backups(config: Config) -> u64 {
+/// files the source removed during them and how many page copies (splits) the writer made.
+fn hot_backups(config: Config) -> (u64, u64) {
     use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
     use std::sync::Arc;
     eprintln!(
-        "hot backups: {:?} log, {}-byte blocks",
-        config.log_files, config.log_block_size
+        "hot backups: {:?} log, {}-byte blocks, {:?}, {}-byte pages, {:?} checksum",
+        config.log_files,
+        config.log_block_size,
+        config.torn_page,
+        config.page_size,
+        config.checksum
     );
     let dir = tempfile::tempdir().unwrap();
     let store = Arc::new(Store::open(dir.path(), config).unwrap());
@@ -511,9 +531,5 @@ fn hot_backups(config: Config) -> u64 {
     }
     stop.store(true, Ordering::Relaxed);
     writer.join().unwrap();
-    assert!(
-        store.stats().pool.page_copies > 0,
-        "the writer made no page copies: the backups never met a split made as one"
-    );
-    removed
+    (removed, store.stats().pool.page_copies)
 }
