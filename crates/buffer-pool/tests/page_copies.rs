@@ -9,7 +9,7 @@ use common::*;
 use keel_buffer_pool::{
     BufferPool, MemLog, MemStore, PageOut, PageStore, PoolConfig, PoolError, Result,
 };
-use keel_page::{Lsn, PageId, PageSize, PageState, PageType, PAGE_HEADER_SIZE};
+use keel_page::{Lsn, PageId, PageSize, PageType, PAGE_HEADER_SIZE};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -45,15 +45,7 @@ impl std::fmt::Display for Crashed {
 impl std::error::Error for Crashed {}
 
 impl PageStore for CrashStore {
-    fn page_size(&self) -> PageSize {
-        self.inner.page_size()
-    }
-    fn data_path(&self) -> &std::path::Path {
-        self.inner.data_path()
-    }
-    fn read_page(&self, id: PageId, buf: &mut [u8]) -> Result<PageState> {
-        self.inner.read_page(id, buf)
-    }
+    memstore_basics!();
     fn write_pages(&self, pages: &[PageOut<'_>]) -> Result<()> {
         let mut batch = Vec::new();
         for p in pages {
@@ -71,9 +63,6 @@ impl PageStore for CrashStore {
         }
         self.written.lock().push(batch);
         Ok(())
-    }
-    fn wants_full_page_images(&self) -> bool {
-        false
     }
     fn never_leaves_torn_pages(&self) -> bool {
         true

@@ -580,24 +580,13 @@ struct GateStore {
 }
 
 impl PageStore for GateStore {
-    fn page_size(&self) -> PageSize {
-        self.inner.page_size()
-    }
-    fn data_path(&self) -> &std::path::Path {
-        self.inner.data_path()
-    }
-    fn read_page(&self, id: PageId, buf: &mut [u8]) -> Result<PageState> {
-        self.inner.read_page(id, buf)
-    }
+    memstore_basics!();
     fn write_pages(&self, pages: &[PageOut<'_>]) -> Result<()> {
         if self.gate.load(Ordering::SeqCst) {
             self.entered.wait();
             self.release.wait();
         }
         self.inner.write_pages(pages)
-    }
-    fn wants_full_page_images(&self) -> bool {
-        false
     }
 }
 
@@ -660,24 +649,13 @@ struct CountingStore {
 }
 
 impl PageStore for CountingStore {
-    fn page_size(&self) -> PageSize {
-        self.inner.page_size()
-    }
-    fn data_path(&self) -> &std::path::Path {
-        self.inner.data_path()
-    }
-    fn read_page(&self, id: PageId, buf: &mut [u8]) -> Result<PageState> {
-        self.inner.read_page(id, buf)
-    }
+    memstore_basics!();
     fn read_pages(&self, reqs: &mut [(PageId, &mut [u8])]) -> Vec<Result<PageState>> {
         self.batches.lock().unwrap().push(reqs.len());
         self.inner.read_pages(reqs)
     }
     fn write_pages(&self, pages: &[PageOut<'_>]) -> Result<()> {
         self.inner.write_pages(pages)
-    }
-    fn wants_full_page_images(&self) -> bool {
-        false
     }
 }
 
@@ -827,15 +805,7 @@ struct OverlapStore {
 }
 
 impl PageStore for OverlapStore {
-    fn page_size(&self) -> PageSize {
-        self.inner.page_size()
-    }
-    fn data_path(&self) -> &std::path::Path {
-        self.inner.data_path()
-    }
-    fn read_page(&self, id: PageId, buf: &mut [u8]) -> Result<PageState> {
-        self.inner.read_page(id, buf)
-    }
+    memstore_basics!();
     fn write_pages(&self, pages: &[PageOut<'_>]) -> Result<()> {
         {
             let mut f = self.in_flight.lock().unwrap();
@@ -858,9 +828,6 @@ impl PageStore for OverlapStore {
             }
         }
         r
-    }
-    fn wants_full_page_images(&self) -> bool {
-        false
     }
 }
 
@@ -1249,23 +1216,12 @@ struct PoisonedStore {
 }
 
 impl PageStore for PoisonedStore {
-    fn page_size(&self) -> PageSize {
-        self.inner.page_size()
-    }
-    fn data_path(&self) -> &std::path::Path {
-        self.inner.data_path()
-    }
-    fn read_page(&self, id: PageId, buf: &mut [u8]) -> Result<PageState> {
-        self.inner.read_page(id, buf)
-    }
+    memstore_basics!();
     fn write_pages(&self, _pages: &[PageOut<'_>]) -> Result<()> {
         self.poisoned.store(true, Ordering::SeqCst);
         Err(keel_buffer_pool::PoolError::Config(
             "the store is poisoned (a test's failed write)".into(),
         ))
-    }
-    fn wants_full_page_images(&self) -> bool {
-        false
     }
     fn is_poisoned(&self) -> bool {
         self.poisoned.load(Ordering::SeqCst)

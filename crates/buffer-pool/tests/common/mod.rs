@@ -9,6 +9,33 @@ use keel_buffer_pool::{BufferPool, MemStore, PageOut, PageStore, PoolConfig};
 use keel_page::{Lsn, PageHeader, PageId, PageSize, PageType, PAGE_HEADER_SIZE};
 use std::sync::Arc;
 
+/// The `PageStore` methods a test store takes unchanged from the `MemStore` in its `inner`
+/// field — the page size, the data path, single-page reads — and no full page images. Each
+/// test store writes out only what it tests (a gate, a count, a crash, a poison).
+#[allow(unused_macros)]
+macro_rules! memstore_basics {
+    () => {
+        fn page_size(&self) -> keel_page::PageSize {
+            self.inner.page_size()
+        }
+        fn data_path(&self) -> &std::path::Path {
+            self.inner.data_path()
+        }
+        fn read_page(
+            &self,
+            id: keel_page::PageId,
+            buf: &mut [u8],
+        ) -> keel_buffer_pool::Result<keel_page::PageState> {
+            self.inner.read_page(id, buf)
+        }
+        fn wants_full_page_images(&self) -> bool {
+            false
+        }
+    };
+}
+#[allow(unused_imports)]
+pub(crate) use memstore_basics;
+
 /// SplitMix64: a small deterministic PRNG.
 #[derive(Clone, Debug)]
 pub struct Rng(pub u64);
