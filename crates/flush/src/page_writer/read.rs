@@ -72,11 +72,20 @@ impl PageWriter {
             })
     }
 
+    /// Reads the bytes of page `id` as this writer's reads see them: the in-memory doublewrite
+    /// image of a recovery not yet written home, else the data file ([`Self::read_disk`]).
     pub(super) fn read_raw(&self, id: PageId, buf: &mut [u8]) -> Result<()> {
-        let off = self.page_offset(id)?;
+        self.page_offset(id)?;
         if self.overlay.read(id, buf) {
             return Ok(());
         }
+        self.read_disk(id, buf)
+    }
+
+    /// Reads the bytes of page `id` from the data file itself, past any in-memory doublewrite
+    /// image (what the doublewrite recovery compares its images with).
+    pub(super) fn read_disk(&self, id: PageId, buf: &mut [u8]) -> Result<()> {
+        let off = self.page_offset(id)?;
         match self.data.read_exact_at(buf, off) {
             Ok(()) => Ok(()),
             Err(IoError::ShortRead { .. }) => {

@@ -2,9 +2,15 @@
 //! doublewrite area every page whose home copy is torn or older than its valid area copy, then
 //! sync the data file, so no slot is reused while its in-place write may be lost.
 //!
-//! Invariant (tests in `src/tests/crash.rs`): after recovery every page the area holds a valid, newer
-//! image of is restored; an area slot that is itself torn is ignored (its home copy was never
-//! written over, by the doublewrite order).
+//! The recovery may begin in memory ([`PageWriter::recover_doublewrite_in_memory`]: the images
+//! served to reads in place of their home pages, nothing written), so that a store's open can
+//! run its checks before it writes anything; the restore then writes the same images.
+//!
+//! Invariants (tests in `src/tests/crash.rs`): after recovery every page the area holds a
+//! valid, newer image of is restored; an area slot that is itself torn is ignored (its home
+//! copy was never written over, by the doublewrite order); the restore compares each image
+//! with the data file's own bytes, never with an in-memory image, and ends the in-memory
+//! images once the restored pages are synced, before any page write or the area's format.
 
 use super::*;
 
@@ -204,6 +210,10 @@ impl PageWriter {
             self.ctx().sync_data_file()?;
         }
         area.note_recovered(scan.max_seq);
+        // The images an in-memory recovery served in place of their home pages are home now
+        // (written and synced above): reads go to the data file again, where later writes of
+        // these pages land.
+        self.overlay.install(BTreeMap::new());
         tracing::info!(
             area = %area.path().display(),
             slots_valid = report.slots_valid,
@@ -253,7 +263,9 @@ impl PageWriter {
                 },
                 other => other,
             })?;
-            self.read_raw(c.page_id, &mut home)?;
+            // The data file's own bytes: an in-memory recovery's image of the page is what
+            // this compares with, never the home copy.
+            self.read_disk(c.page_id, &mut home)?;
             let need = match verify(&home, c.page_id, self.config.checksum, self.data.path()) {
                 Ok(PageState::Valid(h)) if h.lsn > c.lsn => None,
                 // The same version, unless torn: without a page checksum a page torn between
@@ -273,11 +285,16 @@ impl PageWriter {
         Ok((scan, out))
     }
 
-    /// Doublewrite recovery for a read-only open: computes exactly what
+    /// Doublewrite recovery in memory: computes exactly what
     /// [`PageWriter::recover_doublewrite`] would restore and, instead of writing it, serves each
     /// image to this writer's reads in place of its home page (which stays as it is on disk).
     /// Nothing is written or synced, and the area is not reused. The report lists the pages as
-    /// `restored` (in memory).
+    /// `restored` (in memory). A read-only open stops there. A read-write open also begins
+    /// here, so that an open refused by a later check (the replay, the meta page) writes
+    /// nothing; once it has started the log, [`restore_doublewrite`](Self::restore_doublewrite)
+    /// (through [`finish_doublewrite_recovery`](Self::finish_doublewrite_recovery), or the first
+    /// page write before it) writes the same images home, syncs, and ends the overlay — before
+    /// any page is written and before the area is formatted.
     ///
     /// # Errors
     /// As [`PageWriter::doublewrite_pages_to_restore`].
