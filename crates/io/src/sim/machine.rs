@@ -49,6 +49,9 @@ pub(super) struct Machine {
     /// Held locks by path: (exclusive, holders). Not part of the durable state: a crash (a
     /// reboot) releases every lock.
     pub(super) locks: Mutex<std::collections::HashMap<PathBuf, (bool, usize)>>,
+    /// The mutating calls so far: their number and a hash of their paths in order
+    /// ([`SimFs::call_trace`]).
+    pub(super) calls: Mutex<(u64, u64)>,
 }
 
 /// `Machine::crash_countdown` once its crash point fired.
@@ -102,12 +105,21 @@ impl Machine {
             crash_point_policy: Mutex::new(None),
             after: Mutex::new(None),
             locks: Mutex::new(std::collections::HashMap::new()),
+            calls: Mutex::new((0, 0xcbf2_9ce4_8422_2325)),
         }
     }
 
     /// Counts one mutating call towards an armed crash point; at the chosen call, crashes the
     /// machine (before the call has any effect) and returns `Crashed`.
     pub(super) fn tick(self: &Arc<Machine>, path: &Path) -> Result<()> {
+        {
+            // FNV-1a over the path's bytes, then a separator: the order of the calls' files.
+            let mut c = self.calls.lock();
+            c.0 = c.0.wrapping_add(1);
+            for b in path.as_os_str().as_encoded_bytes().iter().chain(&[0xff]) {
+                c.1 = (c.1 ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
+            }
+        }
         if self.crash_countdown.load(Ordering::Relaxed) == 0 {
             return self.alive(path);
         }

@@ -78,6 +78,14 @@ impl SimFs {
         }
     }
 
+    /// The mutating calls made on this file system (not the one it crashed into) so far: how
+    /// many, and a hash of the path each touched, in order — the same for two runs that made the
+    /// same calls in the same order, whatever bytes they wrote (a log's salt comes from the
+    /// clock). For tests that a seeded run replays exactly.
+    pub fn call_trace(&self) -> (u64, u64) {
+        *self.m.calls.lock()
+    }
+
     /// The file system this one crashed into (by [`SimFs::crash`], [`SimFs::crash_with`] or a
     /// crash point), if it crashed.
     pub fn crashed_into(&self) -> Option<SimFs> {
