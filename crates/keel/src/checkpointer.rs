@@ -296,6 +296,20 @@ pub(crate) fn wait_for_log_space(c: &CheckpointShared, over: impl Fn() -> bool) 
     }
 }
 
+/// The checkpoint a writer takes itself at the asynchronous point when the store has no
+/// checkpointer thread (`Config::inline_maintenance`); the caller holds the writer lock and no
+/// transaction owns a page. Nothing to do if another checkpoint is running.
+///
+/// # Errors
+///
+/// As [`checkpoint`]: a page write or the log's record failed (the store is then poisoned).
+pub(crate) fn checkpoint_inline(c: &CheckpointShared) -> Result<()> {
+    if let Some(_one) = c.one_at_a_time.try_lock() {
+        checkpoint_running(c, Exclusive::Held)?;
+    }
+    Ok(())
+}
+
 pub(crate) fn spawn_checkpointer(
     ckpt: &Arc<CheckpointShared>,
     stop: &Arc<(Mutex<bool>, Condvar)>,

@@ -109,6 +109,18 @@ pub struct Config {
     /// Take a checkpoint when this fraction of the log space is in use (with growing files: of
     /// `log_file_count` × `log_file_size` bytes since the checkpoint).
     pub checkpoint_log_fraction: f64,
+    /// Run checkpoints and page cleaning in the threads that use the store instead of in
+    /// background threads of their own (default false). The store then starts no page cleaner
+    /// and no checkpointer: a write transaction that finds the log past
+    /// `checkpoint_log_fraction` takes the checkpoint itself before it begins (as every writer
+    /// does past the synchronous point), `checkpoint_interval` is not used, and pages reach the
+    /// data file only through checkpoints ([`crate::Store::checkpoint`] too) and eviction. What
+    /// one thread does with the store then happens in the same order every run — no timer
+    /// decides when a page is written — as SQLite, LMDB and redb work; the crash matrix runs a
+    /// share of its cases this way so that a failing seed replays exactly. The log's flusher
+    /// thread still runs (`Buffered` and `Lazy` commits are synced by it); a `Sync` commit of a
+    /// single writer syncs the log itself.
+    pub inline_maintenance: bool,
     /// Open the data file and the doublewrite area with O_DIRECT (default true), so page reads
     /// and writes reach the device instead of being served and absorbed by the OS page cache
     /// (the pool is the only cache, as in InnoDB with `O_DIRECT`). Where the file system cannot
@@ -168,6 +180,7 @@ impl Default for Config {
             group_commit_delay: Duration::ZERO,
             checkpoint_interval: Duration::from_secs(60),
             checkpoint_log_fraction: 0.5,
+            inline_maintenance: false,
             direct_io: true,
             snapshot_budget: 64 << 20,
             create: true,

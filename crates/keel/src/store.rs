@@ -4,8 +4,8 @@
 
 use crate::check::CheckReport;
 use crate::checkpointer::{
-    checkpoint, checkpoint_due, log_past, spawn_checkpointer, sync_point, wait_for_log_space,
-    CheckpointShared, Exclusive as CheckpointExclusive,
+    checkpoint, checkpoint_due, checkpoint_inline, log_past, spawn_checkpointer, sync_point,
+    wait_for_log_space, CheckpointShared, Exclusive as CheckpointExclusive,
 };
 use crate::config::Config;
 use crate::held;
@@ -240,7 +240,7 @@ pub(crate) struct Opened {
 
 impl Store {
     /// The last step of an open: starts the page cleaner and the checkpointer (neither for a
-    /// read-only store) around what `open.rs` recovered.
+    /// read-only store, nor with `Config::inline_maintenance`) around what `open.rs` recovered.
     pub(crate) fn assemble(o: Opened) -> Result<Store> {
         let Opened {
             dir,
@@ -255,7 +255,7 @@ impl Store {
             read_only,
             dir_lock,
         } = o;
-        let cleaner = if read_only {
+        let cleaner = if read_only || config.inline_maintenance {
             None
         } else {
             Some(
@@ -305,7 +305,7 @@ impl Store {
             _dir_lock: dir_lock,
             serial: held::next_serial(),
         });
-        if !read_only {
+        if !read_only && !inner.config.inline_maintenance {
             let handle = spawn_checkpointer(&inner.ckpt, &inner.stop, &inner.config, &inner.dir)?;
             *inner.checkpointer.lock() = Some(handle);
         }
@@ -637,9 +637,15 @@ impl Inner {
         // written and the checkpoint can free log space before this transaction appends.
         let fraction = self.config.checkpoint_log_fraction;
         let over_sync_point = || log_past(&self.log, sync_point(fraction));
-        // Asynchronous point: wake the checkpointer (it sleeps until its interval otherwise).
+        // Asynchronous point: wake the checkpointer (it sleeps until its interval otherwise),
+        // or, with inline maintenance, take the checkpoint here (the writer lock is held and no
+        // transaction owns a page, as at the synchronous point below).
         if checkpoint_due(&self.log, &self.config) {
-            self.ckpt.kick(&self.stop);
+            if self.config.inline_maintenance {
+                checkpoint_inline(&self.ckpt)?;
+            } else {
+                self.ckpt.kick(&self.stop);
+            }
         }
         if over_sync_point() {
             // A running checkpoint records its progress step by step: wait until one of its

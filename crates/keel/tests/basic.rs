@@ -561,3 +561,52 @@ fn a_long_chain_of_split_copies_is_checkpointed() {
     let r = store.read().unwrap();
     assert_eq!(r.table("t").unwrap().range(..).unwrap().count(), 1501);
 }
+
+/// `Config::inline_maintenance`: no page cleaner and no checkpointer thread — the checkpoints
+/// are taken by the writers that find the log past `checkpoint_log_fraction` (preallocated and
+/// growing logs), before their transaction begins, so the log never fills; pages reach the data
+/// file through checkpoints and eviction (a pool a quarter of the data); every row is there after
+/// a reopen; and nothing wakes on a timer.
+#[test]
+fn inline_maintenance_checkpoints_in_the_writers_and_starts_no_threads() {
+    for files in [keel::LogFileMode::Preallocated, keel::LogFileMode::Growing] {
+        let dir = tempfile::tempdir().unwrap();
+        let config = Config {
+            inline_maintenance: true,
+            log_files: files,
+            durability: Durability::Sync,
+            pool_size: 64 * 4096,
+            ..tiny_log(1)
+        };
+        let store = Store::open(dir.path(), config.clone()).unwrap();
+        for i in 0..3000u32 {
+            insert_one(&store, i);
+        }
+        let s = store.stats();
+        assert!(
+            s.checkpoints > 1,
+            "{files:?}: no checkpoint by the writers: {s:?}"
+        );
+        assert_eq!(
+            s.checkpointer_wakeups, 0,
+            "{files:?}: a checkpointer thread ran"
+        );
+        assert_eq!(s.pool.cleaner_rounds, 0, "{files:?}: a cleaner thread ran");
+        assert_eq!(
+            s.sync_checkpoint_waits, 0,
+            "{files:?}: a writer reached the sync point"
+        );
+        // A checkpoint interval of 1 ms is not used: nothing happens while the store is idle.
+        let before = store.stats().checkpoints;
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert_eq!(
+            store.stats().checkpoints,
+            before,
+            "{files:?}: a timed checkpoint"
+        );
+        store.close().unwrap();
+        let store = Store::open(dir.path(), config).unwrap();
+        let r = store.read().unwrap();
+        assert_eq!(r.table("t").unwrap().len().unwrap(), 3000, "{files:?}");
+    }
+}

@@ -207,7 +207,8 @@ fn one_toml_file_loads_the_same_through_the_store_and_the_workload() {
                 log_file_size = \"16MiB\"\nlog_file_count = 3\nlog_buffer_size = \"4MiB\"\n\
                 checksum = \"legacy\"\ndurability = \"buffered\"\nflush_interval = \"2s\"\n\
                 group_commit_delay = \"50us\"\ncheckpoint_interval = \"1234ms\"\n\
-                checkpoint_log_fraction = 0.25\ndirect_io = true\n\
+                checkpoint_log_fraction = 0.25\ninline_maintenance = true\n\
+                direct_io = true\n\
                 snapshot_budget = \"32MiB\"\n";
     let d = tempfile::tempdir().unwrap();
     let file = d.path().join("keel.toml");
@@ -218,6 +219,7 @@ fn one_toml_file_loads_the_same_through_the_store_and_the_workload() {
     assert_eq!(by_store.page_size, 8192);
     assert_eq!(by_store.checkpoint_interval, Duration::from_millis(1234));
     assert!(by_store.direct_io);
+    assert!(by_store.inline_maintenance);
     // Every key of the store's schema is in the file, so no key is the workload's alone.
     let all: toml::Table = toml::from_str(&keel::Config::default().to_toml()).unwrap();
     let given: toml::Table = toml::from_str(text).unwrap();
