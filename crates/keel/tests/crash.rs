@@ -26,6 +26,12 @@
 //! transaction refused for its size (`Error::is_too_large`) is no commit point and the run
 //! goes on.
 //!
+//! Half the cases run with `Config::inline_maintenance` (checkpoints and page cleaning in the
+//! test's thread, no timer deciding when a page is written); those with synced commits replay
+//! exactly — their failure names "replays exactly", and `KEEL_CRASH_CASE` reruns the same calls
+//! to the same crash point (`inline_cases_replay_exactly` checks it). The others keep the
+//! cleaner and checkpointer threads, whose timing is part of their outcome.
+//!
 //! Transactions are exclusive or concurrent by the seed, and a second concurrent transaction
 //! held open across others commits between them or inside one, or is refused with a conflict
 //! (then it is no commit point). Both add to one counter row now and then (`Table::add_i64`),
@@ -152,6 +158,8 @@ struct Totals {
     clean_closes: u64,
     /// Commits refused for the transaction's size or after such an operation.
     commits_refused: u64,
+    /// Cases with `Config::inline_maintenance` (no cleaner or checkpointer thread).
+    inline_maintenance: u64,
 }
 
 static TOTALS: std::sync::Mutex<Option<Totals>> = std::sync::Mutex::new(None);
@@ -160,6 +168,17 @@ fn add_totals(f: impl FnOnce(&mut Totals)) {
     if let Ok(mut t) = TOTALS.lock() {
         f(t.get_or_insert_with(Totals::default));
     }
+}
+
+thread_local! {
+    /// What the case on this thread did up to each power loss (its mutating calls, the commits
+    /// acknowledged) and where its recovery ended: `inline_cases_replay_exactly` compares two
+    /// runs of a case by it.
+    static TRACE: std::cell::RefCell<Vec<u64>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+fn trace(x: u64) {
+    TRACE.with(|t| t.borrow_mut().push(x));
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -203,6 +222,17 @@ fn run_case_noted(
     // Its own generator, so the other choices are those the seed always gave.
     if Rng(case.seed ^ 0x636b_7074).below(2) == 0 {
         cfg.checkpoint_interval = Duration::from_secs(3600);
+    }
+    // Half the cases run their checkpoints and page cleaning in the test's own thread
+    // (`Config::inline_maintenance`: no cleaner or checkpointer thread, no timer deciding when
+    // a page is written), so that with synced commits the case replays exactly: the same
+    // calls, the same crash point, the same files (`inline_cases_replay_exactly`). The other
+    // half keep the background threads and their races. Its own generator too.
+    let inline = Rng(case.seed ^ 0x1e11_0000_0000_000e).below(2) == 0;
+    if inline {
+        cfg.inline_maintenance = true;
+        add_totals(|t| t.inline_maintenance += 1);
+        notes.push_str("inline maintenance; ");
     }
     // A quarter of the cases keep their log in growing files (32 KiB each, so files are
     // created, filled and deleted behind the checkpoint all through the run). Its own generator
@@ -274,6 +304,11 @@ fn run_case_noted(
         add_totals(|t| t.unsynced_commits += 1);
         notes.push_str(&format!("{lazy_durability:?} commits; "));
     }
+    // Replays exactly (the log's flusher decides nothing for synced commits of one thread).
+    let exact = inline && !lazy;
+    if exact {
+        notes.push_str("replays exactly; ");
+    }
     // A quarter of the cases of a protected mode use the slow legacy checksum or none at all:
     // a torn page must then be repaired by the protection alone (a page torn between its first
     // and last sector passes every check without a checksum). Unprotected runs keep CRC-32C.
@@ -339,6 +374,13 @@ fn run_case_noted(
             (post, false)
         };
         let Run { snapshots, acked } = run;
+        // What the run did, for `inline_cases_replay_exactly`: its mutating calls (how many,
+        // on which files, in which order — the bytes differ with the log's salt, which comes
+        // from the clock) and the commits acknowledged.
+        let (calls, order) = fs.call_trace();
+        trace(calls);
+        trace(order);
+        trace(acked as u64);
         // KEEL_DUMP_DIR=DIR: the crashed files, for `keel dump` / `keel info` (with
         // `crash_case_from_env`).
         if let Ok(out) = std::env::var("KEEL_DUMP_DIR") {
@@ -513,6 +555,7 @@ fn run_case_noted(
         if k < acked {
             add_totals(|t| t.unsynced_commits_lost += 1);
         }
+        trace(k as u64);
         generation += 1;
         if generation == generations {
             return Ok(Outcome::Recovered(k));
@@ -1077,10 +1120,61 @@ fn crash_case_from_env() {
         sector: w[2].parse().unwrap(),
         seed: w[3].parse().unwrap(),
     };
-    match run_case(case) {
-        Ok(_) => println!("case passed"),
-        Err(e) => panic!("{e}"),
+    let mut notes = String::new();
+    match run_case_noted(case, false, &mut notes) {
+        Ok(_) => println!("case passed [{notes}]"),
+        Err(e) => panic!("{e} [{notes}]"),
     }
+}
+
+/// A case with inline maintenance and synced commits replays exactly: run twice, it leaves the
+/// same crashed files at each power loss, acknowledges the same commits and recovers to the
+/// same point — so a failing seed of the matrix replays (`KEEL_CRASH_CASE`), as issue 13 asks
+/// of the matrix. Found when it was first asked: every case gave another trace on each run
+/// (timers decided when the cleaner and the checkpointer wrote). The other cases keep the
+/// background threads, and with them timing's part in their outcome.
+#[test]
+fn inline_cases_replay_exactly() {
+    let modes = [
+        TornPage::Doublewrite,
+        TornPage::FullPageWrites,
+        TornPage::Atomic,
+        TornPage::None,
+    ];
+    let mut exact = 0;
+    let mut differ = Vec::new();
+    for case in cases(&modes, 6, 3_700_001) {
+        let mut runs = Vec::new();
+        let mut replays = false;
+        for _ in 0..2 {
+            TRACE.with(|t| t.borrow_mut().clear());
+            let mut notes = String::new();
+            let out = run_case_noted(case, false, &mut notes);
+            replays = notes.contains("replays exactly");
+            runs.push((format!("{out:?}"), TRACE.with(|t| t.borrow().clone())));
+        }
+        if !replays {
+            continue;
+        }
+        exact += 1;
+        if runs[0] != runs[1] {
+            differ.push(format!("{case:?}: {:?} then {:?}", runs[0], runs[1]));
+        }
+    }
+    println!(
+        "replays: {exact} exact cases run twice, {} differed",
+        differ.len()
+    );
+    assert!(
+        exact >= 10,
+        "only {exact} of 96 cases replay exactly: the test tests little"
+    );
+    assert!(
+        differ.is_empty(),
+        "{} of {exact} cases that should replay exactly did not:\n{}",
+        differ.len(),
+        differ.join("\n")
+    );
 }
 
 /// A failed log sync poisons the store: the commit that saw it fails, no further writes are

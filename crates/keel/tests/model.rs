@@ -146,12 +146,17 @@ fn step() -> impl Strategy<Value = Step> {
 
 type Tables = BTreeMap<u8, BTreeMap<Vec<u8>, Vec<u8>>>;
 
-fn cfg(page_size: usize) -> Config {
+/// The store's configuration: pages of `page_size` bytes; with `inline` maintenance (no
+/// cleaner or checkpointer thread: the case runs the same every time, which proptest's
+/// shrinking needs to be sure of a smaller failing case) or the threads and a checkpoint every
+/// 5 ms.
+fn cfg(page_size: usize, inline: bool) -> Config {
     Config {
         page_size,
         pool_size: 48 * page_size,
         log_file_size: 64 * page_size as u64,
         checkpoint_interval: Duration::from_millis(5),
+        inline_maintenance: inline,
         doublewrite_batch: 8,
         ..Config::default()
     }
@@ -236,10 +241,11 @@ proptest! {
         steps in proptest::collection::vec(step(), 1..40),
         seed in any::<u64>(),
         ps in prop_oneof![Just(4096usize), Just(8192), Just(16384)],
+        inline in any::<bool>(),
     ) {
         let dir = Path::new("/db");
         let mut fs = SimFs::new(SimConfig::seeded(seed));
-        let mut store = Store::open_with_fs(Arc::new(fs.clone()), dir, cfg(ps)).unwrap();
+        let mut store = Store::open_with_fs(Arc::new(fs.clone()), dir, cfg(ps, inline)).unwrap();
         let mut model: Tables = BTreeMap::new();
         for s in steps {
             match s {
@@ -421,14 +427,14 @@ proptest! {
                 }
                 Step::ReopenClean => {
                     store.close().unwrap();
-                    store = Store::open_with_fs(Arc::new(fs.clone()), dir, cfg(ps)).unwrap();
+                    store = Store::open_with_fs(Arc::new(fs.clone()), dir, cfg(ps, inline)).unwrap();
                 }
                 Step::ReopenAfterCrash => {
                     // Every commit was acknowledged under Durability::Sync: all must survive.
                     let post = fs.crash();
                     drop(store);
                     fs = post;
-                    store = Store::open_with_fs(Arc::new(fs.clone()), dir, cfg(ps)).unwrap();
+                    store = Store::open_with_fs(Arc::new(fs.clone()), dir, cfg(ps, inline)).unwrap();
                 }
             }
             check_all(&store, &model)?;
