@@ -16,6 +16,11 @@
 //! [`sync_point`] a writer about to start a transaction parks and waits for space
 //! ([`wait_for_log_space`]) — InnoDB's async and sync checkpoint ages.
 //!
+//! With `Config::inline_maintenance` there is no checkpointer thread and no interval: the writer
+//! that finds the log past the asynchronous point takes the checkpoint itself
+//! ([`checkpoint_inline`], holding the writer lock before its transaction begins, as at the
+//! synchronous point), so the store's writes happen in the order its users' calls make them.
+//!
 //! Invariants (the keel tests `basic.rs` and `crash.rs` break them):
 //! 1. The checkpoint LSN recorded in the log never exceeds what the pool allows
 //!    (`BufferPool::checkpoint_lsn`: no dirty page older than it) and never goes backwards.
