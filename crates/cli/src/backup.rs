@@ -690,6 +690,55 @@ mod tests {
         }
     }
 
+    /// What step 1 of a backup of `dir` leaves: its log files held, the checkpoint C0 and the
+    /// report with the log end now.
+    struct Step1 {
+        held: HeldFiles,
+        st0: StaticHeader,
+        slot0: Slot,
+        report: Report,
+    }
+
+    /// Step 1 as [`backup`] does it, on the store in `dir`.
+    fn step1(dir: &Path) -> Step1 {
+        let log_dir = dir.join(keel::LOG_DIR);
+        let (_, st0, slot0) = read_log_header(&log_dir).unwrap();
+        let held = HeldFiles::hold(&log_dir, &st0).unwrap();
+        let report = Report {
+            checkpoint_lsn: slot0.checkpoint_lsn,
+            start_log_end: scan_end(&st0, &slot0, &held.read().unwrap()).unwrap(),
+            ..Report::default()
+        };
+        Step1 {
+            held,
+            st0,
+            slot0,
+            report,
+        }
+    }
+
+    /// A destination with its log directory and the identity file of the store in `dir`.
+    fn new_dest(dir: &Path) -> tempfile::TempDir {
+        let dest = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dest.path().join(keel::LOG_DIR)).unwrap();
+        copy_file(
+            &dir.join(keel::layout::IDENTITY_FILE),
+            &dest.path().join(keel::layout::IDENTITY_FILE),
+        )
+        .unwrap();
+        dest
+    }
+
+    /// The store in `dest` holds row `i` of table `rows`, with its value, for each `i`.
+    fn assert_rows(dest: &Path, rows: std::ops::Range<u32>) {
+        let copy = Store::open(dest, Config::for_store(dest).unwrap()).unwrap();
+        let r = copy.read().unwrap();
+        let t = r.table("rows").unwrap();
+        for i in rows {
+            assert_eq!(t.get(&key(i)).unwrap(), Some(value(i)), "row {i}");
+        }
+    }
+
     /// The fuzzy data copy reads every split's right half before the split wrote it (the pages
     /// the source added after the backup's start checkpoint are past the file's end when the
     /// copy reads its length) and every left half after its own write (the source flushed all
@@ -710,14 +759,12 @@ mod tests {
         insert(&store, 0..2_000);
         store.checkpoint().unwrap();
         // Step 1 as the backup would see it now: the checkpoint C0 and the log end.
-        let log_dir = dir.path().join(keel::LOG_DIR);
-        let (_, st0, slot0) = read_log_header(&log_dir).unwrap();
-        let held = HeldFiles::hold(&log_dir, &st0).unwrap();
-        let mut report = Report {
-            checkpoint_lsn: slot0.checkpoint_lsn,
-            start_log_end: scan_end(&st0, &slot0, &held.read().unwrap()).unwrap(),
-            ..Report::default()
-        };
+        let Step1 {
+            held,
+            st0,
+            slot0,
+            mut report,
+        } = step1(dir.path());
         let data = dir.path().join(keel::layout::DATA_FILE_NAME);
         let len0 = std::fs::metadata(&data).unwrap().len();
         // The source goes on: splits made as page copies, every page written.
@@ -730,13 +777,7 @@ mod tests {
         );
         // Step 2 as a slow data copy could have done it: the file's length read at the start,
         // the pages read after the source wrote them all.
-        let dest = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(dest.path().join(keel::LOG_DIR)).unwrap();
-        copy_file(
-            &dir.path().join(keel::layout::IDENTITY_FILE),
-            &dest.path().join(keel::layout::IDENTITY_FILE),
-        )
-        .unwrap();
+        let dest = new_dest(dir.path());
         let identity = keel::read_identity(dir.path()).unwrap();
         let mut bytes = std::fs::read(&data).unwrap();
         bytes.truncate(len0 as usize);
@@ -761,12 +802,7 @@ mod tests {
         assert!(report.split_pages_reread > 0, "{report:?}");
         assert!(report.check_problems.is_empty(), "{report:?}");
         // The copy holds every row, each with its value.
-        let copy = Store::open(dest.path(), Config::for_store(dest.path()).unwrap()).unwrap();
-        let r = copy.read().unwrap();
-        let t = r.table("rows").unwrap();
-        for i in 0..6_000 {
-            assert_eq!(t.get(&key(i)).unwrap(), Some(value(i)), "row {i}");
-        }
+        assert_rows(dest.path(), 0..6_000);
     }
 
     /// A growing log removes its files behind each checkpoint: a backup whose source went on
@@ -790,14 +826,12 @@ mod tests {
         insert(&store, 0..2_000);
         store.checkpoint().unwrap();
         // Step 1 as `backup` does it.
-        let log_dir = dir.path().join(keel::LOG_DIR);
-        let (_, st0, slot0) = read_log_header(&log_dir).unwrap();
-        let held = HeldFiles::hold(&log_dir, &st0).unwrap();
-        let mut report = Report {
-            checkpoint_lsn: slot0.checkpoint_lsn,
-            start_log_end: scan_end(&st0, &slot0, &held.read().unwrap()).unwrap(),
-            ..Report::default()
-        };
+        let Step1 {
+            held,
+            st0,
+            slot0,
+            mut report,
+        } = step1(dir.path());
         // The source goes on: its checkpoints remove the files the backup starts from.
         for round in 0..4 {
             insert(&store, 2_000 + round * 1_000..3_000 + round * 1_000);
@@ -807,13 +841,7 @@ mod tests {
             held.removed() > 0,
             "the source removed no log file: the test tests nothing"
         );
-        let dest = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(dest.path().join(keel::LOG_DIR)).unwrap();
-        copy_file(
-            &dir.path().join(keel::layout::IDENTITY_FILE),
-            &dest.path().join(keel::layout::IDENTITY_FILE),
-        )
-        .unwrap();
+        let dest = new_dest(dir.path());
         let identity = keel::read_identity(dir.path()).unwrap();
         copy_data(
             dir.path(),
@@ -835,11 +863,6 @@ mod tests {
         .unwrap();
         assert!(report.log_files_removed > 0, "{report:?}");
         assert!(report.check_problems.is_empty(), "{report:?}");
-        let copy = Store::open(dest.path(), Config::for_store(dest.path()).unwrap()).unwrap();
-        let r = copy.read().unwrap();
-        let t = r.table("rows").unwrap();
-        for i in 0..6_000 {
-            assert_eq!(t.get(&key(i)).unwrap(), Some(value(i)), "row {i}");
-        }
+        assert_rows(dest.path(), 0..6_000);
     }
 }
