@@ -690,6 +690,24 @@ mod tests {
         }
     }
 
+    /// A source store (4 KiB pages, a 4 MiB pool, no timed checkpoints) with its log in
+    /// `files` of `file_size` bytes, rows 0..2,000 written and checkpointed.
+    fn source(files: keel::LogFileMode, file_size: u64) -> (tempfile::TempDir, Store) {
+        let dir = tempfile::tempdir().unwrap();
+        let config = Config {
+            page_size: 4096,
+            pool_size: 4 << 20,
+            log_files: files,
+            log_file_size: file_size,
+            checkpoint_interval: Duration::from_secs(3600),
+            ..Config::default()
+        };
+        let store = Store::open(dir.path(), config).unwrap();
+        insert(&store, 0..2_000);
+        store.checkpoint().unwrap();
+        (dir, store)
+    }
+
     /// What step 1 of a backup of `dir` leaves: its log files held, the checkpoint C0 and the
     /// report with the log end now.
     struct Step1 {
@@ -714,6 +732,27 @@ mod tests {
             st0,
             slot0,
             report,
+        }
+    }
+
+    impl Step1 {
+        /// Steps 3 and 4 into `dest` (its data copied) from `dir`'s log; the copy must check
+        /// clean and hold rows 0..6,000, each with its value. Returns the report.
+        fn finish(mut self, dir: &Path, dest: &Path) -> Report {
+            let identity = keel::read_identity(dir).unwrap();
+            finish(
+                dir,
+                dest,
+                &identity,
+                &self.held,
+                &self.st0,
+                &self.slot0,
+                &mut self.report,
+            )
+            .unwrap();
+            assert!(self.report.check_problems.is_empty(), "{:?}", self.report);
+            assert_rows(dest, 0..6_000);
+            self.report
         }
     }
 
@@ -747,24 +786,9 @@ mod tests {
     /// answering nothing, `finish` fails with "was made a copy of".
     #[test]
     fn a_split_read_out_of_order_is_read_again() {
-        let dir = tempfile::tempdir().unwrap();
-        let config = Config {
-            page_size: 4096,
-            pool_size: 4 << 20,
-            log_file_size: 16 << 20,
-            checkpoint_interval: Duration::from_secs(3600),
-            ..Config::default()
-        };
-        let store = Store::open(dir.path(), config).unwrap();
-        insert(&store, 0..2_000);
-        store.checkpoint().unwrap();
+        let (dir, store) = source(keel::LogFileMode::Preallocated, 16 << 20);
         // Step 1 as the backup would see it now: the checkpoint C0 and the log end.
-        let Step1 {
-            held,
-            st0,
-            slot0,
-            mut report,
-        } = step1(dir.path());
+        let mut step = step1(dir.path());
         let data = dir.path().join(keel::layout::DATA_FILE_NAME);
         let len0 = std::fs::metadata(&data).unwrap().len();
         // The source goes on: splits made as page copies, every page written.
@@ -785,24 +809,12 @@ mod tests {
             if let Ok(PageState::Valid(h)) =
                 verify(page, PageId(i as u64), identity.checksum, &data)
             {
-                report.max_page_lsn = report.max_page_lsn.max(h.lsn.0);
+                step.report.max_page_lsn = step.report.max_page_lsn.max(h.lsn.0);
             }
         }
         write_file(&dest.path().join(keel::layout::DATA_FILE_NAME), &bytes).unwrap();
-        finish(
-            dir.path(),
-            dest.path(),
-            &identity,
-            &held,
-            &st0,
-            &slot0,
-            &mut report,
-        )
-        .unwrap();
+        let report = step.finish(dir.path(), dest.path());
         assert!(report.split_pages_reread > 0, "{report:?}");
-        assert!(report.check_problems.is_empty(), "{report:?}");
-        // The copy holds every row, each with its value.
-        assert_rows(dest.path(), 0..6_000);
     }
 
     /// A growing log removes its files behind each checkpoint: a backup whose source went on
@@ -813,32 +825,16 @@ mod tests {
     /// longer holds the redo from the backup's start checkpoint".
     #[test]
     fn a_growing_log_s_files_removed_during_the_backup_are_read_from_the_held_files() {
-        let dir = tempfile::tempdir().unwrap();
-        let config = Config {
-            page_size: 4096,
-            pool_size: 4 << 20,
-            log_files: keel::LogFileMode::Growing,
-            log_file_size: 64 << 10,
-            checkpoint_interval: Duration::from_secs(3600),
-            ..Config::default()
-        };
-        let store = Store::open(dir.path(), config).unwrap();
-        insert(&store, 0..2_000);
-        store.checkpoint().unwrap();
+        let (dir, store) = source(keel::LogFileMode::Growing, 64 << 10);
         // Step 1 as `backup` does it.
-        let Step1 {
-            held,
-            st0,
-            slot0,
-            mut report,
-        } = step1(dir.path());
+        let mut step = step1(dir.path());
         // The source goes on: its checkpoints remove the files the backup starts from.
         for round in 0..4 {
             insert(&store, 2_000 + round * 1_000..3_000 + round * 1_000);
             store.checkpoint().unwrap();
         }
         assert!(
-            held.removed() > 0,
+            step.held.removed() > 0,
             "the source removed no log file: the test tests nothing"
         );
         let dest = new_dest(dir.path());
@@ -848,21 +844,10 @@ mod tests {
             dest.path(),
             identity.page_size,
             identity.checksum,
-            &mut report,
+            &mut step.report,
         )
         .unwrap();
-        finish(
-            dir.path(),
-            dest.path(),
-            &identity,
-            &held,
-            &st0,
-            &slot0,
-            &mut report,
-        )
-        .unwrap();
+        let report = step.finish(dir.path(), dest.path());
         assert!(report.log_files_removed > 0, "{report:?}");
-        assert!(report.check_problems.is_empty(), "{report:?}");
-        assert_rows(dest.path(), 0..6_000);
     }
 }
