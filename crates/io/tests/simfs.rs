@@ -1250,3 +1250,45 @@ fn a_crash_point_stops_every_thread() {
     let after = fs.crashed_into().unwrap();
     assert_eq!(after.files().unwrap().len(), 4);
 }
+
+/// `process_crash` (`kill -9`): the next process sees every write of the dead one — synced or
+/// not — the dead one's handles fail and its locks are gone, and a power loss afterwards can
+/// still lose what was never synced (the page cache outlived the process, not the power).
+#[test]
+fn a_process_crash_keeps_the_page_cache_and_a_later_power_loss_can_lose_it() {
+    let fs = SimFs::new(SimConfig::seeded(3));
+    fs.create_dir_all(&p("/d")).unwrap();
+    let f = open(&fs, "/d/f", create());
+    f.write_all_at(&[1u8; 512], 0).unwrap();
+    f.sync_all().unwrap();
+    f.write_all_at(&[2u8; 512], 512).unwrap(); // never synced
+    let lock = fs
+        .lock(&p("/d/LOCK"), keel_io::LockMode::Exclusive)
+        .unwrap();
+    let next = fs.process_crash();
+    // The dead process's handle fails; its lock is released.
+    assert!(matches!(
+        f.write_all_at(&[9u8; 512], 0),
+        Err(IoError::Crashed { .. })
+    ));
+    next.lock(&p("/d/LOCK"), keel_io::LockMode::Exclusive)
+        .expect("the dead process's lock is released");
+    drop(lock);
+    // Every write is still there, the unsynced one too.
+    let g = open(&next, "/d/f", OpenOptions::new(FileClass::Other));
+    let mut buf = vec![0u8; 1024];
+    g.read_exact_at(&mut buf, 0).unwrap();
+    assert!(buf[..512].iter().all(|&b| b == 1) && buf[512..].iter().all(|&b| b == 2));
+    // Still not durable: a power loss that keeps nothing unsynced loses it.
+    let after = next.crash_with(CrashPolicy::lose_all());
+    let h = open(&after, "/d/f", OpenOptions::new(FileClass::Other));
+    let mut buf = vec![0u8; 512];
+    h.read_exact_at(&mut buf, 0).unwrap();
+    assert!(buf.iter().all(|&b| b == 1), "the synced write survives");
+    let mut tail = vec![0u8; 512];
+    let _ = h.read_exact_at(&mut tail, 512);
+    assert!(
+        tail.iter().all(|&b| b != 2),
+        "the unsynced write was lost by the power loss"
+    );
+}

@@ -22,6 +22,65 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 impl SimFs {
+    /// A process crash (`kill -9`): the process dies, the machine and its page cache live on.
+    /// Every write the process made stays as it was — what was synced durable, what was not still
+    /// pending, so a later power loss ([`SimFs::crash`]) can lose it yet. The process's handles
+    /// fail from now on ([`IoError::Crashed`](crate::IoError::Crashed)) and its locks are
+    /// released. Returns the file system as the next process sees it (also
+    /// [`SimFs::crashed_into`]).
+    ///
+    /// # Panics
+    /// If this file system already crashed.
+    pub fn process_crash(&self) -> SimFs {
+        let m = &self.m;
+        let ns = m.ns.lock();
+        assert!(
+            !m.crashed.swap(true, Ordering::SeqCst),
+            "SimFs::process_crash on a file system that already crashed"
+        );
+        // The file states move to new inodes (the old handles keep the old, emptied ones, so a
+        // write of the dead process that was under way lands nowhere).
+        let mut done: HashMap<u64, Arc<Inode>> = HashMap::new();
+        let mut carry = |inode: &Arc<Inode>| -> Arc<Inode> {
+            done.entry(inode.id)
+                .or_insert_with(|| {
+                    Arc::new(Inode {
+                        id: inode.id,
+                        state: Mutex::new(std::mem::take(&mut *inode.state.lock())),
+                    })
+                })
+                .clone()
+        };
+        let files: BTreeMap<_, _> = ns
+            .files
+            .iter()
+            .map(|(p, i)| (p.clone(), carry(i)))
+            .collect();
+        let durable_files: BTreeMap<_, _> = ns
+            .durable_files
+            .iter()
+            .map(|(p, i)| (p.clone(), carry(i)))
+            .collect();
+        let new_ns = Namespace {
+            files,
+            durable_files,
+            dirs: ns.dirs.clone(),
+            durable_dirs: ns.durable_dirs.clone(),
+        };
+        let after = SimFs {
+            m: Arc::new(Machine::new(
+                m.config.clone(),
+                m.generation + 1,
+                new_ns,
+                None,
+                m.sabotage,
+            )),
+        };
+        drop(ns);
+        *m.after.lock() = Some(after.clone());
+        after
+    }
+
     /// Crashes with a policy drawn from the seed (random fate weights, reordering or not) and
     /// returns the file system after the reboot. See the module docs.
     ///
