@@ -345,6 +345,14 @@ fn recover_pages(
     // below), or at the first page write before that (a replay that evicts a page), always
     // before the page's own write and the area's format.
     let dw = writer.recover_doublewrite_in_memory()?;
+    // The recovered redo made durable before anything is built on it (a page the replay
+    // evicts, the flush of the replayed pages, the checkpoint): a process that was killed
+    // leaves its unsynced log writes in the page cache, where the scan read them
+    // (`RedoLog::sync_recovered`; PostgreSQL's sync of the data directory before crash
+    // recovery). A sync writes no byte, so a refused open still changes no file.
+    if !read_only {
+        log.sync_recovered()?;
+    }
     let on_disk = match page0_read {
         Some(page0) => page0.and_then(|p| p.1),
         None => {

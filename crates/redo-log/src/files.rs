@@ -146,6 +146,20 @@ impl LogFileSet {
         self.open.range(..=i).next_back().map(|(k, _)| *k)
     }
 
+    /// Syncs every open file (`fdatasync`), whatever the log's sync method: the redo a recovery
+    /// scanned may have been read from the page cache, written by a process that died before it
+    /// synced (`RedoLog::sync_recovered`). Returns the files synced.
+    ///
+    /// # Errors
+    /// The first sync that failed, with its file.
+    pub fn sync_all(&self) -> std::result::Result<u64, (PathBuf, keel_io::IoError)> {
+        for (&i, f) in &self.open {
+            f.sync(keel_io::SyncMethod::Fdatasync)
+                .map_err(|e| (self.path(i), e))?;
+        }
+        Ok(self.open.len() as u64)
+    }
+
     /// File `i` if it is open.
     pub fn existing(&self, i: u64) -> Option<&Arc<dyn File>> {
         self.open.get(&i)
