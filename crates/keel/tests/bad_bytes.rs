@@ -482,10 +482,19 @@ fn run_case(seed: u64) -> Result<(Verdict, String), String> {
         }
     }
     let ending = [Ending::Close, Ending::Drop, Ending::PowerLoss][rng.below(3) as usize];
+    // Half the runs that end without a close end with the process killed instead of the store
+    // dropped (no destructor runs, so no final log sync: the page cache keeps what was written,
+    // unsynced). Its own generator.
+    let killed = ending == Ending::Drop && Rng(seed ^ 0x0c0a_5e00_0000_0013).below(2) == 0;
     let post = match ending {
         Ending::Close => {
             store.close().map_err(|e| format!("close: {e}"))?;
             fs.clone()
+        }
+        Ending::Drop if killed => {
+            let p = fs.process_crash();
+            drop(store);
+            p
         }
         Ending::Drop => {
             drop(store);
@@ -551,10 +560,11 @@ fn run_case(seed: u64) -> Result<(Verdict, String), String> {
         (cfg, String::new())
     };
     let what = format!(
-        "{mode:?}, {:?} log, {} KiB pages, {:?}, {ending:?}, {d:?} in {}{reopened}{}",
+        "{mode:?}, {:?} log, {} KiB pages, {:?}, {ending:?}{}, {d:?} in {}{reopened}{}",
         cfg.log_files,
         cfg.page_size / 1024,
         cfg.checksum,
+        if killed { " (process killed)" } else { "" },
         victim.display(),
         if cfg.inline_maintenance {
             ", inline maintenance (replays exactly)"
