@@ -364,6 +364,7 @@ fn run_case_noted(
         // restart; the crash point, if it has not fired yet, may fire inside it): a close that
         // returned Ok before the power failed leaves every commit durable, `Buffered` and
         // `Lazy` ones too, so the recovery must give the very last commit point.
+        let mut killed = false;
         let (post, closed_clean) = if closing.below(4) == 0 && !mid_run {
             add_totals(|t| t.closes += 1);
             let closed = store.close();
@@ -386,6 +387,7 @@ fn run_case_noted(
             // recovery wrote pages ahead of the durable log (`RedoLog::sync_recovered`).
             add_totals(|t| t.process_kills += 1);
             notes.push_str("process killed; ");
+            killed = true;
             let post = fs.process_crash();
             drop(store);
             (post, false)
@@ -448,30 +450,43 @@ fn run_case_noted(
             cfg
         };
         let unprotected = run_mode == TornPage::None || cfg.torn_page == TornPage::None;
-        // First a read-only open, which recovers in memory and writes nothing: it must read
-        // exactly what the real recovery below gives (compared after it).
+        // A read-only open, which recovers in memory and writes nothing: it must read exactly
+        // what the real recovery below gives (compared after it).
         let ro_cfg = Config {
             read_only: true,
             ..cfg.clone()
         };
-        let in_memory = match Store::open_with_fs(Arc::new(post.clone()), dir, ro_cfg) {
-            Ok(ro) => {
-                let seen = contents(&ro).map_err(|e| e.to_string());
-                let checked = ro.check().map(|r| r.problems).map_err(|e| e.to_string());
-                let in_memory = ro.recovery().in_memory;
-                ro.close().map_err(|e| format!("read-only close: {e}"))?;
-                add_totals(|t| t.recovered_in_memory += u64::from(in_memory));
-                Some((seen, checked))
-            }
-            Err(Error::NeedsRecovery { .. }) => None,
-            Err(e) if unprotected && e.is_corruption() => None,
-            Err(e) => return Err(format!("read-only open after the crash failed: {e}")),
+        let read_only_open = |post: &SimFs| -> Result<_, String> {
+            Ok(
+                match Store::open_with_fs(Arc::new(post.clone()), dir, ro_cfg.clone()) {
+                    Ok(ro) => {
+                        let seen = contents(&ro).map_err(|e| e.to_string());
+                        let checked = ro.check().map(|r| r.problems).map_err(|e| e.to_string());
+                        let in_memory = ro.recovery().in_memory;
+                        ro.close().map_err(|e| format!("read-only close: {e}"))?;
+                        add_totals(|t| t.recovered_in_memory += u64::from(in_memory));
+                        Some((seen, checked))
+                    }
+                    Err(Error::NeedsRecovery { .. }) => None,
+                    Err(e) if unprotected && e.is_corruption() => None,
+                    Err(e) => return Err(format!("read-only open after the crash failed: {e}")),
+                },
+            )
         };
         // A quarter of the cases lose power again during the recovery itself (its doublewrite
         // restores, the replayed pages' flush, the checkpoint it records on page 0 and in the log,
         // the log's restart): the recovery after that must still find every acknowledged commit.
-        // Its own generator, so the rest of each case is what the seed always gave.
-        let post = if again.below(4) == 0 {
+        // Its own generator, so the rest of each case is what the seed always gave. The
+        // read-only open reads the crashed store before that — unless the process was killed:
+        // then the power loss may still take away the unsynced writes the read-only open saw
+        // (they were never acknowledged as durable), so it reads the store after it.
+        let again_now = again.below(4) == 0;
+        let mut in_memory = if killed && again_now {
+            None
+        } else {
+            read_only_open(&post)?
+        };
+        let post = if again_now {
             post.crash_at_call(1 + again.below(60), None);
             let attempt = Store::open_with_fs(Arc::new(post.clone()), dir, cfg.clone());
             let post2 = post.crash_or_crashed_into();
@@ -482,6 +497,9 @@ fn run_case_noted(
         } else {
             post
         };
+        if killed && again_now {
+            in_memory = read_only_open(&post)?;
+        }
         // A third of the recoveries run with the smallest pool (16 frames, less than the run had):
         // recovery must either work in it or be refused naming the pool_size it needs, and then
         // work with the run's own pool. (Not before a second run: its transactions need the
