@@ -37,7 +37,8 @@
 //! prints its round, and `KEEL_FS_SHUTDOWN_SEED` replays it (the timing within it varies).
 //!
 //! A quarter of the rounds use 16 KiB pages, a quarter recover in another torn-page mode than the
-//! run's, and a quarter write the data file through the page cache (not `O_DIRECT`).
+//! run's, and a quarter write the data file through the page cache (not `O_DIRECT`). Half run
+//! with `Config::inline_maintenance` (no cleaner or checkpointer thread).
 //!
 //! Root only (loop mounts); otherwise each test prints `SKIPPED: <reason>`.
 //!
@@ -140,6 +141,8 @@ struct Round {
     recover_mode: TornPage,
     /// The data file through the page cache (else `O_DIRECT`, the default).
     buffered_data: bool,
+    /// `Config::inline_maintenance`: no cleaner or checkpointer thread.
+    inline: bool,
 }
 
 impl Round {
@@ -173,6 +176,9 @@ impl Round {
         // Its own generator, so the other choices are what the seed always gave.
         let mut again = Rng(seed ^ 0x5eed_2ec0_0000_0001);
         let recovery_shutdown_us = (again.below(3) == 0).then(|| again.below(4_000));
+        // Half the rounds without background threads (`Config::inline_maintenance`). Its own
+        // generator too.
+        let inline = Rng(seed ^ 0x1e11_0000_0000_0014).below(2) == 0;
         // And another: 16 KiB pages in a quarter of the rounds, recovery in another mode in a
         // quarter.
         let mut shape = Rng(seed ^ 0x5a9e_0000_0000_0008);
@@ -207,6 +213,7 @@ impl Round {
             page_size,
             recover_mode,
             buffered_data,
+            inline,
         }
     }
 
@@ -222,6 +229,7 @@ impl Round {
         Config {
             page_size: self.page_size,
             direct_io: !self.buffered_data,
+            inline_maintenance: self.inline,
             // 64 pages: the table (~2,000 rows of up to 400 bytes) does not fit, so the cleaner
             // and eviction write pages between checkpoints.
             pool_size: 64 * self.page_size,
