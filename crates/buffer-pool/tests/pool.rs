@@ -690,17 +690,23 @@ fn prefetch_reads_many_pages_in_one_batch() {
     assert!(!pool.contains(PageId(1000)));
 }
 
+/// Pages 0..`n` of `pool` each changed and committed in a transaction of its own: `n` dirty
+/// pages (every frame of an `n`-frame pool).
+fn dirty_each(pool: &keel_buffer_pool::BufferPool, log: &MemLog, n: u64) {
+    for id in 0..n {
+        let t = pool.begin();
+        t.write(PageId(id)).unwrap().write(P, b"dirty").unwrap();
+        t.commit(log).unwrap();
+    }
+    assert_eq!(pool.dirty_pages(), n as usize);
+}
+
 #[test]
 fn the_slow_path_is_counted_when_no_clean_frame_exists() {
     let (pool, store) = mem_pool(8);
     seed(&*store, 12);
     let log = MemLog::new();
-    for id in 0..8 {
-        let t = pool.begin();
-        t.write(PageId(id)).unwrap().write(P, b"dirty").unwrap();
-        t.commit(&log).unwrap();
-    }
-    assert_eq!(pool.dirty_pages(), 8);
+    dirty_each(&pool, &log, 8);
     check_page(&pool.read(PageId(9)).unwrap(), 9);
     let s = pool.stats();
     assert_eq!(s.single_page_flushes, 1, "{s:?}");
@@ -1249,12 +1255,7 @@ fn a_poisoned_store_with_every_frame_dirty_still_reads_committed_pages() {
     };
     let pool = keel_buffer_pool::BufferPool::new(cfg, store.clone()).unwrap();
     let log = MemLog::new();
-    for id in 0..8 {
-        let t = pool.begin();
-        t.write(PageId(id)).unwrap().write(P, b"dirty").unwrap();
-        t.commit(&log).unwrap();
-    }
-    assert_eq!(pool.dirty_pages(), 8);
+    dirty_each(&pool, &log, 8);
     // The slow path's write of a cold dirty page fails and poisons the store; the read goes on
     // outside the pool.
     check_page(&pool.read(PageId(9)).unwrap(), 9);
