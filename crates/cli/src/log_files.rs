@@ -37,19 +37,9 @@ fn usable_number(name: &str, st: &StaticHeader) -> Option<usize> {
 ///
 /// The directory or a file cannot be read (the message names it).
 pub fn read(log_dir: &Path, st: &StaticHeader) -> Result<Vec<(usize, String, Vec<u8>)>, String> {
-    let io = |p: &Path, e: std::io::Error| format!("{}: {e}", p.display());
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(log_dir).map_err(|e| io(log_dir, e))? {
-        let e = e.map_err(|e| io(log_dir, e))?;
-        let name = e.file_name().to_string_lossy().into_owned();
-        let Some(n) = usable_number(&name, st) else {
-            continue;
-        };
-        let bytes = std::fs::read(e.path()).map_err(|err| io(&e.path(), err))?;
-        out.push((n, name, bytes));
-    }
-    out.sort();
-    Ok(out)
+    let mut held = Held::new(log_dir, st);
+    held.poll()?;
+    held.read_all()
 }
 
 /// How often [`HeldFiles`] looks for new log files.
@@ -80,6 +70,31 @@ struct Held {
 }
 
 impl Held {
+    /// Nothing held yet of the log in `dir` laid out as `st`.
+    fn new(dir: &Path, st: &StaticHeader) -> Held {
+        Held {
+            dir: dir.to_path_buf(),
+            st: *st,
+            files: BTreeMap::new(),
+            error: None,
+        }
+    }
+
+    /// Every held file read whole now, ordered by file number.
+    fn read_all(&self) -> Result<Vec<(usize, String, Vec<u8>)>, String> {
+        let mut out = Vec::with_capacity(self.files.len());
+        for (n, (name, f)) in &self.files {
+            let path = self.dir.join(name);
+            let io = |e: std::io::Error| format!("{}: {e}", path.display());
+            let len = f.metadata().map_err(io)?.len();
+            let len = usize::try_from(len).map_err(|e| format!("{}: {e}", path.display()))?;
+            let mut bytes = vec![0u8; len];
+            f.read_exact_at(&mut bytes, 0).map_err(io)?;
+            out.push((*n, name.clone(), bytes));
+        }
+        Ok(out)
+    }
+
     /// Opens every usable log file present that is not held yet. A file removed between the
     /// listing and its open is skipped (gone before it was seen).
     fn poll(&mut self) -> Result<(), String> {
@@ -118,12 +133,7 @@ impl HeldFiles {
     ///
     /// The directory cannot be listed or a file cannot be opened (the message names it).
     pub fn hold(log_dir: &Path, st: &StaticHeader) -> Result<HeldFiles, String> {
-        let mut first = Held {
-            dir: log_dir.to_path_buf(),
-            st: *st,
-            files: BTreeMap::new(),
-            error: None,
-        };
+        let mut first = Held::new(log_dir, st);
         first.poll()?;
         let held = Arc::new(Mutex::new(first));
         let stop = Arc::new(AtomicBool::new(false));
@@ -163,21 +173,9 @@ impl HeldFiles {
             return Err(e.clone());
         }
         h.poll()?;
-        let mut out = Vec::with_capacity(h.files.len());
-        for (n, (name, f)) in &h.files {
-            let path = h.dir.join(name);
-            let io = |e: std::io::Error| format!("{}: {e}", path.display());
-            let len = f.metadata().map_err(io)?.len();
-            let len = usize::try_from(len).map_err(|e| format!("{}: {e}", path.display()))?;
-            let mut bytes = vec![0u8; len];
-            f.read_exact_at(&mut bytes, 0).map_err(io)?;
-            out.push((*n, name.clone(), bytes));
-        }
-        Ok(out)
+        h.read_all()
     }
-}
 
-impl HeldFiles {
     /// How many held files the log has removed since they were held (read from the held copy).
     pub fn removed(&self) -> usize {
         let h = lock(&self.held);
