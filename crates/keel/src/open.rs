@@ -126,6 +126,15 @@ impl Store {
             ),
             other => Error::Log(other),
         })?;
+        // The recovered redo made durable before anything is built on it (a page the replay
+        // evicts, the flush of the replayed pages, the checkpoint): a process that was killed
+        // leaves its unsynced log writes in the page cache, where the scan read them
+        // (`RedoLog::sync_recovered`; PostgreSQL's sync of the data directory before crash
+        // recovery). Once per open, before either recovery pass; a sync writes no byte, so a
+        // refused open still changes no file.
+        if !read_only {
+            log.sync_recovered()?;
+        }
         // Full-page writes protect a page written during recovery only through the images its
         // redo begins with. A log written in another mode (doublewrite, atomic writes, none)
         // has none, so a power loss during the flush of the replayed pages could tear a page
@@ -345,14 +354,6 @@ fn recover_pages(
     // below), or at the first page write before that (a replay that evicts a page), always
     // before the page's own write and the area's format.
     let dw = writer.recover_doublewrite_in_memory()?;
-    // The recovered redo made durable before anything is built on it (a page the replay
-    // evicts, the flush of the replayed pages, the checkpoint): a process that was killed
-    // leaves its unsynced log writes in the page cache, where the scan read them
-    // (`RedoLog::sync_recovered`; PostgreSQL's sync of the data directory before crash
-    // recovery). A sync writes no byte, so a refused open still changes no file.
-    if !read_only {
-        log.sync_recovered()?;
-    }
     let on_disk = match page0_read {
         Some(page0) => page0.and_then(|p| p.1),
         None => {
