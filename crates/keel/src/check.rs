@@ -50,7 +50,11 @@ pub struct TableCheck {
 
 /// What [`Store::check`](crate::Store::check) found: the account of the file's pages, each
 /// table, and one line per problem (empty when the store is sound).
+///
+/// `Store::check` returns `Ok` with the problems it found: a caller that only propagates the
+/// error has checked nothing (three crash tests did, until session 39), hence `must_use`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[must_use = "a check's problems are in the report (Store::check returns Ok with them): look at is_ok()"]
 pub struct CheckReport {
     /// Pages allocated in the data file (the meta page's `page_count`).
     pub page_count: u64,

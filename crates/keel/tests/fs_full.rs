@@ -267,7 +267,10 @@ fn round(fs: Fs, r: &Round, base: &Path, tally: &mut Tally) -> Result<(), String
     if c > acked {
         tally.failed_commit_durable += 1;
     }
-    s.check().map_err(|e| format!("check: {e}"))?;
+    let report = s.check().map_err(|e| format!("check: {e}"))?;
+    if !report.is_ok() {
+        return Err(format!("check: {:?}", report.problems));
+    }
     let tx = s
         .write()
         .map_err(|e| format!("write after freeing space: {e}"))?;

@@ -378,9 +378,12 @@ fn run_case(seed: u64, totals: &mut Totals) -> Result<(), String> {
             ));
         }
     }
-    store
+    let report = store
         .check()
         .map_err(|e| format!("check after reopen: {e}"))?;
+    if !report.is_ok() {
+        return Err(format!("check after reopen: {:?}", report.problems));
+    }
     totals.cases += 1;
     Ok(())
 }
