@@ -51,63 +51,19 @@ mod loopfs;
 mod model;
 #[path = "common/rng.rs"]
 mod rng;
+#[path = "common/workload.rs"]
+mod workload;
 
 use keel::{Config, Durability, LogFileMode, Store, SyncMethod, TornPage};
 use loopfs::{run, Fs, Mount};
-use model::Model;
 use rng::Rng;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+use workload::TABLE;
 
 /// Set in the child: the round's seed, file system, acks file and store directory ([`Round::spec`]).
 const CHILD_ENV: &str = "KEEL_FS_SHUTDOWN_CHILD";
-const TABLE: &str = "t";
-
-/// The row writer `w`'s transactions add 1 to (`add_i64`).
-fn counter(w: usize) -> Vec<u8> {
-    format!("~counter{w}").into_bytes()
-}
-
-/// Transaction `n` of writer `w`: its writes (`None` removes), a function of the seed, `w` and
-/// `n` alone, so that the parent rebuilds the model the child committed. Writers have keys of
-/// their own (`w{w}k..`), so the table is the union of their models whatever the interleaving.
-fn writes(seed: u64, w: usize, n: u64) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
-    let mut r = Rng(seed ^ n.wrapping_mul(0x2545_F491_4F6C_DD1D) ^ (w as u64) << 56);
-    let count = 1 + r.below(8);
-    (0..count)
-        .map(|i| {
-            let key = format!("w{w}k{:04}", r.below(1_000)).into_bytes();
-            if r.below(8) == 0 {
-                (key, None)
-            } else {
-                let len = 8 + r.below(400) as usize;
-                let mut v = format!("{w}:{n}:{i}:").into_bytes();
-                v.resize(len, b'a' + (n % 26) as u8);
-                (key, Some(v))
-            }
-        })
-        .collect()
-}
-
-/// The table after each writer `w` committed its transactions `1..=cs[w]`.
-fn model(seed: u64, cs: &[u64]) -> Model {
-    let mut m = Model::new();
-    for (w, &c) in cs.iter().enumerate() {
-        for n in 1..=c {
-            for (k, v) in writes(seed, w, n) {
-                match v {
-                    Some(v) => m.insert(k, v),
-                    None => m.remove(&k),
-                };
-            }
-        }
-        if c > 0 {
-            m.insert(counter(w), (c as i64).to_le_bytes().to_vec());
-        }
-    }
-    m
-}
 
 /// One round's choices.
 #[derive(Clone, Debug)]
@@ -452,41 +408,26 @@ fn round(r: &Round, base: &Path, tally: &mut Tally) -> Result<(), String> {
     tally.groups_replayed += rep.groups_replayed;
     tally.doublewrite_restored += rep.doublewrite_restored;
     let rows = model::contents(&store).map_err(|e| format!("reading table {TABLE}: {e}"))?;
-    let mut cs = Vec::with_capacity(r.writers);
-    for w in 0..r.writers {
-        let c = match rows.get(&counter(w)) {
-            None => 0,
-            Some(v) => i64::from_le_bytes(
-                <[u8; 8]>::try_from(v.as_slice()).map_err(|_| format!("counter {v:?}"))?,
-            ) as u64,
-        };
+    let cs = workload::counters(&rows, r.writers)?;
+    for (w, &c) in cs.iter().enumerate() {
         if c < must[w] || c > last_ack[w] + 1 {
             return Err(format!(
                 "writer {w} recovered to its commit {c}, but its commit {} was acknowledged before the crash ({} in all; at most one more was in flight); log files {logs:?}; recovery {rep:?}",
                 must[w], last_ack[w]
             ));
         }
-        cs.push(c);
     }
-    let want = model(r.seed, &cs);
+    let want = workload::model(r.seed, &cs);
     if rows != want {
-        let diff: Vec<_> = want
-            .iter()
-            .filter(|(k, v)| rows.get(*k) != Some(*v))
-            .map(|(k, _)| String::from_utf8_lossy(k).into_owned())
-            .chain(
-                rows.keys()
-                    .filter(|k| !want.contains_key(*k))
-                    .map(|k| format!("extra {}", String::from_utf8_lossy(k))),
-            )
-            .take(10)
-            .collect();
         return Err(format!(
-            "the table at commits {cs:?} differs from the model (acked {last_ack:?}): {diff:?}"
+            "the table at commits {cs:?} differs from the model (acked {last_ack:?}): {:?}",
+            workload::diff(&rows, &want)
         ));
     }
     let report = store.check().map_err(|e| format!("check: {e}"))?;
-    drop(report);
+    if !report.is_ok() {
+        return Err(format!("check: {:?}", report.problems));
+    }
     store.close().map_err(|e| format!("close: {e}"))?;
     tally.rounds += 1;
     for (&c, &last) in cs.iter().zip(&last_ack) {
@@ -567,66 +508,21 @@ fn fs_shutdown_child() {
     });
 }
 
-/// A write transaction of the round's kind (exclusive, or concurrent).
-fn begin<'s>(store: &'s Store, r: &Round) -> keel::Result<keel::WriteTxn<'s>> {
-    if r.concurrent {
-        store.write_concurrent()
-    } else {
-        store.write()
-    }
-}
-
 /// Writer `w` of the child: commits its transactions until the file system goes away.
 fn writer(store: &Store, r: &Round, w: usize, acks: &std::sync::Mutex<std::fs::File>) {
     let mut n = 1u64;
     loop {
-        // Now and then a transaction that writes over the writer's keys (values the model never
-        // holds) and is rolled back: nothing of it may survive, in memory or after the crash.
-        if Rng(r.seed ^ n.wrapping_mul(0x9e37_79b9) ^ (w as u64) << 48).below(6) == 0 {
-            let rolled_back = (|| -> keel::Result<()> {
-                let tx = begin(store, r)?;
-                let mut t = tx.table(TABLE)?;
-                for (k, _) in writes(r.seed, w, n + 1_000_000) {
-                    t.insert(&k, b"rolled back")?;
-                }
-                t.add_i64(&counter(w), 1_000)?;
-                drop(t);
-                tx.abort();
-                Ok(())
-            })();
-            if let Err(e) = rolled_back {
-                eprintln!("child writer {w} rollback before {n}: {e}");
-            }
-        }
-        let result = (|| -> keel::Result<()> {
-            let tx = begin(store, r)?;
-            {
-                let mut t = tx.table(TABLE)?;
-                for (k, v) in writes(r.seed, w, n) {
-                    match v {
-                        Some(v) => {
-                            t.insert(&k, &v)?;
-                        }
-                        None => {
-                            t.remove(&k)?;
-                        }
-                    }
-                }
-                t.add_i64(&counter(w), 1)?;
-            }
-            tx.commit()
-        })();
-        match result {
+        match workload::commit(store, r.seed, r.concurrent, w, n) {
             // One write per line, so the parent never reads half a line.
-            Ok(()) => {
+            Ok(true) => {
                 if let Ok(mut f) = acks.lock() {
                     std::io::Write::write_all(&mut *f, format!("ACK {w} {n}\n").as_bytes())
                         .expect("the acks file");
                 }
                 n += 1;
             }
-            // Run it again.
-            Err(e) if e.is_conflict() => {}
+            // A conflict: run it again.
+            Ok(false) => {}
             Err(e) => {
                 // The file system went away: the parent kills us.
                 eprintln!("child writer {w} commit {n}: {e}");
