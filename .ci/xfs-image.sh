@@ -9,7 +9,8 @@
 #
 # When not root, or loop devices or the file systems are unavailable, setup prints
 # "SKIPPED: <reason>" and exits 0 without printing an export line (the tests then print their own
-# SKIPPED lines). Installs xfsprogs with apt-get if mkfs.xfs is missing. Progress goes to stderr.
+# SKIPPED lines). Installs xfsprogs with apt-get if mkfs.xfs is missing, and fuse3 (for
+# tests/power_loss.rs) if fusermount3 is. Progress goes to stderr.
 # Why >= 4 GiB: XFS's atomic write unit_max grows with the file system (1 MiB at 1 GiB, 2 MiB from
 # 4 GiB); the image is sparse, so it costs only the metadata mkfs writes.
 set -euo pipefail
@@ -86,6 +87,13 @@ setup() {
     fi
   fi
   command -v mkfs.ext4 >/dev/null || skip "mkfs.ext4 not found"
+  # The recording disk of tests/power_loss.rs mounts a FUSE file through fusermount3. Without
+  # it those tests print their own SKIPPED line; the images below do not need it.
+  if ! command -v fusermount3 >/dev/null; then
+    log "fusermount3 missing: installing fuse3"
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fuse3; } >&2 \
+      || log "fuse3 could not be installed: the power-loss tests will print SKIPPED"
+  fi
   grep -qw xfs /proc/filesystems || modprobe xfs 2>/dev/null || true
   grep -qw xfs /proc/filesystems || skip "the kernel has no XFS support"
 

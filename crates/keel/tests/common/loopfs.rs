@@ -76,19 +76,7 @@ impl Mount {
         let image = base.join("fs.img");
         let dir = base.join("mnt");
         std::fs::create_dir_all(&dir).map_err(|e| format!("mkdir {}: {e}", dir.display()))?;
-        let file =
-            std::fs::File::create(&image).map_err(|e| format!("{}: {e}", image.display()))?;
-        file.set_len(size)
-            .map_err(|e| format!("{}: {e}", image.display()))?;
-        drop(file);
-        match fs {
-            Fs::Xfs => run(Command::new("mkfs.xfs")
-                .args(["-q", "-f", "-m", "reflink=1"])
-                .arg(&image))?,
-            Fs::Ext4 => run(Command::new("mkfs.ext4")
-                .args(["-q", "-F", "-m", "0"])
-                .arg(&image))?,
-        }
+        make_image(fs, &image, size, None)?;
         let mut m = Mount {
             image,
             dir,
@@ -131,6 +119,35 @@ impl Mount {
             .args(["-x", "-c", "shutdown"])
             .arg(&self.dir))
     }
+}
+
+/// Makes a sparse image of `size` bytes at `image` holding an empty file system; with `sector`,
+/// for a device of that logical sector size (4 KiB file system blocks, and XFS sectors of
+/// `sector` bytes: a file system whose sectors are smaller than the device's does not mount).
+pub fn make_image(fs: Fs, image: &Path, size: u64, sector: Option<u32>) -> Result<(), String> {
+    let file = std::fs::File::create(image).map_err(|e| format!("{}: {e}", image.display()))?;
+    file.set_len(size)
+        .map_err(|e| format!("{}: {e}", image.display()))?;
+    drop(file);
+    let mut cmd = match fs {
+        Fs::Xfs => {
+            let mut c = Command::new("mkfs.xfs");
+            c.args(["-q", "-f", "-m", "reflink=1"]);
+            if let Some(s) = sector {
+                c.args(["-s", &format!("size={s}")]);
+            }
+            c
+        }
+        Fs::Ext4 => {
+            let mut c = Command::new("mkfs.ext4");
+            c.args(["-q", "-F", "-m", "0"]);
+            if sector.is_some() {
+                c.args(["-b", "4096"]);
+            }
+            c
+        }
+    };
+    run(cmd.arg(image))
 }
 
 impl Drop for Mount {
