@@ -26,6 +26,17 @@
 //! A third of the crash images are recovered on a recording disk in turn and lose power again
 //! at a random request of that recovery; the recovery after that must give the same.
 //!
+//! A third of the rounds run the workload in a child process and kill it (SIGKILL) mid-commit;
+//! this process then recovers the store on the same mount — the dead process's unsynced writes
+//! still in the page cache — checks that the kill lost nothing acknowledged, and closes it. Half
+//! the crash images of such a round fall after the kill, and those after that recovery returned
+//! must keep what it showed. Half of these rounds commit with `Durability::Buffered`
+//! (acknowledged once written to the OS: a kill loses none, a power loss any that no sync
+//! covered), so that the recovery reads a long unsynced tail; their crash images must hold only
+//! a prefix of each writer's commits, and what the recovery showed. (Without
+//! `RedoLog::sync_recovered` this fails: a page written by that recovery carries an LSN the
+//! durable log never reached.)
+//!
 //! Rounds draw the file system's sector size (512 or 4096), the torn-page mode, the log's file
 //! mode and sync method, page size, `O_DIRECT` or not, inline maintenance or threads, how often
 //! checkpoints run, the writers, and whether the run ends with `close`, a drop, or the kill of a
@@ -82,6 +93,10 @@ struct Round {
     commits: u64,
     /// How the run ends.
     end: End,
+    /// `Durability::Buffered` commits (half the [`End::Kill`] rounds): acknowledged once
+    /// written to the OS, so a kill loses none of them but a power loss may lose any that no
+    /// sync covered yet; the crash images then hold only what a recovery showed.
+    buffered_commits: bool,
 }
 
 /// How a round's run ends (before the file system is unmounted cleanly).
@@ -133,6 +148,16 @@ impl Round {
             concurrent: r.below(2) == 0,
             commits: 40 + r.below(160),
             end: [End::Close, End::Drop, End::Kill][r.below(3) as usize],
+            buffered_commits: false,
+        }
+        .with_commits(Rng(seed ^ 0xb0ff_0000_0000_0039).below(2) == 0)
+    }
+
+    /// Buffered commits if `buffered` and the round ends with a kill.
+    fn with_commits(self, buffered: bool) -> Round {
+        Round {
+            buffered_commits: buffered && self.end == End::Kill,
+            ..self
         }
     }
 
@@ -152,7 +177,11 @@ impl Round {
             log_file_size: 256 * 1024 * (self.page_size as u64 / 4096),
             log_file_count: 2,
             log_buffer_size: 64 * 1024,
-            durability: Durability::Sync,
+            durability: if self.buffered_commits {
+                Durability::Buffered
+            } else {
+                Durability::Sync
+            },
             checkpoint_interval: if self.frequent_checkpoints {
                 Duration::from_millis(5)
             } else {
@@ -209,6 +238,9 @@ struct Recorded {
     /// After a kill: the device position when the recovery that followed returned, and the
     /// commit of each writer it showed (durable from then on, whatever was acknowledged).
     shown: Option<(usize, Vec<u64>)>,
+    /// After a kill: the device position when the child was gone (half the crash images fall
+    /// after it, in the recovery that reads the dead process's unsynced writes).
+    killed_at: Option<usize>,
 }
 
 /// Runs the round's workload on a recording disk.
@@ -260,6 +292,7 @@ fn record(r: &Round, image: &Path, base: &Path, tally: &mut Tally) -> Result<Rec
         acks: acks.into_inner().unwrap_or_else(|p| p.into_inner()),
         created_at,
         shown: None,
+        killed_at: None,
     })
 }
 
@@ -327,12 +360,17 @@ fn record_killed(
     child.kill().map_err(|e| format!("kill the child: {e}"))?;
     let _ = child.wait();
     tally.kills += 1;
+    let killed_at = disk.position();
     let acks = read_acks(&acks_file)?;
     let last = acked_at(&acks, r.writers, usize::MAX);
     // The recovery after the kill, on the same mount: it reads the dead process's unsynced
     // writes from the page cache. Nothing acknowledged may be missing.
     let store = Store::open(&dir, r.config()).map_err(|e| format!("open after the kill: {e}"))?;
-    let shown = verify(r, &store, &last, tally).map_err(|e| format!("after the kill: {e}"))?;
+    let bounds = Bounds {
+        must: last.clone(),
+        acked: last,
+    };
+    let shown = verify(r, &store, &bounds, tally).map_err(|e| format!("after the kill: {e}"))?;
     let shown_at = disk.position();
     store
         .close()
@@ -343,6 +381,7 @@ fn record_killed(
         acks,
         created_at: 0,
         shown: shown.map(|cs| (shown_at, cs)),
+        killed_at: Some(killed_at),
     })
 }
 
@@ -432,13 +471,19 @@ fn acked_at(acks: &[Ack], writers: usize, at: usize) -> Vec<u64> {
     last
 }
 
-/// Opens the store in the crash image at `image` and checks it against `must` (the commits
-/// acknowledged before the crash: each writer at `must[w]` or `must[w] + 1`).
+/// What a crash may leave of each writer's commits: at least `must[w]` (durable), at most
+/// `acked[w] + 1` (its last commit acknowledged before the crash, and the one in flight).
+struct Bounds {
+    must: Vec<u64>,
+    acked: Vec<u64>,
+}
+
+/// Opens the store in the crash image at `image` and checks it against `b`.
 fn check_image(
     r: &Round,
     image: &Path,
     mnt: &Path,
-    must: &[u64],
+    b: &Bounds,
     tally: &mut Tally,
 ) -> Result<(), String> {
     let mut m = ImageMount::mount(image, mnt, r.sector)?;
@@ -450,23 +495,24 @@ fn check_image(
             tally.corruption_reported += 1;
             return Ok(());
         }
-        Err(e) => return Err(format!("reopen with {must:?} acknowledged: {e}")),
+        Err(e) => return Err(format!("reopen with {:?} durable: {e}", b.must)),
     };
-    if verify(r, &store, must, tally)?.is_some() {
+    if verify(r, &store, b, tally)?.is_some() {
         store.close().map_err(|e| format!("close: {e}"))?;
     }
     m.unmount()
 }
 
-/// Checks the store against `must` (the commits acknowledged before the crash: each writer at
-/// `must[w]` or `must[w] + 1`, the table equal to the model there, `Store::check` clean) and
-/// returns the commit each writer recovered to; `None`: a torn page reported in `none` mode.
+/// Checks the store against `b` (each writer between its bounds, the table equal to the model
+/// there, `Store::check` clean) and returns the commit each writer recovered to; `None`: a torn
+/// page reported in `none` mode.
 fn verify(
     r: &Round,
     store: &Store,
-    must: &[u64],
+    b: &Bounds,
     tally: &mut Tally,
 ) -> Result<Option<Vec<u64>>, String> {
+    let must = &b.must;
     let unprotected = r.mode == TornPage::None;
     let rep = store.recovery().clone();
     if rep.created {
@@ -488,10 +534,11 @@ fn verify(
         Err(e) => return Err(format!("reading table {}: {e}", workload::TABLE)),
     };
     let cs = workload::counters(&rows, r.writers)?;
-    for (w, (&c, &a)) in cs.iter().zip(must).enumerate() {
-        if c < a || c > a + 1 {
+    for (w, &c) in cs.iter().enumerate() {
+        let (m, a) = (must[w], b.acked[w]);
+        if c < m || c > a + 1 {
             return Err(format!(
-                "writer {w} recovered to its commit {c}, but {a} was its last acknowledged before the crash (at most one more in flight); recovery {rep:?}"
+                "writer {w} recovered to its commit {c}, but {m} was durable before the crash, and {a} its last acknowledged (at most one more in flight); recovery {rep:?}"
             ));
         }
         if c == a {
@@ -503,7 +550,7 @@ fn verify(
     let want = workload::model(r.seed, &cs);
     if rows != want {
         return Err(format!(
-            "the table at commits {cs:?} differs from the model (acknowledged {must:?}): {:?}",
+            "the table at commits {cs:?} differs from the model (durable {must:?}): {:?}",
             workload::diff(&rows, &want)
         ));
     }
@@ -555,6 +602,7 @@ fn round(
         acks,
         created_at,
         shown,
+        killed_at,
     } = record(r, &empty, base, tally)?;
     if device == Device::IgnoresFlushes {
         let mut i = 0;
@@ -570,9 +618,13 @@ fn round(
     let mut rng = Rng(r.seed ^ 0xc4a5_0000_0000_0001);
     let caches = [Cache::Lost, Cache::Kept, Cache::Sectors, Cache::Prefix];
     for i in 0..crashes {
+        let from = match killed_at {
+            Some(k) if rng.below(2) == 0 => k,
+            _ => 0,
+        };
         let (at, cache) = match device {
             Device::Honest => (
-                rng.below(ops.len() as u64 + 1) as usize,
+                from + rng.below((ops.len() - from) as u64 + 1) as usize,
                 caches[rng.below(4) as usize],
             ),
             Device::IgnoresFlushes => (ops.len(), Cache::Lost),
@@ -582,7 +634,14 @@ fn round(
         tally.crash_images += 1;
         tally.torn_caches +=
             u64::from(made.kept_sectors > 0 && made.kept_sectors < made.cached_sectors);
-        let mut must = acked_at(&acks, r.writers, at);
+        // Buffered commits are durable only once a sync covered them, which the test does not
+        // see: none must survive a power loss, only what a recovery after the kill showed.
+        let acked = acked_at(&acks, r.writers, at);
+        let mut must = if r.buffered_commits {
+            vec![0; r.writers]
+        } else {
+            acked.clone()
+        };
         // What the recovery after a kill showed is durable once it returned.
         if let Some((shown_at, cs)) = &shown {
             if at >= *shown_at {
@@ -591,6 +650,7 @@ fn round(
                 }
             }
         }
+        let bounds = Bounds { must, acked };
         let what = format!(
             "crash image {i}: after request {at} of {}, {cache:?} ({made:?})",
             ops.len()
@@ -604,14 +664,14 @@ fn round(
             let made2 = crash_image(&image, &again, at2, cache2, TEAR, &mut rng, &image2)?;
             let _ = std::fs::remove_file(&image);
             tally.recovery_crashes += 1;
-            check_image(r, &image2, &base.join("check"), &must, tally).map_err(|e| {
+            check_image(r, &image2, &base.join("check"), &bounds, tally).map_err(|e| {
                 format!(
                     "{what}, recovered and crashed again after its request {at2} of {}, {cache2:?} ({made2:?}): {e}",
                     again.len()
                 )
             })?;
         } else {
-            check_image(r, &image, &base.join("check"), &must, tally)
+            check_image(r, &image, &base.join("check"), &bounds, tally)
                 .map_err(|e| format!("{what}: {e}"))?;
         }
     }
