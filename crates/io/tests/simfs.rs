@@ -497,6 +497,50 @@ fn eio_on_the_nth_write_and_on_every_read_of_a_path() {
 }
 
 #[test]
+fn the_nth_namespace_call_fails_once_and_changes_nothing() {
+    let fs = SimFs::with_seed(6);
+    fs.create_dir_all(Path::new("/d")).unwrap();
+    let f = open(&fs, "/d/f", create());
+    f.write_all_at(b"f", 0).unwrap();
+    // Each kind in turn, as the first call after the fault is armed.
+    let errno = |r: keel_io::Result<()>| match r {
+        Err(IoError::Os { source, .. }) => source.raw_os_error(),
+        other => panic!("expected an OS error, got {other:?}"),
+    };
+    fs.inject(Fault::NamespaceFailsNth(1));
+    assert_eq!(
+        errno(fs.open(&p("/d/g"), &create()).map(drop)),
+        Some(libc::EMFILE)
+    );
+    assert!(
+        !fs.exists(&p("/d/g")).unwrap(),
+        "the refused open created nothing"
+    );
+    fs.inject(Fault::NamespaceFailsNth(1));
+    assert_eq!(errno(fs.remove_file(&p("/d/f"))), Some(libc::EIO));
+    assert!(
+        fs.exists(&p("/d/f")).unwrap(),
+        "the refused unlink removed nothing"
+    );
+    fs.inject(Fault::NamespaceFailsNth(1));
+    assert_eq!(errno(fs.rename(&p("/d/f"), &p("/d/h"))), Some(libc::EIO));
+    assert!(fs.exists(&p("/d/f")).unwrap() && !fs.exists(&p("/d/h")).unwrap());
+    fs.inject(Fault::NamespaceFailsNth(1));
+    assert_eq!(errno(fs.list_dir(&p("/d")).map(drop)), Some(libc::EIO));
+    fs.inject(Fault::NamespaceFailsNth(1));
+    assert_eq!(errno(fs.create_dir_all(&p("/e"))), Some(libc::EIO));
+    assert!(!fs.exists(&p("/e")).unwrap());
+    // The third call from now, and only it.
+    fs.inject(Fault::NamespaceFailsNth(3));
+    fs.list_dir(&p("/d")).unwrap();
+    open(&fs, "/d/f", OpenOptions::new(FileClass::Data));
+    assert!(fs.list_dir(&p("/d")).is_err());
+    fs.list_dir(&p("/d")).unwrap();
+    assert_eq!(fs.fault_stats().namespace_failed, 6);
+    assert_eq!(fs.contents(&p("/d/f")).unwrap(), b"f");
+}
+
+#[test]
 fn sync_failures_surface_as_sync_failed() {
     let fs = SimFs::with_seed(4);
     fs.create_dir_all(Path::new("/d")).unwrap();

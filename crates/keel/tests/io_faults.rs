@@ -1,6 +1,8 @@
 //! I/O faults at random moments of a random workload (SimFs): ENOSPC on the next few writes, on
 //! every write to one file of the store or past a total size; EIO on one of the next syncs or on
-//! every sync of one file, on one of the next writes, or on every read of the data file. The crash matrix (`crash.rs`) loses and tears unsynced writes but
+//! every sync of one file, on one of the next writes, or on every read of the data file; EMFILE
+//! on one of the next opens, or EIO on an unlink, rename or directory listing (the namespace
+//! calls of a growing log and of every open). The crash matrix (`crash.rs`) loses and tears unsynced writes but
 //! never fails a call; `errors.rs` fails one chosen call. This matrix fails any call of any
 //! file at any moment: a write the cleaner or an eviction makes, a checkpoint's sync, a log
 //! file's write, the doublewrite area's.
@@ -66,13 +68,17 @@ fn store_files(dir: &Path) -> Vec<PathBuf> {
 fn draw_fault(r: &mut Rng, dir: &Path) -> Fault {
     let files = store_files(dir);
     let file = files[r.below(files.len() as u64) as usize].clone();
-    match r.below(7) {
+    match r.below(8) {
         0 => Fault::NoSpaceOnNthWrite(1 + r.below(40)),
         1 => Fault::NoSpaceOnPath(file),
         2 => Fault::NoSpaceAbove(1 << (18 + r.below(4))),
         3 => Fault::SyncFailsNth(1 + r.below(12)),
         4 => Fault::SyncFailsOnPath(file),
         5 => Fault::WriteFailsNth(1 + r.below(40)),
+        // An `open` (EMFILE), `remove_file`, `rename`, `list_dir` or `create_dir_all` (EIO):
+        // a growing log's new and removed files while the store runs, and every file an open
+        // names during a recovery.
+        6 => Fault::NamespaceFailsNth(1 + r.below(12)),
         // Only the data file is read while the store runs.
         _ => Fault::ReadFailsOnPath(dir.join(keel::layout::DATA_FILE_NAME)),
     }
@@ -82,6 +88,8 @@ fn draw_fault(r: &mut Rng, dir: &Path) -> Fault {
 struct Totals {
     cases: u64,
     faults_fired: u64,
+    /// Of those, namespace calls refused (an open, unlink, rename, directory listing).
+    namespace_faults: u64,
     acked: u64,
     failed_commits: u64,
     /// Cases whose reopened store held the commit that failed (its redo was durable).
@@ -303,7 +311,12 @@ fn run_case(seed: u64, totals: &mut Totals) -> Result<(), String> {
         totals.poisoned += 1;
     }
     let fired = fs.fault_stats();
-    let fired = fired.no_space + fired.sync_failed + fired.write_failed + fired.read_failed;
+    totals.namespace_faults += fired.namespace_failed;
+    let fired = fired.no_space
+        + fired.sync_failed
+        + fired.write_failed
+        + fired.read_failed
+        + fired.namespace_failed;
     totals.faults_fired += fired;
     if let (Some(f), 0) = (&failed, fired) {
         return Err(format!("an I/O failure without a fault: {f}"));

@@ -38,6 +38,11 @@ pub enum Fault {
     WriteFailsNth(u64),
     /// EIO on every read of the file opened at this path (a failing disk), until cleared.
     ReadFailsOnPath(PathBuf),
+    /// The `n`th call from now (1: the next) that names a file or directory — `open` (with or
+    /// without create), `create_dir_all`, `remove_file`, `rename`, `list_dir` — fails and
+    /// changes nothing: `open` with EMFILE (the process is out of file descriptors, which an
+    /// embedding application can cause at any moment), the others with EIO. Fires once.
+    NamespaceFailsNth(u64),
     /// Every read that covers byte `offset` of the file opened at `path` returns it with bit
     /// `bit` (0..=7) flipped; the stored byte is unchanged. Until cleared.
     FlipBit {
@@ -71,6 +76,8 @@ pub struct FaultStats {
     pub write_failed: u64,
     /// Reads refused with EIO.
     pub read_failed: u64,
+    /// Namespace calls refused ([`Fault::NamespaceFailsNth`]).
+    pub namespace_failed: u64,
 }
 
 /// The armed faults of one file system.
@@ -85,6 +92,7 @@ pub(crate) struct Faults {
     random_flips: f64,
     nth_write_eio: Option<u64>,
     read_fail_paths: Vec<PathBuf>,
+    nth_namespace: Option<u64>,
     /// The generator for run-time randomness (random flips, failed-sync fates).
     pub(crate) rng: SplitMix64,
     pub(crate) stats: FaultStats,
@@ -102,6 +110,7 @@ impl Faults {
             random_flips: 0.0,
             nth_write_eio: None,
             read_fail_paths: Vec::new(),
+            nth_namespace: None,
             rng,
             stats: FaultStats::default(),
         }
@@ -118,6 +127,7 @@ impl Faults {
             || self.random_flips > 0.0
             || self.nth_write_eio.is_some()
             || !self.read_fail_paths.is_empty()
+            || self.nth_namespace.is_some()
     }
 
     /// The armed [`Fault::NoSpaceAbove`] limit.
@@ -136,6 +146,7 @@ impl Faults {
             Fault::RandomFlips { probability } => self.random_flips = probability,
             Fault::WriteFailsNth(n) => self.nth_write_eio = Some(n.max(1)),
             Fault::ReadFailsOnPath(p) => self.read_fail_paths.push(p),
+            Fault::NamespaceFailsNth(n) => self.nth_namespace = Some(n.max(1)),
         }
     }
 
@@ -149,6 +160,7 @@ impl Faults {
         self.random_flips = 0.0;
         self.nth_write_eio = None;
         self.read_fail_paths.clear();
+        self.nth_namespace = None;
     }
 
     /// Whether a write request to `path` that grows the total file size to `total_after` fails
@@ -197,6 +209,21 @@ impl Faults {
             true
         } else {
             self.nth_write_eio = Some(n - 1);
+            false
+        }
+    }
+
+    /// Whether a namespace call fails ([`Fault::NamespaceFailsNth`]; every such call counts).
+    pub(crate) fn namespace_fails(&mut self) -> bool {
+        let Some(n) = self.nth_namespace else {
+            return false;
+        };
+        if n <= 1 {
+            self.nth_namespace = None;
+            self.stats.namespace_failed += 1;
+            true
+        } else {
+            self.nth_namespace = Some(n - 1);
             false
         }
     }

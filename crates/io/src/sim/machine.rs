@@ -152,6 +152,15 @@ impl Machine {
         self.crash_countdown.load(Ordering::SeqCst) == FIRED
     }
 
+    /// [`Fault::NamespaceFailsNth`](super::Fault::NamespaceFailsNth): fails the call `op` on
+    /// `path` with `errno` if it is the armed one.
+    pub(super) fn namespace_fault(&self, op: &'static str, path: &Path, errno: i32) -> Result<()> {
+        if self.faults_armed.load(Ordering::Relaxed) && self.faults.lock().namespace_fails() {
+            return Err(os_err(op, path, errno));
+        }
+        Ok(())
+    }
+
     pub(super) fn alive(&self, path: &Path) -> Result<()> {
         if self.crashed.load(Ordering::SeqCst) {
             Err(IoError::Crashed {

@@ -128,6 +128,8 @@ impl FileSystem for SimFs {
         if options.create {
             self.m.tick(&path)?;
         }
+        self.m.alive(&path)?;
+        self.m.namespace_fault("open", &path, libc::EMFILE)?;
         let mut ns = self.m.ns.lock();
         self.m.alive(&path)?;
         if ns.is_dir(&path) {
@@ -171,6 +173,8 @@ impl FileSystem for SimFs {
     fn create_dir_all(&self, path: &Path) -> Result<()> {
         let path = norm(path);
         self.m.tick(&path)?;
+        self.m.alive(&path)?;
+        self.m.namespace_fault("mkdir", &path, libc::EIO)?;
         let mut ns = self.m.ns.lock();
         self.m.alive(&path)?;
         let mut missing = Vec::new();
@@ -195,6 +199,8 @@ impl FileSystem for SimFs {
 
     fn list_dir(&self, dir: &Path) -> Result<Vec<PathBuf>> {
         let dir = norm(dir);
+        self.m.alive(&dir)?;
+        self.m.namespace_fault("readdir", &dir, libc::EIO)?;
         let ns = self.m.ns.lock();
         self.m.alive(&dir)?;
         if !ns.is_dir(&dir) {
@@ -217,6 +223,8 @@ impl FileSystem for SimFs {
     fn remove_file(&self, path: &Path) -> Result<()> {
         let path = norm(path);
         self.m.tick(&path)?;
+        self.m.alive(&path)?;
+        self.m.namespace_fault("unlink", &path, libc::EIO)?;
         let mut ns = self.m.ns.lock();
         self.m.alive(&path)?;
         if ns.is_dir(&path) {
@@ -233,6 +241,8 @@ impl FileSystem for SimFs {
     fn rename(&self, from: &Path, to: &Path) -> Result<()> {
         let (from, to) = (norm(from), norm(to));
         self.m.tick(&from)?;
+        self.m.alive(&from)?;
+        self.m.namespace_fault("rename", &from, libc::EIO)?;
         let mut ns = self.m.ns.lock();
         self.m.alive(&from)?;
         if ns.is_dir(&from) {
