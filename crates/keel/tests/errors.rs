@@ -520,3 +520,116 @@ fn a_pool_the_machine_cannot_map_is_refused_not_an_abort() {
         }
     }
 }
+
+/// A growing log's file behind the checkpoint that cannot be unlinked (EIO from `unlink`)
+/// costs disk space, not durability: the checkpoint (durable before the unlink) succeeds, the
+/// failure is counted, and the next checkpoint removes the file. Before, the checkpoint
+/// returned the error, and the log forgot the file, which stayed on disk until the next open.
+#[test]
+fn a_log_file_that_cannot_be_unlinked_is_kept_and_removed_by_a_later_checkpoint() {
+    let fs = SimFs::new(SimConfig::seeded(3));
+    let dir = Path::new("/db");
+    let cfg = Config {
+        log_files: keel::LogFileMode::Growing,
+        log_file_size: 32 * 1024,
+        inline_maintenance: true,
+        ..small()
+    };
+    let store = Store::open_with_fs(Arc::new(fs.clone()), dir, cfg.clone()).unwrap();
+    let put = |store: &Store, from: u32| {
+        for i in from..from + 50 {
+            let tx = store.write().unwrap();
+            let key = format!("k{i:05}");
+            tx.table("t")
+                .unwrap()
+                .insert(key.as_bytes(), &[7u8; 300])
+                .unwrap();
+            tx.commit().unwrap();
+        }
+    };
+    let logs = |fs: &SimFs| -> Vec<PathBuf> {
+        keel_io::FileSystem::list_dir(fs, &dir.join(keel::LOG_DIR))
+            .unwrap()
+            .into_iter()
+            .filter(|p| !p.ends_with("log.header"))
+            .collect()
+    };
+    put(&store, 0);
+    let oldest = logs(&fs)[0].clone();
+    fs.inject(Fault::NamespaceFailsNth(1));
+    store
+        .checkpoint()
+        .expect("the checkpoint itself is durable");
+    assert_eq!(fs.fault_stats().namespace_failed, 1);
+    assert_eq!(store.stats().log.unlink_failures, 1);
+    assert!(!store.is_poisoned());
+    put(&store, 50);
+    store.checkpoint().unwrap();
+    assert!(
+        !logs(&fs).contains(&oldest),
+        "a later checkpoint removes it: {:?}",
+        logs(&fs)
+    );
+    store.close().unwrap();
+    let store = Store::open_with_fs(Arc::new(fs.clone()), dir, cfg).unwrap();
+    let r = store.read().unwrap();
+    assert_eq!(r.table("t").unwrap().len().unwrap(), 100);
+}
+
+/// An open never fails for an unlink: a growing log's file behind the scan start (left by a
+/// crash between a checkpoint and its unlink) that cannot be removed is kept for the first
+/// checkpoint. Each namespace call of the open fails in turn; an open may fail for any of the
+/// others (they name files it needs), never for the unlink.
+#[test]
+fn an_open_whose_unlink_of_an_old_log_file_fails_still_opens() {
+    let dir = Path::new("/db");
+    let cfg = Config {
+        log_files: keel::LogFileMode::Growing,
+        log_file_size: 32 * 1024,
+        inline_maintenance: true,
+        ..small()
+    };
+    // A closed store with 20 rows, and a file behind its scan start.
+    let build = || {
+        let fs = SimFs::new(SimConfig::seeded(4));
+        let store = Store::open_with_fs(Arc::new(fs.clone()), dir, cfg.clone()).unwrap();
+        for i in 0..20u32 {
+            let tx = store.write().unwrap();
+            tx.table("t")
+                .unwrap()
+                .insert(&i.to_be_bytes(), &[1u8; 100])
+                .unwrap();
+            tx.commit().unwrap();
+        }
+        store.close().unwrap();
+        let old = dir.join(keel::LOG_DIR).join("log.0000000000");
+        let f = keel_io::FileSystem::open(
+            &fs,
+            &old,
+            &keel_io::OpenOptions::new(keel_io::FileClass::Log).create(true),
+        )
+        .unwrap();
+        f.sync_all().unwrap();
+        fs
+    };
+    let mut kept = 0;
+    for n in 1..=30 {
+        let fs = build();
+        fs.inject(Fault::NamespaceFailsNth(n));
+        match Store::open_with_fs(Arc::new(fs.clone()), dir, cfg.clone()) {
+            Ok(store) => {
+                kept += store.stats().log.unlink_failures;
+                let r = store.read().unwrap();
+                assert_eq!(r.table("t").unwrap().len().unwrap(), 20, "call {n}");
+            }
+            Err(e) => assert!(
+                !e.to_string().contains("unlink"),
+                "call {n}: an open refused for an unlink: {e}"
+            ),
+        }
+    }
+    assert_eq!(
+        kept, 1,
+        "exactly one of the calls was the old file's unlink"
+    );
+}

@@ -175,15 +175,26 @@ impl LogFileSet {
         Ok(f)
     }
 
-    /// Growing logs: deletes every file with an index below `i`.
+    /// Growing logs: deletes every file with an index below `i`, oldest first. A file whose
+    /// unlink failed stays in the set, with every later one: the next call tries it again, and
+    /// the files present stay one run of indexes (before, the set forgot a file whose unlink
+    /// failed, which then stayed on disk until the next open).
+    ///
+    /// # Errors
+    /// The unlink that failed; the files from it on are kept. A file already gone counts as
+    /// removed.
     pub fn remove_before(&mut self, i: u64) -> Result<()> {
         if self.geo.preallocated {
             return Ok(());
         }
         let old: Vec<u64> = self.open.range(..i).map(|(k, _)| *k).collect();
         for k in old {
-            self.open.remove(&k);
-            self.fs.remove_file(&self.path(k))?;
+            match self.fs.remove_file(&self.path(k)) {
+                Ok(()) | Err(keel_io::IoError::NotFound { .. }) => {
+                    self.open.remove(&k);
+                }
+                Err(e) => return Err(e.into()),
+            }
         }
         Ok(())
     }

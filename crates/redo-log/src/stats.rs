@@ -94,6 +94,9 @@ pub struct LogStats {
     /// Times the flusher thread woke (a request, a completion it waited for, or its interval).
     /// An idle log's flusher sleeps: this stays still while nothing is appended.
     pub flusher_wakeups: u64,
+    /// Growing logs: unlinks of files behind the checkpoint that failed (the file stays, and the
+    /// next checkpoint or open tries again; a warning is logged each time).
+    pub unlink_failures: u64,
 }
 
 #[derive(Debug)]
@@ -116,6 +119,7 @@ pub(crate) struct Counters {
     pub buffer_waits: AtomicU64,
     pub checkpoints: AtomicU64,
     pub flusher_wakeups: AtomicU64,
+    pub unlink_failures: AtomicU64,
     pub commits_per_sync: Mutex<Histogram<u64>>,
 }
 
@@ -140,6 +144,7 @@ impl Default for Counters {
             buffer_waits: AtomicU64::new(0),
             checkpoints: AtomicU64::new(0),
             flusher_wakeups: AtomicU64::new(0),
+            unlink_failures: AtomicU64::new(0),
             commits_per_sync: Mutex::new(
                 Histogram::new_with_bounds(1, 1 << 24, 2)
                     .expect("constant histogram bounds are valid"),
@@ -186,6 +191,7 @@ impl Counters {
             buffer_waits: g(&self.buffer_waits),
             checkpoints: g(&self.checkpoints),
             flusher_wakeups: g(&self.flusher_wakeups),
+            unlink_failures: g(&self.unlink_failures),
         }
     }
 }

@@ -280,7 +280,12 @@ impl RedoLog {
             let mut w = sh.io.lock();
             if let Some((fi, off, first)) = p.cut {
                 w.files.truncate_after(fi, off)?;
-                w.files.remove_before(first)?;
+                // Files behind the scan start hold nothing recovery needs: one that cannot be
+                // unlinked is kept for the first checkpoint, not a refused open.
+                if let Err(e) = w.files.remove_before(first) {
+                    Counters::add(&sh.stats.unlink_failures, 1);
+                    tracing::warn!(error = %e, "could not remove a log file behind the scan start; kept for the first checkpoint");
+                }
             }
             w.emit(&sh.ring, p.restart_at, &sh.stats)
                 .map_err(|f| LogError::Io(f.err))?;
