@@ -58,7 +58,7 @@ use keel::{Config, Durability, LogFileMode, Store, SyncMethod, TornPage};
 use loopfs::{run, Fs, Mount};
 use rng::Rng;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 use workload::TABLE;
 
@@ -223,19 +223,11 @@ impl Round {
 /// The last commit each of `writers` writers acknowledged (the largest `n` of its `ACK w n`
 /// lines).
 fn acked(acks: &Path, writers: usize) -> Result<Vec<u64>, String> {
-    let text = std::fs::read_to_string(acks).map_err(|e| format!("{}: {e}", acks.display()))?;
-    let mut last = vec![0u64; writers];
-    for l in text.lines() {
-        let mut it = l.strip_prefix("ACK ").unwrap_or("").split(' ');
-        let w = it.next().and_then(|w| w.parse::<usize>().ok());
-        let n = it.next().and_then(|n| n.parse::<u64>().ok());
-        if let (Some(w), Some(n)) = (w, n) {
-            if let Some(x) = last.get_mut(w) {
-                *x = (*x).max(n);
-            }
-        }
-    }
-    Ok(last)
+    Ok(workload::acked_at(
+        &workload::read_acks(acks)?,
+        writers,
+        usize::MAX,
+    ))
 }
 
 /// Stops process `pid` (SIGSTOP) and waits until every one of its threads is stopped: a thread
@@ -293,43 +285,13 @@ fn round(r: &Round, base: &Path, tally: &mut Tally) -> Result<(), String> {
     let store_dir = mnt.dir.join("store");
     let acks = base.join("acks");
     std::fs::write(&acks, b"").map_err(|e| format!("{}: {e}", acks.display()))?;
-    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    let mut child = Command::new(exe)
-        .args([
-            "--exact",
-            "fs_shutdown_child",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(CHILD_ENV, r.spec(&store_dir, &acks))
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("spawn the child: {e}"))?;
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut child =
+        workload::spawn_child("fs_shutdown_child", CHILD_ENV, r.spec(&store_dir, &acks))?;
     if r.crash_after == 0 {
         std::thread::sleep(Duration::from_millis(r.early_ms));
     } else {
-        loop {
-            let a: u64 = acked(&acks, r.writers)?.iter().sum();
-            if a >= r.crash_after {
-                break;
-            }
-            if let Ok(Some(status)) = child.try_wait() {
-                let mut err = String::new();
-                if let Some(mut e) = child.stderr.take() {
-                    let _ = std::io::Read::read_to_string(&mut e, &mut err);
-                }
-                return Err(format!(
-                    "the child ended ({status}) after {a} commits, before the crash: {err}"
-                ));
-            }
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                return Err(format!("only {a} commits in 60 s"));
-            }
-            std::thread::sleep(Duration::from_micros(200));
-        }
+        workload::wait_for_acks(&mut child, &acks, r.crash_after)
+            .map_err(|e| format!("before the crash: {e}"))?;
         std::thread::sleep(Duration::from_micros(r.delay_us));
     }
     // What must survive: with the child stopped first, every commit it acknowledged (no system
@@ -487,10 +449,6 @@ fn fs_shutdown_child() {
     };
     let acks = PathBuf::from(parts.next().expect("acks"));
     let dir = PathBuf::from(parts.next().expect("dir"));
-    let acks = std::fs::OpenOptions::new()
-        .append(true)
-        .open(&acks)
-        .expect("the acks file");
     let r = Round::draw(fs, seed);
     let store = match Store::open(&dir, r.config(true)) {
         Ok(s) => s,
@@ -499,35 +457,5 @@ fn fs_shutdown_child() {
             std::process::exit(3);
         }
     };
-    let acks = std::sync::Mutex::new(acks);
-    std::thread::scope(|scope| {
-        for w in 0..r.writers {
-            let (store, acks, r) = (&store, &acks, &r);
-            scope.spawn(move || writer(store, r, w, acks));
-        }
-    });
-}
-
-/// Writer `w` of the child: commits its transactions until the file system goes away.
-fn writer(store: &Store, r: &Round, w: usize, acks: &std::sync::Mutex<std::fs::File>) {
-    let mut n = 1u64;
-    loop {
-        match workload::commit(store, r.seed, r.concurrent, w, n) {
-            // One write per line, so the parent never reads half a line.
-            Ok(true) => {
-                if let Ok(mut f) = acks.lock() {
-                    std::io::Write::write_all(&mut *f, format!("ACK {w} {n}\n").as_bytes())
-                        .expect("the acks file");
-                }
-                n += 1;
-            }
-            // A conflict: run it again.
-            Ok(false) => {}
-            Err(e) => {
-                // The file system went away: the parent kills us.
-                eprintln!("child writer {w} commit {n}: {e}");
-                std::thread::sleep(Duration::from_secs(60));
-            }
-        }
-    }
+    workload::child_writers(&store, r.seed, r.concurrent, r.writers, &acks, None);
 }

@@ -62,9 +62,8 @@ use loopfs::Fs;
 use recording_disk::{crash_image, Cache, ImageMount, Op, RecordingDisk};
 use rng::Rng;
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The unit a write after the last flush is kept or lost in: the file systems' 4 KiB block,
 /// whatever the device's logical sector. Both assume a block they write reaches the disk whole
@@ -226,8 +225,7 @@ struct Tally {
     corruption_reported: u64,
 }
 
-/// One acknowledged commit: writer, its number, the device position when `commit()` returned.
-type Ack = (usize, u64, usize);
+use workload::Ack;
 
 /// What [`record`] recorded: the requests, the acknowledgements, and the device position when
 /// the store's creation returned.
@@ -312,7 +310,6 @@ fn record_killed(
     let dir = disk.mnt.join("store");
     let acks_file = base.join("acks");
     std::fs::write(&acks_file, b"").map_err(|e| format!("{}: {e}", acks_file.display()))?;
-    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let spec = format!(
         "{}|{}|{}|{}|{}",
         r.seed,
@@ -321,48 +318,15 @@ fn record_killed(
         dir.display(),
         disk.position_file().display()
     );
-    let mut child = Command::new(exe)
-        .args([
-            "--exact",
-            "power_loss_child",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(CHILD_ENV, spec)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("spawn the child: {e}"))?;
-    let target = r.commits * r.writers as u64;
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let n = read_acks(&acks_file)?.len() as u64;
-        if n >= target {
-            break;
-        }
-        if let Ok(Some(status)) = child.try_wait() {
-            let mut err = String::new();
-            if let Some(mut e) = child.stderr.take() {
-                let _ = std::io::Read::read_to_string(&mut e, &mut err);
-            }
-            return Err(format!(
-                "the child ended ({status}) after {n} commits: {err}"
-            ));
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err(format!("only {n} commits in 60 s"));
-        }
-        std::thread::sleep(Duration::from_micros(200));
-    }
+    let mut child = workload::spawn_child("power_loss_child", CHILD_ENV, spec)?;
+    workload::wait_for_acks(&mut child, &acks_file, r.commits * r.writers as u64)?;
     std::thread::sleep(Duration::from_micros(Rng(r.seed ^ 0x4b11).below(2_000)));
     child.kill().map_err(|e| format!("kill the child: {e}"))?;
     let _ = child.wait();
     tally.kills += 1;
     let killed_at = disk.position();
-    let acks = read_acks(&acks_file)?;
-    let last = acked_at(&acks, r.writers, usize::MAX);
+    let acks = workload::read_acks(&acks_file)?;
+    let last = workload::acked_at(&acks, r.writers, usize::MAX);
     // The recovery after the kill, on the same mount: it reads the dead process's unsynced
     // writes from the page cache. Nothing acknowledged may be missing.
     let store = Store::open(&dir, r.config()).map_err(|e| format!("open after the kill: {e}"))?;
@@ -385,22 +349,6 @@ fn record_killed(
     })
 }
 
-/// The `ACK w n position` lines of an acks file.
-fn read_acks(file: &Path) -> Result<Vec<Ack>, String> {
-    let text = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
-    Ok(text
-        .lines()
-        .filter_map(|l| {
-            let mut it = l.strip_prefix("ACK ")?.split(' ');
-            Some((
-                it.next()?.parse().ok()?,
-                it.next()?.parse().ok()?,
-                it.next()?.parse().ok()?,
-            ))
-        })
-        .collect())
-}
-
 /// The child of an [`End::Kill`] round: commits until it is killed. Does nothing unless
 /// [`CHILD_ENV`] is set (so it passes in a normal run).
 #[test]
@@ -415,12 +363,6 @@ fn power_loss_child() {
     let seed: u64 = seed.parse().expect("seed");
     let fs = if fs == "xfs" { Fs::Xfs } else { Fs::Ext4 };
     let r = Round::draw(fs, seed);
-    let acks = Mutex::new(
-        std::fs::OpenOptions::new()
-            .append(true)
-            .open(acks)
-            .expect("the acks file"),
-    );
     let position = Path::new(position);
     let store = match Store::open(dir, r.config()) {
         Ok(s) => s,
@@ -429,46 +371,15 @@ fn power_loss_child() {
             std::process::exit(3);
         }
     };
-    std::thread::scope(|scope| {
-        for w in 0..r.writers {
-            let (store, acks, r) = (&store, &acks, &r);
-            scope.spawn(move || {
-                let mut n = 1u64;
-                loop {
-                    match workload::commit(store, r.seed, r.concurrent, w, n) {
-                        Ok(true) => {
-                            let at = recording_disk::read_position(position).expect("position");
-                            if let Ok(mut f) = acks.lock() {
-                                // One write per line, so the parent never reads half a line.
-                                std::io::Write::write_all(
-                                    &mut *f,
-                                    format!("ACK {w} {n} {at}\n").as_bytes(),
-                                )
-                                .expect("the acks file");
-                            }
-                            n += 1;
-                        }
-                        Ok(false) => {}
-                        Err(e) => {
-                            eprintln!("child writer {w} commit {n}: {e}");
-                            std::process::exit(4);
-                        }
-                    }
-                }
-            });
-        }
-    });
-}
-
-/// For each writer, the last commit acknowledged at or before device position `at`.
-fn acked_at(acks: &[Ack], writers: usize, at: usize) -> Vec<u64> {
-    let mut last = vec![0u64; writers];
-    for &(w, n, pos) in acks {
-        if pos <= at {
-            last[w] = last[w].max(n);
-        }
-    }
-    last
+    let at = || recording_disk::read_position(position).expect("the disk's position");
+    workload::child_writers(
+        &store,
+        r.seed,
+        r.concurrent,
+        r.writers,
+        Path::new(acks),
+        Some(&at),
+    );
 }
 
 /// What a crash may leave of each writer's commits: at least `must[w]` (durable), at most
@@ -636,7 +547,7 @@ fn round(
             u64::from(made.kept_sectors > 0 && made.kept_sectors < made.cached_sectors);
         // Buffered commits are durable only once a sync covered them, which the test does not
         // see: none must survive a power loss, only what a recovery after the kill showed.
-        let acked = acked_at(&acks, r.writers, at);
+        let acked = workload::acked_at(&acks, r.writers, at);
         let mut must = if r.buffered_commits {
             vec![0; r.writers]
         } else {

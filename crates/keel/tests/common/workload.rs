@@ -147,3 +147,139 @@ pub fn commit(store: &Store, seed: u64, concurrent: bool, w: usize, n: u64) -> k
         Err(e) => Err(e),
     }
 }
+
+/// One acknowledged commit, as a child writes it to its acks file: writer, its number, and the
+/// recording disk's position when `commit()` returned (0 without a recording disk).
+pub type Ack = (usize, u64, usize);
+
+/// Starts this test binary again as a child running only the test `test`, with `env` set to
+/// `spec` (the child reads its round from it); its stderr is kept for a failure's message.
+///
+/// # Errors
+/// The spawn's.
+pub fn spawn_child(test: &str, env: &str, spec: String) -> Result<std::process::Child, String> {
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    std::process::Command::new(exe)
+        .args(["--exact", test, "--nocapture", "--test-threads=1"])
+        .env(env, spec)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("spawn the child: {e}"))
+}
+
+/// Waits until the child has acknowledged `target` commits in `acks` (in all), for at most
+/// 60 s.
+///
+/// # Errors
+/// The child ended first (with its stderr), or the time ran out (the child is killed).
+pub fn wait_for_acks(
+    child: &mut std::process::Child,
+    acks: &std::path::Path,
+    target: u64,
+) -> Result<(), String> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let n = read_acks(acks)?.len() as u64;
+        if n >= target {
+            return Ok(());
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            let mut err = String::new();
+            if let Some(mut e) = child.stderr.take() {
+                let _ = std::io::Read::read_to_string(&mut e, &mut err);
+            }
+            return Err(format!(
+                "the child ended ({status}) after {n} commits: {err}"
+            ));
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(format!("only {n} commits in 60 s"));
+        }
+        std::thread::sleep(std::time::Duration::from_micros(200));
+    }
+}
+
+/// The `ACK w n [position]` lines of an acks file.
+///
+/// # Errors
+/// The file cannot be read.
+pub fn read_acks(file: &std::path::Path) -> Result<Vec<Ack>, String> {
+    let text = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
+    Ok(text
+        .lines()
+        .filter_map(|l| {
+            let mut it = l.strip_prefix("ACK ")?.split(' ');
+            let w = it.next()?.parse().ok()?;
+            let n = it.next()?.parse().ok()?;
+            let at = it.next().map_or(Some(0), |p| p.parse().ok())?;
+            Some((w, n, at))
+        })
+        .collect())
+}
+
+/// For each of `writers` writers, the last commit in `acks` acknowledged at or before position
+/// `at` (`usize::MAX`: all of them).
+pub fn acked_at(acks: &[Ack], writers: usize, at: usize) -> Vec<u64> {
+    let mut last = vec![0u64; writers];
+    for &(w, n, pos) in acks {
+        if pos <= at {
+            if let Some(x) = last.get_mut(w) {
+                *x = (*x).max(n);
+            }
+        }
+    }
+    last
+}
+
+/// The child's writers: `writers` threads committing their transactions on `store` until the
+/// process is killed, each appending `ACK w n` (with ` position()` when given) to `acks` once
+/// `commit()` returned. An error (the file system went away under them) is printed and the
+/// child exits with status 4.
+pub fn child_writers(
+    store: &Store,
+    seed: u64,
+    concurrent: bool,
+    writers: usize,
+    acks: &std::path::Path,
+    position: Option<&(dyn Fn() -> usize + Sync)>,
+) {
+    let acks = std::sync::Mutex::new(
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(acks)
+            .expect("the acks file"),
+    );
+    std::thread::scope(|scope| {
+        for w in 0..writers {
+            let acks = &acks;
+            scope.spawn(move || {
+                let mut n = 1u64;
+                loop {
+                    match commit(store, seed, concurrent, w, n) {
+                        Ok(true) => {
+                            let line = match position {
+                                Some(p) => format!("ACK {w} {n} {}\n", p()),
+                                None => format!("ACK {w} {n}\n"),
+                            };
+                            // One write per line, so the parent never reads half a line.
+                            if let Ok(mut f) = acks.lock() {
+                                std::io::Write::write_all(&mut *f, line.as_bytes())
+                                    .expect("the acks file");
+                            }
+                            n += 1;
+                        }
+                        // A conflict: run it again.
+                        Ok(false) => {}
+                        Err(e) => {
+                            eprintln!("child writer {w} commit {n}: {e}");
+                            std::process::exit(4);
+                        }
+                    }
+                }
+            });
+        }
+    });
+}
