@@ -521,6 +521,17 @@ fn a_pool_the_machine_cannot_map_is_refused_not_an_abort() {
     }
 }
 
+/// [`small`] with a growing log of 32 KiB files (a new file every few commits) and no
+/// background threads (each checkpoint is the test's).
+fn small_growing_log() -> Config {
+    Config {
+        log_files: keel::LogFileMode::Growing,
+        log_file_size: 32 * 1024,
+        inline_maintenance: true,
+        ..small()
+    }
+}
+
 /// A growing log's file behind the checkpoint that cannot be unlinked (EIO from `unlink`)
 /// costs disk space, not durability: the checkpoint (durable before the unlink) succeeds, the
 /// failure is counted, and the next checkpoint removes the file. Before, the checkpoint
@@ -529,12 +540,7 @@ fn a_pool_the_machine_cannot_map_is_refused_not_an_abort() {
 fn a_log_file_that_cannot_be_unlinked_is_kept_and_removed_by_a_later_checkpoint() {
     let fs = SimFs::new(SimConfig::seeded(3));
     let dir = Path::new("/db");
-    let cfg = Config {
-        log_files: keel::LogFileMode::Growing,
-        log_file_size: 32 * 1024,
-        inline_maintenance: true,
-        ..small()
-    };
+    let cfg = small_growing_log();
     let store = Store::open_with_fs(Arc::new(fs.clone()), dir, cfg.clone()).unwrap();
     let put = |store: &Store, from: u32| {
         for i in from..from + 50 {
@@ -583,12 +589,7 @@ fn a_log_file_that_cannot_be_unlinked_is_kept_and_removed_by_a_later_checkpoint(
 #[test]
 fn an_open_whose_unlink_of_an_old_log_file_fails_still_opens() {
     let dir = Path::new("/db");
-    let cfg = Config {
-        log_files: keel::LogFileMode::Growing,
-        log_file_size: 32 * 1024,
-        inline_maintenance: true,
-        ..small()
-    };
+    let cfg = small_growing_log();
     // A closed store with 20 rows, and a file behind its scan start.
     let build = || {
         let fs = SimFs::new(SimConfig::seeded(4));

@@ -60,7 +60,6 @@ use rng::Rng;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
-use workload::TABLE;
 
 /// Set in the child: the round's seed, file system, acks file and store directory ([`Round::spec`]).
 const CHILD_ENV: &str = "KEEL_FS_SHUTDOWN_CHILD";
@@ -369,27 +368,9 @@ fn round(r: &Round, base: &Path, tally: &mut Tally) -> Result<(), String> {
     }
     tally.groups_replayed += rep.groups_replayed;
     tally.doublewrite_restored += rep.doublewrite_restored;
-    let rows = model::contents(&store).map_err(|e| format!("reading table {TABLE}: {e}"))?;
-    let cs = workload::counters(&rows, r.writers)?;
-    for (w, &c) in cs.iter().enumerate() {
-        if c < must[w] || c > last_ack[w] + 1 {
-            return Err(format!(
-                "writer {w} recovered to its commit {c}, but its commit {} was acknowledged before the crash ({} in all; at most one more was in flight); log files {logs:?}; recovery {rep:?}",
-                must[w], last_ack[w]
-            ));
-        }
-    }
-    let want = workload::model(r.seed, &cs);
-    if rows != want {
-        return Err(format!(
-            "the table at commits {cs:?} differs from the model (acked {last_ack:?}): {:?}",
-            workload::diff(&rows, &want)
-        ));
-    }
-    let report = store.check().map_err(|e| format!("check: {e}"))?;
-    if !report.is_ok() {
-        return Err(format!("check: {:?}", report.problems));
-    }
+    let context = format!("log files {logs:?}; recovery {rep:?}");
+    let cs = workload::verify(&store, r.seed, &must, &last_ack, &context)
+        .map_err(workload::Unverified::message)?;
     store.close().map_err(|e| format!("close: {e}"))?;
     tally.rounds += 1;
     for (&c, &last) in cs.iter().zip(&last_ack) {

@@ -436,42 +436,21 @@ fn verify(
     }
     tally.groups_replayed += rep.groups_replayed;
     tally.doublewrite_restored += rep.doublewrite_restored;
-    let rows = match model::contents(store) {
-        Ok(rows) => rows,
-        Err(e) if unprotected && e.is_corruption() => {
+    let context = format!("recovery {rep:?}");
+    let cs = match workload::verify(store, r.seed, must, &b.acked, &context) {
+        Ok(cs) => cs,
+        Err(workload::Unverified::Corruption(_)) if unprotected => {
             tally.corruption_reported += 1;
             return Ok(None);
         }
-        Err(e) => return Err(format!("reading table {}: {e}", workload::TABLE)),
+        Err(e) => return Err(e.message()),
     };
-    let cs = workload::counters(&rows, r.writers)?;
-    for (w, &c) in cs.iter().enumerate() {
-        let (m, a) = (must[w], b.acked[w]);
-        if c < m || c > a + 1 {
-            return Err(format!(
-                "writer {w} recovered to its commit {c}, but {m} was durable before the crash, and {a} its last acknowledged (at most one more in flight); recovery {rep:?}"
-            ));
-        }
+    for (&c, &a) in cs.iter().zip(&b.acked) {
         if c == a {
             tally.at_acked += 1;
         } else {
             tally.at_in_flight += 1;
         }
-    }
-    let want = workload::model(r.seed, &cs);
-    if rows != want {
-        return Err(format!(
-            "the table at commits {cs:?} differs from the model (durable {must:?}): {:?}",
-            workload::diff(&rows, &want)
-        ));
-    }
-    let report = store.check().map_err(|e| format!("check: {e}"))?;
-    if !report.is_ok() {
-        if unprotected && report.problems.iter().all(|p| p.contains("corruption")) {
-            tally.corruption_reported += 1;
-            return Ok(None);
-        }
-        return Err(format!("check: {:?}", report.problems));
     }
     Ok(Some(cs))
 }

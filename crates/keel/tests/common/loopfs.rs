@@ -96,18 +96,10 @@ impl Mount {
         Ok(())
     }
 
-    /// Unmounts, retrying for a while: a killed process's files (and io_uring workers) may
-    /// take a moment to be released after it is reaped.
+    /// Unmounts ([`unmount`]: retried while busy).
     pub fn unmount(&mut self) -> Result<(), String> {
         if self.mounted {
-            let deadline = Instant::now() + Duration::from_secs(10);
-            loop {
-                match run(Command::new("umount").arg(&self.dir)) {
-                    Ok(()) => break,
-                    Err(e) if Instant::now() > deadline => return Err(e),
-                    Err(_) => std::thread::sleep(Duration::from_millis(20)),
-                }
-            }
+            unmount(&self.dir)?;
             self.mounted = false;
         }
         Ok(())
@@ -118,6 +110,20 @@ impl Mount {
         run(Command::new("xfs_io")
             .args(["-x", "-c", "shutdown"])
             .arg(&self.dir))
+    }
+}
+
+/// Unmounts `dir`, retrying for up to 10 s while it is busy: a killed process's files (and
+/// io_uring workers), and a closed store's io_uring ring (torn down by the kernel in the
+/// background), are released a moment after the process is reaped or the store closed.
+pub fn unmount(dir: &Path) -> Result<(), String> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match run(Command::new("umount").arg(dir)) {
+            Ok(()) => return Ok(()),
+            Err(e) if Instant::now() > deadline => return Err(e),
+            Err(_) => std::thread::sleep(Duration::from_millis(20)),
+        }
     }
 }
 

@@ -27,7 +27,7 @@
 // Each test binary uses a part of it.
 #![allow(dead_code)]
 
-use super::loopfs::run;
+use super::loopfs::{run, unmount};
 use super::rng::Rng;
 use fuser::{
     Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, LockOwner,
@@ -307,11 +307,11 @@ impl RecordingDisk {
 
     fn undo(&mut self) -> Result<(), String> {
         if self.mounted {
-            run(Command::new("umount").arg(&self.mnt))?;
+            unmount(&self.mnt)?;
             self.mounted = false;
         }
         if let Some(dev) = self.loop_dev.take() {
-            run(Command::new("losetup").args(["-d", &dev]))?;
+            detach(&dev)?;
         }
         if let Some(s) = self.session.take() {
             s.umount_and_join()
@@ -341,6 +341,23 @@ pub fn read_position(file: &Path) -> Result<usize, String> {
     text.trim()
         .parse()
         .map_err(|e| format!("{}: {text:?}: {e}", file.display()))
+}
+
+/// Detaches loop device `dev` and waits (up to 10 s) until it has let go of its file: the
+/// kernel detaches a loop device in the background, and until it has, the file it holds (the
+/// FUSE file, which must be unmounted next) is busy.
+fn detach(dev: &str) -> Result<(), String> {
+    run(Command::new("losetup").args(["-d", dev]))?;
+    let name = dev.trim_start_matches("/dev/");
+    let backing = Path::new("/sys/block").join(name).join("loop/backing_file");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while backing.exists() {
+        if std::time::Instant::now() > deadline {
+            return Err(format!("{dev} still attached 10 s after losetup -d"));
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    Ok(())
 }
 
 /// How the writes after the last flush fare in a crash image.
@@ -488,11 +505,11 @@ impl ImageMount {
     /// Unmounts and detaches (the image stays until the guard drops).
     pub fn unmount(&mut self) -> Result<(), String> {
         if self.mounted {
-            run(Command::new("umount").arg(&self.dir))?;
+            unmount(&self.dir)?;
             self.mounted = false;
         }
         if let Some(dev) = self.dev.take() {
-            run(Command::new("losetup").args(["-d", &dev]))?;
+            detach(&dev)?;
         }
         Ok(())
     }

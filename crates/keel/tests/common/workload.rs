@@ -283,3 +283,77 @@ pub fn child_writers(
         }
     });
 }
+
+/// Why [`verify`] failed.
+#[derive(Debug)]
+pub enum Unverified {
+    /// A read or `Store::check` reported corruption (what a torn page of a store without
+    /// torn-page protection may show after a power loss).
+    Corruption(String),
+    /// A wrong answer, or any other error.
+    Wrong(String),
+}
+
+impl Unverified {
+    /// The failure's message, whatever its kind.
+    pub fn message(self) -> String {
+        match self {
+            Unverified::Corruption(m) | Unverified::Wrong(m) => m,
+        }
+    }
+}
+
+/// Checks a recovered store against the writers' commits: each writer's counter `c` between
+/// `must[w]` (durable before the crash) and `acked[w] + 1` (its last acknowledged, and the one
+/// in flight), the table equal to the [`model`] at those counters, and `Store::check` clean.
+/// Returns the counters. `context` goes into a wrong counter's message (the recovery report,
+/// the log's files).
+///
+/// # Errors
+/// [`Unverified::Corruption`] for corruption reported, [`Unverified::Wrong`] for the rest.
+pub fn verify(
+    store: &Store,
+    seed: u64,
+    must: &[u64],
+    acked: &[u64],
+    context: &dyn std::fmt::Display,
+) -> Result<Vec<u64>, Unverified> {
+    let rows = super::model::contents(store).map_err(|e| {
+        let m = format!("reading table {TABLE}: {e}");
+        if e.is_corruption() {
+            Unverified::Corruption(m)
+        } else {
+            Unverified::Wrong(m)
+        }
+    })?;
+    let cs = counters(&rows, acked.len()).map_err(Unverified::Wrong)?;
+    for (w, &c) in cs.iter().enumerate() {
+        let (m, a) = (must[w], acked[w]);
+        if c < m || c > a + 1 {
+            return Err(Unverified::Wrong(format!(
+                "writer {w} recovered to its commit {c}, but {m} was durable before the crash, and {a} its last acknowledged (at most one more in flight); {context}"
+            )));
+        }
+    }
+    let want = model(seed, &cs);
+    if rows != want {
+        return Err(Unverified::Wrong(format!(
+            "the table at commits {cs:?} differs from the model (durable {must:?}, acknowledged {acked:?}): {:?}",
+            diff(&rows, &want)
+        )));
+    }
+    let report = store
+        .check()
+        .map_err(|e| Unverified::Wrong(format!("check: {e}")))?;
+    if !report.is_ok() {
+        let m = format!("check: {:?}", report.problems);
+        return Err(
+            if report.problems.iter().all(|p| p.contains("corruption")) {
+                Unverified::Corruption(m)
+            } else {
+                Unverified::Wrong(m)
+            },
+        );
+    }
+    Ok(cs)
+}
