@@ -190,20 +190,20 @@ pub fn cannot_run(fs: Fs) -> Option<String> {
     None
 }
 
-/// Runs the rounds of a real-file-system test on `fs` (`round(seed, dir)`, each failure printed
-/// as it comes): the seeds from `{env}_SEED` (default 1), `{env}_ROUNDS` of them (default
-/// `default_rounds`), in a temporary directory for the images. Returns the seeds and the
-/// failures (one line each, for [`assert_rounds_passed`]), or `None`, after a
-/// `SKIPPED: <test> <fs>: <reason>` line, when this machine cannot run them (see [`cannot_run`];
-/// `tools` are further commands the test needs).
-pub fn run_rounds(
+/// Runs the rounds of a real-file-system test on `fs` (`round(seed, dir, tally)`, each
+/// failure printed as it comes): the seeds from `{env}_SEED` (default 1), `{env}_ROUNDS` of them
+/// (default `default_rounds`), in a temporary directory for the images; then prints
+/// `<test> <fs>: rounds <seeds>: <tally>` and fails the test listing the failed rounds, if any.
+/// When this machine cannot run them (see [`cannot_run`]; `tools` are further commands the test
+/// needs) it prints `SKIPPED: <test> <fs>: <reason>` instead.
+pub fn run_rounds<T: std::fmt::Debug + Default>(
     test: &str,
     fs: Fs,
     env: &str,
     default_rounds: u64,
     tools: &[&str],
-    mut round: impl FnMut(u64, &Path) -> Result<(), String>,
-) -> Option<(std::ops::Range<u64>, Vec<String>)> {
+    mut round: impl FnMut(u64, &Path, &mut T) -> Result<(), String>,
+) {
     let name = fs.name();
     let why = cannot_run(fs).or_else(|| {
         tools
@@ -213,7 +213,7 @@ pub fn run_rounds(
     });
     if let Some(why) = why {
         println!("SKIPPED: {test} {name}: {why}");
-        return None;
+        return;
     }
     let var = |suffix: &str, default: u64| {
         std::env::var(format!("{env}_{suffix}"))
@@ -227,17 +227,17 @@ pub fn run_rounds(
         .tempdir()
         .expect("temp dir");
     let mut failures = Vec::new();
+    let mut tally = T::default();
     for seed in first..first + count {
-        if let Err(e) = round(seed, base.path()) {
+        if let Err(e) = round(seed, base.path(), &mut tally) {
             println!("  FAILED {test} {name} seed {seed}: {e}");
             failures.push(format!("seed {seed}: {e}"));
         }
     }
-    Some((first..first + count, failures))
-}
-
-/// Fails the test listing `failures` (one line per failed round), if there are any.
-pub fn assert_rounds_passed(failures: &[String]) {
+    println!(
+        "{test} {name}: rounds {:?}: {tally:?}",
+        first..first + count
+    );
     assert!(
         failures.is_empty(),
         "{} round(s) failed:\n{}",
