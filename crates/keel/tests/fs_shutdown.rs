@@ -54,7 +54,7 @@ mod rng;
 #[path = "common/workload.rs"]
 mod workload;
 
-use keel::{Config, Durability, LogFileMode, Store, SyncMethod, TornPage};
+use keel::{Config, LogFileMode, Store, SyncMethod, TornPage};
 use loopfs::{run, Fs, Mount};
 use rng::Rng;
 use std::path::{Path, PathBuf};
@@ -69,11 +69,8 @@ const CHILD_ENV: &str = "KEEL_FS_SHUTDOWN_CHILD";
 struct Round {
     fs: Fs,
     seed: u64,
-    mode: TornPage,
-    log_files: LogFileMode,
-    log_sync: SyncMethod,
-    /// Checkpoint every few milliseconds (else only under log pressure).
-    frequent_checkpoints: bool,
+    /// The store it runs.
+    store: workload::Shape,
     /// Crash after this many acknowledged commits (0: at `early_ms` after the child starts,
     /// possibly while it creates the store).
     crash_after: u64,
@@ -89,15 +86,9 @@ struct Round {
     /// Shut the file system down again this many microseconds into the first recovery (then
     /// unmount, mount and recover once more); `None`: one recovery.
     recovery_shutdown_us: Option<u64>,
-    /// Page size (4 or 16 KiB).
-    page_size: usize,
     /// The torn-page protection the recoveries open with (another than the run's in a quarter
     /// of the rounds).
     recover_mode: TornPage,
-    /// The data file through the page cache (else `O_DIRECT`, the default).
-    buffered_data: bool,
-    /// `Config::inline_maintenance`: no cleaner or checkpointer thread.
-    inline: bool,
 }
 
 impl Round {
@@ -154,10 +145,15 @@ impl Round {
         Round {
             fs,
             seed,
-            mode,
-            log_files,
-            log_sync,
-            frequent_checkpoints,
+            store: workload::Shape {
+                mode,
+                log_files,
+                log_sync,
+                frequent_checkpoints,
+                page_size,
+                buffered_data,
+                inline,
+            },
             crash_after,
             early_ms,
             delay_us,
@@ -165,10 +161,7 @@ impl Round {
             writers,
             concurrent,
             recovery_shutdown_us,
-            page_size,
             recover_mode,
-            buffered_data,
-            inline,
         }
     }
 
@@ -182,28 +175,8 @@ impl Round {
 
     fn config(&self, create: bool) -> Config {
         Config {
-            page_size: self.page_size,
-            direct_io: !self.buffered_data,
-            inline_maintenance: self.inline,
-            // 64 pages: the table (~2,000 rows of up to 400 bytes) does not fit, so the cleaner
-            // and eviction write pages between checkpoints.
-            pool_size: 64 * self.page_size,
-            torn_page: self.mode,
-            doublewrite_batch: 8,
-            log_files: self.log_files,
-            log_sync: self.log_sync,
-            // Small files: checkpoints under log pressure and wrap-around within a round.
-            log_file_size: 256 * 1024 * (self.page_size as u64 / 4096),
-            log_file_count: 2,
-            log_buffer_size: 64 * 1024,
-            durability: Durability::Sync,
-            checkpoint_interval: if self.frequent_checkpoints {
-                Duration::from_millis(5)
-            } else {
-                Duration::from_secs(3600)
-            },
             create,
-            ..Config::default()
+            ..self.store.config()
         }
     }
 

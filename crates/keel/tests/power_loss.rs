@@ -79,13 +79,8 @@ struct Round {
     fs: Fs,
     seed: u64,
     sector: u32,
-    mode: TornPage,
-    log_files: LogFileMode,
-    log_sync: SyncMethod,
-    page_size: usize,
-    buffered_data: bool,
-    inline: bool,
-    frequent_checkpoints: bool,
+    /// The store it runs.
+    store: workload::Shape,
     writers: usize,
     concurrent: bool,
     /// Commits per writer.
@@ -127,22 +122,25 @@ impl Round {
             fs,
             seed,
             sector: if r.below(2) == 0 { 512 } else { 4096 },
-            mode,
-            log_files: if r.below(2) == 0 {
-                LogFileMode::Preallocated
-            } else {
-                LogFileMode::Growing
+            // Drawn in this order (a struct's fields are evaluated as written).
+            store: workload::Shape {
+                mode,
+                log_files: if r.below(2) == 0 {
+                    LogFileMode::Preallocated
+                } else {
+                    LogFileMode::Growing
+                },
+                log_sync: syncs[r.below(syncs.len() as u64) as usize],
+                // Atomic writes of a 16 KiB page need a device that does them.
+                page_size: if r.below(4) == 0 && mode != TornPage::Atomic {
+                    16384
+                } else {
+                    4096
+                },
+                buffered_data: r.below(4) == 0,
+                inline: r.below(2) == 0,
+                frequent_checkpoints: r.below(2) == 0,
             },
-            log_sync: syncs[r.below(syncs.len() as u64) as usize],
-            // Atomic writes of a 16 KiB page need a device that does them.
-            page_size: if r.below(4) == 0 && mode != TornPage::Atomic {
-                16384
-            } else {
-                4096
-            },
-            buffered_data: r.below(4) == 0,
-            inline: r.below(2) == 0,
-            frequent_checkpoints: r.below(2) == 0,
             writers: 1 + r.below(4) as usize,
             concurrent: r.below(2) == 0,
             commits: 40 + r.below(160),
@@ -162,32 +160,12 @@ impl Round {
 
     fn config(&self) -> Config {
         Config {
-            page_size: self.page_size,
-            direct_io: !self.buffered_data,
-            inline_maintenance: self.inline,
-            // 64 pages: the table (~2,000 rows of up to 400 bytes) does not fit, so the cleaner
-            // and eviction write pages between checkpoints.
-            pool_size: 64 * self.page_size,
-            torn_page: self.mode,
-            doublewrite_batch: 8,
-            log_files: self.log_files,
-            log_sync: self.log_sync,
-            // Small files: checkpoints under log pressure and wrap-around within a round.
-            log_file_size: 256 * 1024 * (self.page_size as u64 / 4096),
-            log_file_count: 2,
-            log_buffer_size: 64 * 1024,
             durability: if self.buffered_commits {
                 Durability::Buffered
             } else {
                 Durability::Sync
             },
-            checkpoint_interval: if self.frequent_checkpoints {
-                Duration::from_millis(5)
-            } else {
-                Duration::from_secs(3600)
-            },
-            create: true,
-            ..Config::default()
+            ..self.store.config()
         }
     }
 
@@ -399,7 +377,7 @@ fn check_image(
 ) -> Result<(), String> {
     let mut m = ImageMount::mount(image, mnt, r.sector)?;
     let dir = m.dir.join("store");
-    let unprotected = r.mode == TornPage::None;
+    let unprotected = r.store.mode == TornPage::None;
     let store = match Store::open(&dir, r.config()) {
         Ok(s) => s,
         Err(e) if unprotected && e.is_corruption() => {
@@ -424,7 +402,7 @@ fn verify(
     tally: &mut Tally,
 ) -> Result<Option<Vec<u64>>, String> {
     let must = &b.must;
-    let unprotected = r.mode == TornPage::None;
+    let unprotected = r.store.mode == TornPage::None;
     let rep = store.recovery().clone();
     if rep.created {
         if must.iter().any(|&a| a > 0) {

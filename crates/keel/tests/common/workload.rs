@@ -357,3 +357,49 @@ pub fn verify(
     }
     Ok(cs)
 }
+
+/// The store a round of the real-file-system crash tests runs: what it draws of `Config`.
+#[derive(Clone, Debug)]
+pub struct Shape {
+    pub mode: keel::TornPage,
+    pub log_files: keel::LogFileMode,
+    pub log_sync: keel::SyncMethod,
+    /// Checkpoint every few milliseconds (else only under log pressure).
+    pub frequent_checkpoints: bool,
+    /// Page size (4 or 16 KiB).
+    pub page_size: usize,
+    /// The data file through the page cache (else `O_DIRECT`, the default).
+    pub buffered_data: bool,
+    /// `Config::inline_maintenance`: no cleaner or checkpointer thread.
+    pub inline: bool,
+}
+
+impl Shape {
+    /// The store's configuration: a pool of 64 pages (the table, ~2,000 rows of up to 400
+    /// bytes, does not fit, so the cleaner and eviction write pages between checkpoints), two
+    /// log files of 256 KiB per 4 KiB of page (checkpoints under log pressure, and wrap-around,
+    /// within a round), doublewrite batches of 8, synced commits; `create`.
+    pub fn config(&self) -> keel::Config {
+        keel::Config {
+            page_size: self.page_size,
+            direct_io: !self.buffered_data,
+            inline_maintenance: self.inline,
+            pool_size: 64 * self.page_size,
+            torn_page: self.mode,
+            doublewrite_batch: 8,
+            log_files: self.log_files,
+            log_sync: self.log_sync,
+            log_file_size: 256 * 1024 * (self.page_size as u64 / 4096),
+            log_file_count: 2,
+            log_buffer_size: 64 * 1024,
+            durability: keel::Durability::Sync,
+            checkpoint_interval: if self.frequent_checkpoints {
+                std::time::Duration::from_millis(5)
+            } else {
+                std::time::Duration::from_secs(3600)
+            },
+            create: true,
+            ..keel::Config::default()
+        }
+    }
+}
