@@ -95,7 +95,9 @@ pub struct LogStats {
     /// An idle log's flusher sleeps: this stays still while nothing is appended.
     pub flusher_wakeups: u64,
     /// Growing logs: unlinks of files behind the checkpoint that failed (the file stays, and the
-    /// next checkpoint or open tries again; a warning is logged each time).
+    /// next checkpoint or open tries again; a warning is logged each time). Absent from stats
+    /// serialised before session 39: read as 0.
+    #[serde(default)]
     pub unlink_failures: u64,
 }
 

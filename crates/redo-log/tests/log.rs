@@ -903,6 +903,11 @@ fn stats_serialize_to_json() {
     );
     let back: keel_redo_log::LogStats = serde_json::from_str(&j).unwrap();
     assert_eq!(back, s);
+    // Stats written before a counter existed still read (the counter as 0).
+    let mut v: serde_json::Value = serde_json::from_str(&j).unwrap();
+    v.as_object_mut().unwrap().remove("unlink_failures");
+    let older: keel_redo_log::LogStats = serde_json::from_value(v).unwrap();
+    assert_eq!(older.unlink_failures, 0);
 }
 
 /// Scans real log images after random damage, plus pure noise: never a panic, and any group
