@@ -38,7 +38,8 @@
 //!
 //! A quarter of the rounds use 16 KiB pages, a quarter recover in another torn-page mode than the
 //! run's, and a quarter write the data file through the page cache (not `O_DIRECT`). Half run
-//! with `Config::inline_maintenance` (no cleaner or checkpointer thread).
+//! with `Config::inline_maintenance` (no cleaner or checkpointer thread), and half with 512-byte
+//! log blocks.
 //!
 //! Root only (loop mounts); otherwise each test prints `SKIPPED: <reason>`.
 //!
@@ -153,6 +154,7 @@ impl Round {
                 page_size,
                 buffered_data,
                 inline,
+                log_block_size: workload::log_block_size(seed),
             },
             crash_after,
             early_ms,

@@ -38,7 +38,7 @@
 //! durable log never reached.)
 //!
 //! Rounds draw the file system's sector size (512 or 4096), the torn-page mode, the log's file
-//! mode and sync method, page size, `O_DIRECT` or not, inline maintenance or threads, how often
+//! mode, sync method and block size (512 or 4096), page size, `O_DIRECT` or not, inline maintenance or threads, how often
 //! checkpoints run, the writers, and whether the run ends with `close`, a drop, or the kill of a
 //! child process that ran it (then this process recovers the store on the same mount, and the
 //! crash images fall in that recovery too: what it showed must survive them); each round
@@ -140,6 +140,7 @@ impl Round {
                 buffered_data: r.below(4) == 0,
                 inline: r.below(2) == 0,
                 frequent_checkpoints: r.below(2) == 0,
+                log_block_size: workload::log_block_size(seed),
             },
             writers: 1 + r.below(4) as usize,
             concurrent: r.below(2) == 0,
@@ -148,6 +149,18 @@ impl Round {
             buffered_commits: false,
         }
         .with_commits(Rng(seed ^ 0xb0ff_0000_0000_0039).below(2) == 0)
+        .fit_device()
+    }
+
+    /// O_DIRECT log writes need blocks of at least the device's logical block size: Keel
+    /// refuses 512-byte log blocks with `SyncMethod::ODirect` on 4 KiB sectors at creation
+    /// ("sync method o_direct needs log blocks of at least the device's logical block size"),
+    /// so such a round uses 4 KiB blocks.
+    fn fit_device(mut self) -> Round {
+        if self.sector == 4096 && self.store.log_sync == SyncMethod::ODirect {
+            self.store.log_block_size = 4096;
+        }
+        self
     }
 
     /// Buffered commits if `buffered` and the round ends with a kill.

@@ -358,6 +358,16 @@ pub fn verify(
     Ok(cs)
 }
 
+/// A log block size for a round of `seed`: 512 or 4096 bytes, from a generator of its own (so
+/// the round's other choices are what the seed always gave).
+pub fn log_block_size(seed: u64) -> u32 {
+    if Rng(seed ^ 0x10b1_0000_0000_0039).below(2) == 0 {
+        512
+    } else {
+        4096
+    }
+}
+
 /// The store a round of the real-file-system crash tests runs: what it draws of `Config`.
 #[derive(Clone, Debug)]
 pub struct Shape {
@@ -372,6 +382,9 @@ pub struct Shape {
     pub buffered_data: bool,
     /// `Config::inline_maintenance`: no cleaner or checkpointer thread.
     pub inline: bool,
+    /// The log's block size, 512 or 4096 bytes (512-byte blocks on a device of 4 KiB sectors
+    /// write whole sectors: write-ahead padding, tail rewrites).
+    pub log_block_size: u32,
 }
 
 impl Shape {
@@ -389,6 +402,7 @@ impl Shape {
             doublewrite_batch: 8,
             log_files: self.log_files,
             log_sync: self.log_sync,
+            log_block_size: self.log_block_size,
             log_file_size: 256 * 1024 * (self.page_size as u64 / 4096),
             log_file_count: 2,
             log_buffer_size: 64 * 1024,
