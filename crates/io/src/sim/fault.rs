@@ -172,17 +172,7 @@ impl Faults {
         total_after: u64,
         counts: bool,
     ) -> bool {
-        let mut fail = false;
-        if counts {
-            if let Some(n) = self.nth_write {
-                if n <= 1 {
-                    self.nth_write = None;
-                    fail = true;
-                } else {
-                    self.nth_write = Some(n - 1);
-                }
-            }
-        }
+        let mut fail = counts && counted_down(&mut self.nth_write);
         if self.no_space_paths.iter().any(|p| p == path) {
             fail = true;
         }
@@ -200,32 +190,16 @@ impl Faults {
     /// Whether a write request fails with EIO ([`Fault::WriteFailsNth`]; every write request
     /// counts).
     pub(crate) fn write_eio(&mut self) -> bool {
-        let Some(n) = self.nth_write_eio else {
-            return false;
-        };
-        if n <= 1 {
-            self.nth_write_eio = None;
-            self.stats.write_failed += 1;
-            true
-        } else {
-            self.nth_write_eio = Some(n - 1);
-            false
-        }
+        let fail = counted_down(&mut self.nth_write_eio);
+        self.stats.write_failed += u64::from(fail);
+        fail
     }
 
     /// Whether a namespace call fails ([`Fault::NamespaceFailsNth`]; every such call counts).
     pub(crate) fn namespace_fails(&mut self) -> bool {
-        let Some(n) = self.nth_namespace else {
-            return false;
-        };
-        if n <= 1 {
-            self.nth_namespace = None;
-            self.stats.namespace_failed += 1;
-            true
-        } else {
-            self.nth_namespace = Some(n - 1);
-            false
-        }
+        let fail = counted_down(&mut self.nth_namespace);
+        self.stats.namespace_failed += u64::from(fail);
+        fail
     }
 
     /// Whether a read of `path` fails with EIO ([`Fault::ReadFailsOnPath`]).
@@ -239,17 +213,7 @@ impl Faults {
 
     /// Whether a sync of `path` fails (`file`: a file sync, which counts towards `SyncFailsNth`).
     pub(crate) fn sync_fails(&mut self, path: &Path, file: bool) -> bool {
-        let mut fail = false;
-        if file {
-            if let Some(n) = self.nth_sync {
-                if n <= 1 {
-                    self.nth_sync = None;
-                    fail = true;
-                } else {
-                    self.nth_sync = Some(n - 1);
-                }
-            }
-        }
+        let mut fail = file && counted_down(&mut self.nth_sync);
         if self.sync_paths.iter().any(|p| p == path) {
             fail = true;
         }
@@ -272,6 +236,23 @@ impl Faults {
             let bit = self.rng.below(buf.len() as u64 * 8);
             buf[(bit / 8) as usize] ^= 1 << (bit % 8);
             self.stats.bits_flipped += 1;
+        }
+    }
+}
+
+/// One call counted against an armed "fail the `n`th" fault (`NoSpaceOnNthWrite`,
+/// `SyncFailsNth`, `WriteFailsNth`, `NamespaceFailsNth`): whether this call is the `n`th, which
+/// disarms it.
+fn counted_down(nth: &mut Option<u64>) -> bool {
+    match *nth {
+        None => false,
+        Some(n) if n <= 1 => {
+            *nth = None;
+            true
+        }
+        Some(n) => {
+            *nth = Some(n - 1);
+            false
         }
     }
 }
