@@ -235,8 +235,8 @@ pub struct RecordingDisk {
     pub mnt: PathBuf,
     fuse_dir: PathBuf,
     session: Option<fuser::BackgroundSession>,
-    loop_dev: Option<String>,
-    mounted: bool,
+    /// The file system on the loop device over the FUSE file.
+    mounted: Option<LoopMount>,
 }
 
 impl RecordingDisk {
@@ -267,24 +267,13 @@ impl RecordingDisk {
             mnt,
             fuse_dir,
             session: Some(session),
-            loop_dev: None,
-            mounted: false,
+            mounted: None,
         };
-        let out = Command::new("losetup")
-            .args(["-f", "--show", "--sector-size", &sector_size.to_string()])
-            .arg(me.fuse_dir.join(DISK_NAME))
-            .output()
-            .map_err(|e| format!("losetup: {e}"))?;
-        if !out.status.success() {
-            return Err(format!(
-                "losetup: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            ));
-        }
-        let dev = String::from_utf8_lossy(&out.stdout).trim().to_string();
-        me.loop_dev = Some(dev.clone());
-        run(Command::new("mount").arg(&dev).arg(&me.mnt))?;
-        me.mounted = true;
+        me.mounted = Some(LoopMount::mount(
+            &me.fuse_dir.join(DISK_NAME),
+            &me.mnt,
+            sector_size,
+        )?);
         Ok(me)
     }
 
@@ -306,12 +295,8 @@ impl RecordingDisk {
     }
 
     fn undo(&mut self) -> Result<(), String> {
-        if self.mounted {
-            unmount(&self.mnt)?;
-            self.mounted = false;
-        }
-        if let Some(dev) = self.loop_dev.take() {
-            detach(&dev)?;
+        if let Some(m) = &mut self.mounted {
+            m.unmount()?;
         }
         if let Some(s) = self.session.take() {
             s.umount_and_join()
@@ -323,15 +308,10 @@ impl RecordingDisk {
 
 impl Drop for RecordingDisk {
     fn drop(&mut self) {
-        if self.undo().is_err() {
-            if self.mounted {
-                let _ = Command::new("umount").arg("-l").arg(&self.mnt).status();
-            }
-            if let Some(dev) = self.loop_dev.take() {
-                let _ = Command::new("losetup").args(["-d", &dev]).status();
-            }
-            // The session unmounts when it drops.
-        }
+        // The file system and the loop device first (`LoopMount`'s own drop, on failure), then
+        // the FUSE session, which unmounts when it drops.
+        let _ = self.undo();
+        self.mounted = None;
     }
 }
 
@@ -464,35 +444,32 @@ pub fn cannot_run() -> Option<String> {
     None
 }
 
-/// An image mounted on a loop device of `sector`-byte sectors; unmounted, detached and the image
-/// removed on drop.
-pub struct ImageMount {
-    image: PathBuf,
-    /// Where it is mounted.
-    pub dir: PathBuf,
+/// A file system on a loop device of `sector`-byte sectors attached to a file: mounted, then
+/// unmounted and detached (on failure at drop: a lazy unmount and `losetup -d`).
+struct LoopMount {
+    dir: PathBuf,
     dev: Option<String>,
     mounted: bool,
 }
 
-impl ImageMount {
-    /// Attaches `image` and mounts it at `dir` (the file system replays its journal).
-    pub fn mount(image: &Path, dir: &Path, sector: u32) -> Result<ImageMount, String> {
+impl LoopMount {
+    /// Attaches `file` and mounts the file system it holds at `dir` (which replays its journal).
+    fn mount(file: &Path, dir: &Path, sector: u32) -> Result<LoopMount, String> {
         std::fs::create_dir_all(dir).map_err(|e| format!("mkdir {}: {e}", dir.display()))?;
         let out = Command::new("losetup")
             .args(["-f", "--show", "--sector-size", &sector.to_string()])
-            .arg(image)
+            .arg(file)
             .output()
             .map_err(|e| format!("losetup: {e}"))?;
         if !out.status.success() {
             return Err(format!(
                 "losetup {}: {}",
-                image.display(),
+                file.display(),
                 String::from_utf8_lossy(&out.stderr).trim()
             ));
         }
         let dev = String::from_utf8_lossy(&out.stdout).trim().to_string();
-        let mut m = ImageMount {
-            image: image.to_path_buf(),
+        let mut m = LoopMount {
             dir: dir.to_path_buf(),
             dev: Some(dev.clone()),
             mounted: false,
@@ -502,8 +479,8 @@ impl ImageMount {
         Ok(m)
     }
 
-    /// Unmounts and detaches (the image stays until the guard drops).
-    pub fn unmount(&mut self) -> Result<(), String> {
+    /// Unmounts and detaches.
+    fn unmount(&mut self) -> Result<(), String> {
         if self.mounted {
             unmount(&self.dir)?;
             self.mounted = false;
@@ -515,14 +492,56 @@ impl ImageMount {
     }
 }
 
-impl Drop for ImageMount {
-    fn drop(&mut self) {
-        if self.unmount().is_err() && self.mounted {
-            let _ = Command::new("umount").arg("-l").arg(&self.dir).status();
+impl LoopMount {
+    /// [`LoopMount::unmount`], and on failure a lazy unmount and `losetup -d` (errors ignored:
+    /// for drops).
+    fn release(&mut self) {
+        if self.unmount().is_err() {
+            if self.mounted {
+                let _ = Command::new("umount").arg("-l").arg(&self.dir).status();
+            }
             if let Some(dev) = self.dev.take() {
                 let _ = Command::new("losetup").args(["-d", &dev]).status();
             }
         }
+    }
+}
+
+impl Drop for LoopMount {
+    fn drop(&mut self) {
+        self.release();
+    }
+}
+
+/// An image mounted on a loop device of `sector`-byte sectors; unmounted, detached and the image
+/// removed on drop.
+pub struct ImageMount {
+    image: PathBuf,
+    /// Where it is mounted.
+    pub dir: PathBuf,
+    mounted: LoopMount,
+}
+
+impl ImageMount {
+    /// Attaches `image` and mounts it at `dir` (the file system replays its journal).
+    pub fn mount(image: &Path, dir: &Path, sector: u32) -> Result<ImageMount, String> {
+        Ok(ImageMount {
+            image: image.to_path_buf(),
+            dir: dir.to_path_buf(),
+            mounted: LoopMount::mount(image, dir, sector)?,
+        })
+    }
+
+    /// Unmounts and detaches (the image stays until the guard drops).
+    pub fn unmount(&mut self) -> Result<(), String> {
+        self.mounted.unmount()
+    }
+}
+
+impl Drop for ImageMount {
+    fn drop(&mut self) {
+        // The file system and the loop device go first, then the image.
+        self.mounted.release();
         let _ = std::fs::remove_file(&self.image);
     }
 }
