@@ -242,34 +242,18 @@ fn record(r: &Round, image: &Path, base: &Path, tally: &mut Tally) -> Result<Rec
     let acks: Mutex<Vec<Ack>> = Mutex::new(Vec::new());
     let store = Store::open(&dir, r.config()).map_err(|e| format!("create: {e}"))?;
     let created_at = disk.position();
-    let failed: Mutex<Option<String>> = Mutex::new(None);
-    std::thread::scope(|scope| {
-        for w in 0..r.writers {
-            let (store, acks, failed, disk) = (&store, &acks, &failed, &disk);
-            scope.spawn(move || {
-                let mut n = 1;
-                while n <= r.commits {
-                    match workload::commit(store, r.seed, r.concurrent, w, n) {
-                        Ok(true) => {
-                            let at = disk.position();
-                            acks.lock().map(|mut a| a.push((w, n, at))).ok();
-                            n += 1;
-                        }
-                        Ok(false) => {}
-                        Err(e) => {
-                            if let Ok(mut f) = failed.lock() {
-                                f.get_or_insert(format!("writer {w} commit {n}: {e}"));
-                            }
-                            return;
-                        }
-                    }
-                }
-            });
-        }
-    });
-    if let Some(e) = failed.into_inner().unwrap_or_else(|p| p.into_inner()) {
-        return Err(e);
-    }
+    let ack = |w: usize, n: u64| {
+        let at = disk.position();
+        acks.lock().map(|mut a| a.push((w, n, at))).ok();
+    };
+    workload::run_writers(
+        &store,
+        r.seed,
+        r.concurrent,
+        r.writers,
+        Some(r.commits),
+        &ack,
+    )?;
     if r.end == End::Close {
         store.close().map_err(|e| format!("close: {e}"))?;
     } else {

@@ -234,10 +234,57 @@ pub fn acked_at(acks: &[Ack], writers: usize, at: usize) -> Vec<u64> {
     last
 }
 
-/// The child's writers: `writers` threads committing their transactions on `store` until the
-/// process is killed, each appending `ACK w n` (with ` position()` when given) to `acks` once
-/// `commit()` returned. An error (the file system went away under them) is printed and the
-/// child exits with status 4.
+/// `writers` threads committing their transactions on `store` ([`commit`], a conflict run
+/// again), each up to its `commits`th (`None`: until the process ends), calling `ack(w, n)` once
+/// writer `w`'s commit `n` returned. The first error stops every writer and is returned.
+///
+/// # Errors
+/// The first commit (or operation) that failed, naming its writer and number.
+pub fn run_writers(
+    store: &Store,
+    seed: u64,
+    concurrent: bool,
+    writers: usize,
+    commits: Option<u64>,
+    ack: &(dyn Fn(usize, u64) + Sync),
+) -> Result<(), String> {
+    let failed: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        for w in 0..writers {
+            let (failed, stop) = (&failed, &stop);
+            scope.spawn(move || {
+                let mut n = 1u64;
+                while commits.is_none_or(|c| n <= c)
+                    && !stop.load(std::sync::atomic::Ordering::Relaxed)
+                {
+                    match commit(store, seed, concurrent, w, n) {
+                        Ok(true) => {
+                            ack(w, n);
+                            n += 1;
+                        }
+                        // A conflict: run it again.
+                        Ok(false) => {}
+                        Err(e) => {
+                            if let Ok(mut f) = failed.lock() {
+                                f.get_or_insert(format!("writer {w} commit {n}: {e}"));
+                            }
+                            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+                        }
+                    }
+                }
+            });
+        }
+    });
+    match failed.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
+/// The child's writers ([`run_writers`] until the process is killed), each appending
+/// `ACK w n` (with ` position()` when given) to `acks` once `commit()` returned. An error (the
+/// file system went away under them) is printed and the child exits with status 4.
 pub fn child_writers(
     store: &Store,
     seed: u64,
@@ -252,36 +299,20 @@ pub fn child_writers(
             .open(acks)
             .expect("the acks file"),
     );
-    std::thread::scope(|scope| {
-        for w in 0..writers {
-            let acks = &acks;
-            scope.spawn(move || {
-                let mut n = 1u64;
-                loop {
-                    match commit(store, seed, concurrent, w, n) {
-                        Ok(true) => {
-                            let line = match position {
-                                Some(p) => format!("ACK {w} {n} {}\n", p()),
-                                None => format!("ACK {w} {n}\n"),
-                            };
-                            // One write per line, so the parent never reads half a line.
-                            if let Ok(mut f) = acks.lock() {
-                                std::io::Write::write_all(&mut *f, line.as_bytes())
-                                    .expect("the acks file");
-                            }
-                            n += 1;
-                        }
-                        // A conflict: run it again.
-                        Ok(false) => {}
-                        Err(e) => {
-                            eprintln!("child writer {w} commit {n}: {e}");
-                            std::process::exit(4);
-                        }
-                    }
-                }
-            });
+    let ack = |w: usize, n: u64| {
+        let line = match position {
+            Some(p) => format!("ACK {w} {n} {}\n", p()),
+            None => format!("ACK {w} {n}\n"),
+        };
+        // One write per line, so the parent never reads half a line.
+        if let Ok(mut f) = acks.lock() {
+            std::io::Write::write_all(&mut *f, line.as_bytes()).expect("the acks file");
         }
-    });
+    };
+    if let Err(e) = run_writers(store, seed, concurrent, writers, None, &ack) {
+        eprintln!("child {e}");
+        std::process::exit(4);
+    }
 }
 
 /// Why [`verify`] failed.
