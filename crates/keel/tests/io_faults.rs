@@ -2,10 +2,10 @@
 //! every write to one file of the store or past a total size; EIO on one of the next syncs or on
 //! every sync of one file, on one of the next writes, or on every read of the data file; EMFILE
 //! on one of the next opens, or EIO on an unlink, rename or directory listing (the namespace
-//! calls of a growing log and of every open). The crash matrix (`crash.rs`) loses and tears unsynced writes but
-//! never fails a call; `errors.rs` fails one chosen call. This matrix fails any call of any
-//! file at any moment: a write the cleaner or an eviction makes, a checkpoint's sync, a log
-//! file's write, the doublewrite area's.
+//! calls of a growing log and of every open). The crash matrix (`crash.rs`) loses and tears
+//! unsynced writes but never fails a call; `errors.rs` fails one chosen call. This matrix fails
+//! any call of any file at any moment: a write the cleaner or an eviction makes, a checkpoint's
+//! sync, a log file's write, the doublewrite area's.
 //!
 //! Properties, each checked in every case:
 //!
