@@ -540,6 +540,36 @@ fn the_nth_namespace_call_fails_once_and_changes_nothing() {
     assert_eq!(fs.contents(&p("/d/f")).unwrap(), b"f");
 }
 
+/// A buffered write lost in write-back: it returns success, reads give the old bytes, and the
+/// next sync of its file fails; O_DIRECT and O_DSYNC writes (whose errors come back at once) do
+/// not count.
+#[test]
+fn a_write_lost_in_writeback_reads_back_old_and_fails_the_next_sync() {
+    let fs = SimFs::with_seed(7);
+    let f = open(&fs, "/f", create());
+    let g = open(&fs, "/g", create());
+    f.write_all_at(b"old", 0).unwrap();
+    f.sync_data().unwrap();
+    fs.inject(Fault::WritebackFailsNth(2));
+    // The first buffered write counts and goes through; a write-through one does not count.
+    let t = open(&fs, "/t", create().write_through(true));
+    t.write_all_at(b"t", 0).unwrap();
+    g.write_all_at(b"g1", 0).unwrap();
+    f.write_all_at(b"new", 0).unwrap();
+    let mut buf = [0u8; 3];
+    f.read_exact_at(&mut buf, 0).unwrap();
+    assert_eq!(&buf, b"old", "the lost write reads back as before");
+    g.sync_data().unwrap();
+    assert!(matches!(f.sync_data(), Err(IoError::SyncFailed { .. })));
+    assert_eq!(fs.fault_stats().writeback_lost, 1);
+    // Reported once; later writes and syncs work.
+    f.write_all_at(b"fix", 0).unwrap();
+    f.sync_data().unwrap();
+    f.read_exact_at(&mut buf, 0).unwrap();
+    assert_eq!(&buf, b"fix");
+    assert_eq!(fs.contents(&p("/g")).unwrap(), b"g1");
+}
+
 #[test]
 fn sync_failures_surface_as_sync_failed() {
     let fs = SimFs::with_seed(4);

@@ -43,6 +43,13 @@ pub enum Fault {
     /// changes nothing: `open` with EMFILE (the process is out of file descriptors, which an
     /// embedding application can cause at any moment), the others with EIO. Fires once.
     NamespaceFailsNth(u64),
+    /// The `n`th buffered write request from now (1: the next; requests of files opened
+    /// `direct`, `write_through` or atomic do not count) returns success but is lost in
+    /// writeback, as the kernel's write-back of a page cache page to a failing device is: it
+    /// changes nothing (reads return the bytes as they were, as once the page cache dropped the
+    /// failed page, which it holds clean), and the next file sync of that file fails with EIO
+    /// (Linux reports a write-back error to the next `fsync`). Fires once.
+    WritebackFailsNth(u64),
     /// Every read that covers byte `offset` of the file opened at `path` returns it with bit
     /// `bit` (0..=7) flipped; the stored byte is unchanged. Until cleared.
     FlipBit {
@@ -78,6 +85,8 @@ pub struct FaultStats {
     pub read_failed: u64,
     /// Namespace calls refused ([`Fault::NamespaceFailsNth`]).
     pub namespace_failed: u64,
+    /// Buffered writes lost in write-back ([`Fault::WritebackFailsNth`]).
+    pub writeback_lost: u64,
 }
 
 /// The armed faults of one file system.
@@ -93,6 +102,9 @@ pub(crate) struct Faults {
     nth_write_eio: Option<u64>,
     read_fail_paths: Vec<PathBuf>,
     nth_namespace: Option<u64>,
+    nth_writeback: Option<u64>,
+    /// Files with a write lost in write-back that no sync has reported yet.
+    writeback_errors: Vec<PathBuf>,
     /// The generator for run-time randomness (random flips, failed-sync fates).
     pub(crate) rng: SplitMix64,
     pub(crate) stats: FaultStats,
@@ -111,6 +123,8 @@ impl Faults {
             nth_write_eio: None,
             read_fail_paths: Vec::new(),
             nth_namespace: None,
+            nth_writeback: None,
+            writeback_errors: Vec::new(),
             rng,
             stats: FaultStats::default(),
         }
@@ -128,6 +142,8 @@ impl Faults {
             || self.nth_write_eio.is_some()
             || !self.read_fail_paths.is_empty()
             || self.nth_namespace.is_some()
+            || self.nth_writeback.is_some()
+            || !self.writeback_errors.is_empty()
     }
 
     /// The armed [`Fault::NoSpaceAbove`] limit.
@@ -147,6 +163,7 @@ impl Faults {
             Fault::WriteFailsNth(n) => self.nth_write_eio = Some(n.max(1)),
             Fault::ReadFailsOnPath(p) => self.read_fail_paths.push(p),
             Fault::NamespaceFailsNth(n) => self.nth_namespace = Some(n.max(1)),
+            Fault::WritebackFailsNth(n) => self.nth_writeback = Some(n.max(1)),
         }
     }
 
@@ -161,6 +178,8 @@ impl Faults {
         self.nth_write_eio = None;
         self.read_fail_paths.clear();
         self.nth_namespace = None;
+        self.nth_writeback = None;
+        self.writeback_errors.clear();
     }
 
     /// Whether a write request to `path` that grows the total file size to `total_after` fails
@@ -195,6 +214,17 @@ impl Faults {
         fail
     }
 
+    /// Whether a buffered write request to `path` is lost in write-back
+    /// ([`Fault::WritebackFailsNth`]); if so, the next sync of `path` fails.
+    pub(crate) fn writeback_lost(&mut self, path: &Path) -> bool {
+        let lost = counted_down(&mut self.nth_writeback);
+        if lost {
+            self.stats.writeback_lost += 1;
+            self.writeback_errors.push(path.to_path_buf());
+        }
+        lost
+    }
+
     /// Whether a namespace call fails ([`Fault::NamespaceFailsNth`]; every such call counts).
     pub(crate) fn namespace_fails(&mut self) -> bool {
         let fail = counted_down(&mut self.nth_namespace);
@@ -216,6 +246,12 @@ impl Faults {
         let mut fail = file && counted_down(&mut self.nth_sync);
         if self.sync_paths.iter().any(|p| p == path) {
             fail = true;
+        }
+        if file {
+            if let Some(i) = self.writeback_errors.iter().position(|p| p == path) {
+                self.writeback_errors.swap_remove(i);
+                fail = true;
+            }
         }
         if fail {
             self.stats.sync_failed += 1;
@@ -241,7 +277,7 @@ impl Faults {
 }
 
 /// One call counted against an armed "fail the `n`th" fault (`NoSpaceOnNthWrite`,
-/// `SyncFailsNth`, `WriteFailsNth`, `NamespaceFailsNth`): whether this call is the `n`th, which
+/// `SyncFailsNth`, `WriteFailsNth`, `NamespaceFailsNth`, `WritebackFailsNth`): whether this call is the `n`th, which
 /// disarms it.
 fn counted_down(nth: &mut Option<u64>) -> bool {
     match *nth {

@@ -71,7 +71,16 @@ impl SimFile {
             let mut f = self.m.faults.lock();
             let fail = f.write_fails(&self.path, growth, total_after, true);
             let eio_now = !fail && f.write_eio();
+            let buffered = !self.options.direct && !self.options.write_through && !atomic;
+            let lost = !fail && !eio_now && buffered && f.writeback_lost(&self.path);
             self.m.faults_armed.store(f.armed(), Ordering::Relaxed);
+            if lost {
+                // Accepted, then lost in write-back: nothing changes, the next sync fails.
+                drop(f);
+                drop(st);
+                self.m.counters.write(self.options.class, buf.len());
+                return Ok(());
+            }
             if fail {
                 return Err(IoError::NoSpace {
                     path: self.path.clone(),
