@@ -127,6 +127,21 @@ pub enum FlushError {
         page_size: PageSize,
     },
 
+    /// A page read back older than the writer wrote it, before any data sync covered that
+    /// write: the device lost the write (a buffered write that failed in write-back). The read
+    /// is refused and the writer poisoned; a reopen recovers the page from the redo log.
+    #[error("{file}: {page_id} read back with LSN {read}, older than the LSN {written} written to it since the last data sync: the device lost a write; reopen the store to recover it from the redo log")]
+    LostWrite {
+        /// The data file.
+        file: PathBuf,
+        /// The page.
+        page_id: PageId,
+        /// The LSN of the page as written.
+        written: Lsn,
+        /// The LSN of the page as read.
+        read: Lsn,
+    },
+
     /// The configuration cannot work.
     #[error("invalid page writer configuration: {0}")]
     Config(String),

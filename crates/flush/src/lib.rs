@@ -84,6 +84,7 @@ mod page_writer;
 mod record;
 mod scheme;
 mod stats;
+mod unsynced;
 mod wal;
 
 #[cfg(test)]

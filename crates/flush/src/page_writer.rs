@@ -85,6 +85,9 @@ pub struct PageWriter {
     /// The data file's checkpoint record on page 0; its lock also serialises every write of
     /// page 0 (see [`PageWriter::stamp_checkpoint`]).
     file_ckpt: Mutex<FileCheckpoint>,
+    /// Pages written in place that no data sync has covered yet, checked on every read
+    /// (module `unsynced`).
+    unsynced: crate::unsynced::Unsynced,
 }
 
 /// What the writer knows of the file checkpoint LSN recorded on page 0
@@ -296,6 +299,7 @@ impl PageWriter {
             knobs: Knobs::default(),
             overlay: Overlay::default(),
             file_ckpt: Mutex::new(FileCheckpoint::default()),
+            unsynced: crate::unsynced::Unsynced::default(),
         })
     }
 
@@ -484,6 +488,7 @@ impl PageWriter {
             counters: &self.counters,
             poison: &self.poison,
             knobs: &self.knobs,
+            unsynced: &self.unsynced,
         }
     }
 

@@ -26,6 +26,7 @@ use crate::area::{encode_directory, DoublewriteArea};
 use crate::config::ResolvedMode;
 use crate::error::{FlushError, Result};
 use crate::stats::{add, Counters};
+use crate::unsynced::Unsynced;
 use keel_io::{AlignedBuf, File, PoisonCause, WriteOp};
 use keel_page::{Lsn, PageId};
 use std::fmt::Debug;
@@ -128,6 +129,8 @@ pub(crate) struct Ctx<'a> {
     pub counters: &'a Counters,
     pub poison: &'a Poison,
     pub knobs: &'a Knobs,
+    /// The pages written in place that no data sync has covered yet.
+    pub unsynced: &'a Unsynced,
 }
 
 impl Ctx<'_> {
@@ -149,6 +152,10 @@ impl Ctx<'_> {
                 add(&self.counters.data_writes, ops.len() as u64);
                 add(&self.counters.data_pages_written, ops.len() as u64);
                 add(&self.counters.data_bytes_written, bytes as u64);
+                self.unsynced.wrote(ops.iter().filter_map(|w| {
+                    let h = keel_page::PageHeader::read(w.buf)?;
+                    Some((h.page_id, h.lsn))
+                }));
                 if atomic {
                     add(&self.counters.atomic_writes, ops.len() as u64);
                 }
@@ -195,7 +202,9 @@ impl Ctx<'_> {
         // Read before the sync: only slots pending by now had their in-place writes completed
         // before the sync started.
         let gen = self.area.map(|a| a.pending_gen());
+        let token = self.unsynced.sync_begins();
         self.sync(self.data, false)?;
+        self.unsynced.synced(token);
         if let (Some(area), Some(gen)) = (self.area, gen) {
             area.free_pending(gen);
         }

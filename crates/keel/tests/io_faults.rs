@@ -68,7 +68,7 @@ fn store_files(dir: &Path) -> Vec<PathBuf> {
 fn draw_fault(r: &mut Rng, dir: &Path) -> Fault {
     let files = store_files(dir);
     let file = files[r.below(files.len() as u64) as usize].clone();
-    match r.below(8) {
+    match r.below(9) {
         0 => Fault::NoSpaceOnNthWrite(1 + r.below(40)),
         1 => Fault::NoSpaceOnPath(file),
         2 => Fault::NoSpaceAbove(1 << (18 + r.below(4))),
@@ -79,6 +79,10 @@ fn draw_fault(r: &mut Rng, dir: &Path) -> Fault {
         // a growing log's new and removed files while the store runs, and every file an open
         // names during a recovery.
         6 => Fault::NamespaceFailsNth(1 + r.below(12)),
+        // A buffered write (the data file without O_DIRECT, the doublewrite area, a log file
+        // written before its fdatasync) accepted, then lost in write-back: it reads back as it
+        // was until the next sync of its file fails (what `device_errors.rs` sees the kernel do).
+        7 => Fault::WritebackFailsNth(1 + r.below(40)),
         // Only the data file is read while the store runs.
         _ => Fault::ReadFailsOnPath(dir.join(keel::layout::DATA_FILE_NAME)),
     }
@@ -90,6 +94,8 @@ struct Totals {
     faults_fired: u64,
     /// Of those, namespace calls refused (an open, unlink, rename, directory listing).
     namespace_faults: u64,
+    /// Buffered writes lost in write-back (reported by the next sync of their file, if any).
+    writebacks_lost: u64,
     acked: u64,
     failed_commits: u64,
     /// Cases whose reopened store held the commit that failed (its redo was durable).
@@ -171,6 +177,9 @@ fn run_case(seed: u64, totals: &mut Totals) -> Result<(), String> {
     // case replays exactly (`KEEL_IO_FAULT_SEED`); the others keep the background threads,
     // whose timing decides where a fault lands. Its own generator.
     cfg.inline_maintenance = Rng(seed ^ 0x1e11_0000_0000_0010).below(2) == 0;
+    // Half the cases keep the data file in the page cache (`direct_io = false`), where a write
+    // can be lost in write-back. Its own generator.
+    cfg.direct_io = Rng(seed ^ 0xd1ec_0000_0000_0040).below(2) == 0;
     let store = Store::open_with_fs(Arc::new(fs.clone()), dir, cfg.clone())
         .map_err(|e| format!("open: {e}"))?;
     let steps = 20 + r.below(60);
@@ -312,11 +321,13 @@ fn run_case(seed: u64, totals: &mut Totals) -> Result<(), String> {
     }
     let fired = fs.fault_stats();
     totals.namespace_faults += fired.namespace_failed;
+    totals.writebacks_lost += fired.writeback_lost;
     let fired = fired.no_space
         + fired.sync_failed
         + fired.write_failed
         + fired.read_failed
-        + fired.namespace_failed;
+        + fired.namespace_failed
+        + fired.writeback_lost;
     totals.faults_fired += fired;
     if let (Some(f), 0) = (&failed, fired) {
         return Err(format!("an I/O failure without a fault: {f}"));

@@ -35,6 +35,25 @@ impl PageWriter {
         if let PageState::Valid(h) = &st {
             self.check_not_in_future(id, h.lsn)?;
         }
+        let lsn = match &st {
+            PageState::Valid(h) => h.lsn,
+            // A page written since the last data sync that reads back unwritten lost its write.
+            _ => Lsn(0),
+        };
+        if let Err(e) = self.unsynced.check_read(self.data.path(), id, lsn) {
+            let cause = keel_io::PoisonCause::new(
+                "read",
+                self.data.path(),
+                keel_io::IoError::Os {
+                    op: "pread",
+                    path: self.data.path().to_path_buf(),
+                    source: std::io::Error::other(e.to_string()),
+                },
+            )
+            .with_consequence("the device lost a write; no later sync can be trusted to cover it");
+            self.poison.set(cause);
+            return Err(e);
+        }
         Ok(st)
     }
 
