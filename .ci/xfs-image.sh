@@ -87,7 +87,8 @@ setup() {
     fi
   fi
   command -v mkfs.ext4 >/dev/null || skip "mkfs.ext4 not found"
-  # The recording disk of tests/power_loss.rs mounts a FUSE file through fusermount3. Without
+  # The recording disk of tests/power_loss.rs and device_errors.rs mounts a FUSE file through
+  # fusermount3 (device_errors.rs also reads extent maps with filefrag, from e2fsprogs). Without
   # it those tests print their own SKIPPED line; the images below do not need it.
   if ! command -v fusermount3 >/dev/null; then
     log "fusermount3 missing: installing fuse3"

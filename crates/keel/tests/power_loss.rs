@@ -57,7 +57,7 @@ mod rng;
 #[path = "common/workload.rs"]
 mod workload;
 
-use keel::{Config, Durability, LogFileMode, Store, SyncMethod, TornPage};
+use keel::{Config, Durability, Store, SyncMethod, TornPage};
 use loopfs::Fs;
 use recording_disk::{crash_image, Cache, ImageMount, Op, RecordingDisk};
 use rng::Rng;
@@ -110,38 +110,11 @@ enum End {
 impl Round {
     fn draw(fs: Fs, seed: u64) -> Round {
         let mut r = Rng(seed ^ 0x9011_0000_0000_0039);
-        let modes = fs.torn_page_modes();
-        let mode = modes[r.below(modes.len() as u64) as usize];
-        let syncs = [
-            SyncMethod::Fdatasync,
-            SyncMethod::Fsync,
-            SyncMethod::ODsync,
-            SyncMethod::ODirect,
-        ];
         Round {
             fs,
             seed,
             sector: if r.below(2) == 0 { 512 } else { 4096 },
-            // Drawn in this order (a struct's fields are evaluated as written).
-            store: workload::Shape {
-                mode,
-                log_files: if r.below(2) == 0 {
-                    LogFileMode::Preallocated
-                } else {
-                    LogFileMode::Growing
-                },
-                log_sync: syncs[r.below(syncs.len() as u64) as usize],
-                // Atomic writes of a 16 KiB page need a device that does them.
-                page_size: if r.below(4) == 0 && mode != TornPage::Atomic {
-                    16384
-                } else {
-                    4096
-                },
-                buffered_data: r.below(4) == 0,
-                inline: r.below(2) == 0,
-                frequent_checkpoints: r.below(2) == 0,
-                log_block_size: workload::log_block_size(seed),
-            },
+            store: workload::Shape::draw(fs.torn_page_modes(), &mut r, seed),
             writers: 1 + r.below(4) as usize,
             concurrent: r.below(2) == 0,
             commits: 40 + r.below(160),

@@ -20,6 +20,11 @@
 //! 3. Every mount made here is undone when its guard drops: the file system, the loop device,
 //!    the FUSE mount, in that order.
 //!
+//! The disk can also fail requests ([`RecordingDisk::fail`], for `device_errors.rs`): a write
+//! or read touching a failing byte range, or a cache flush, is answered EIO and changes and
+//! records nothing, as a device's media or transport error would be; [`RecordingDisk::heal`]
+//! ends that.
+//!
 //! Not modelled: a device that persists a sector it never completed (the write of a request in
 //! flight at the power loss is dropped whole, or torn only at sector boundaries), and the
 //! memory-pressure deadlock of a FUSE server that is also the client (the images are small).
@@ -54,6 +59,34 @@ pub enum Op {
 struct Disk {
     bytes: Vec<u8>,
     ops: Vec<Op>,
+    failing: Failing,
+    refused: Refused,
+}
+
+/// The requests the disk answers with EIO, changing nothing (see [`RecordingDisk::fail`]).
+#[derive(Clone, Debug, Default)]
+pub struct Failing {
+    /// Byte ranges (start, end) of the disk: a write touching any of them fails.
+    pub writes: Vec<(u64, u64)>,
+    /// Byte ranges: a read touching any of them fails.
+    pub reads: Vec<(u64, u64)>,
+    /// Every cache flush fails.
+    pub flushes: bool,
+}
+
+impl Failing {
+    fn touches(ranges: &[(u64, u64)], offset: u64, len: u64) -> bool {
+        let end = offset.saturating_add(len);
+        ranges.iter().any(|&(s, e)| offset < e && s < end)
+    }
+}
+
+/// Requests the disk refused while failing.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Refused {
+    pub writes: u64,
+    pub reads: u64,
+    pub flushes: u64,
 }
 
 /// The FUSE side: a root directory holding one file, `disk`.
@@ -138,11 +171,16 @@ impl Filesystem for DiskFs {
         _owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        let d = lock(&self.0);
+        let mut d = lock(&self.0);
         if u64::from(ino) == POSITION_INO {
             let text = format!("{:020}", d.ops.len());
             let start = usize::try_from(offset).map_or(text.len(), |o| o.min(text.len()));
             reply.data(&text.as_bytes()[start..]);
+            return;
+        }
+        if Failing::touches(&d.failing.reads, offset, u64::from(size)) {
+            d.refused.reads += 1;
+            reply.error(Errno::EIO);
             return;
         }
         let len = d.bytes.len();
@@ -168,6 +206,11 @@ impl Filesystem for DiskFs {
             reply.error(Errno::EACCES);
             return;
         }
+        if Failing::touches(&d.failing.writes, offset, data.len() as u64) {
+            d.refused.writes += 1;
+            reply.error(Errno::EIO);
+            return;
+        }
         let start = usize::try_from(offset).unwrap_or(usize::MAX);
         let Some(end) = start
             .checked_add(data.len())
@@ -185,7 +228,13 @@ impl Filesystem for DiskFs {
     }
 
     fn fsync(&self, _r: &Request, _ino: INodeNo, _fh: FileHandle, _ds: bool, reply: ReplyEmpty) {
-        lock(&self.0).ops.push(Op::Flush);
+        let mut d = lock(&self.0);
+        if d.failing.flushes {
+            d.refused.flushes += 1;
+            reply.error(Errno::EIO);
+            return;
+        }
+        d.ops.push(Op::Flush);
         reply.ok();
     }
 
@@ -253,6 +302,8 @@ impl RecordingDisk {
         let disk = Arc::new(Mutex::new(Disk {
             bytes,
             ops: Vec::new(),
+            failing: Failing::default(),
+            refused: Refused::default(),
         }));
         let mut config = fuser::Config::default();
         config
@@ -280,6 +331,44 @@ impl RecordingDisk {
     /// How many requests the device has completed: a position in [`RecordingDisk::stop`]'s list.
     pub fn position(&self) -> usize {
         lock(&self.disk).ops.len()
+    }
+
+    /// Every request the device has completed so far.
+    pub fn ops(&self) -> Vec<Op> {
+        lock(&self.disk).ops.clone()
+    }
+
+    /// From now on, answers the requests `failing` names with EIO (replacing what failed before).
+    pub fn fail(&self, failing: Failing) {
+        lock(&self.disk).failing = failing;
+    }
+
+    /// Stops failing requests; returns how many were refused.
+    pub fn heal(&self) -> Refused {
+        let mut d = lock(&self.disk);
+        d.failing = Failing::default();
+        d.refused
+    }
+
+    /// Unmounts the file system and mounts it again (its journal replayed): what a restart of
+    /// the machine after the errors, without a power loss, gives.
+    pub fn remount(&mut self, sector_size: u32) -> Result<(), String> {
+        if let Some(m) = &mut self.mounted {
+            m.unmount()?;
+        }
+        self.mounted = None;
+        self.mounted = Some(LoopMount::mount(
+            &self.fuse_dir.join(DISK_NAME),
+            &self.mnt,
+            sector_size,
+        )?);
+        Ok(())
+    }
+
+    /// The disk's byte ranges (start, end) that hold `file` (a file on the mounted file
+    /// system), from its extent map (`filefrag`); empty for a file with no blocks yet.
+    pub fn extents(&self, file: &Path) -> Result<Vec<(u64, u64)>, String> {
+        file_extents(file)
     }
 
     /// The file whose contents are [`RecordingDisk::position`] (see [`read_position`]).
@@ -313,6 +402,36 @@ impl Drop for RecordingDisk {
         let _ = self.undo();
         self.mounted = None;
     }
+}
+
+/// The byte ranges of the device that hold `file`: `filefrag -b512 -e`, in 512-byte units.
+fn file_extents(file: &Path) -> Result<Vec<(u64, u64)>, String> {
+    let out = Command::new("filefrag")
+        .args(["-b512", "-e"])
+        .arg(file)
+        .output()
+        .map_err(|e| format!("filefrag: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "filefrag {}: {}",
+            file.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    // Lines like "   0:        0..      31:      34816..     34847:     32:             last,eof".
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut ranges = Vec::new();
+    for line in text.lines() {
+        let fields: Vec<&str> = line.split(':').map(str::trim).collect();
+        if fields.len() < 4 || fields[0].parse::<u64>().is_err() {
+            continue;
+        }
+        let mut phys = fields[2].split("..").map(|x| x.trim().parse::<u64>());
+        if let (Some(Ok(s)), Some(Ok(e))) = (phys.next(), phys.next()) {
+            ranges.push((s * 512, (e + 1) * 512));
+        }
+    }
+    Ok(ranges)
 }
 
 /// The position a recording disk's [`RecordingDisk::position_file`] gives now.

@@ -419,6 +419,38 @@ pub struct Shape {
 }
 
 impl Shape {
+    /// A shape drawn from `r`, its torn-page mode one of `modes` (what the file system offers),
+    /// its log block size from `seed` ([`log_block_size`]).
+    pub fn draw(modes: &[keel::TornPage], r: &mut Rng, seed: u64) -> Shape {
+        let mode = modes[r.below(modes.len() as u64) as usize];
+        let syncs = [
+            keel::SyncMethod::Fdatasync,
+            keel::SyncMethod::Fsync,
+            keel::SyncMethod::ODsync,
+            keel::SyncMethod::ODirect,
+        ];
+        // Drawn in this order (a struct's fields are evaluated as written).
+        Shape {
+            mode,
+            log_files: if r.below(2) == 0 {
+                keel::LogFileMode::Preallocated
+            } else {
+                keel::LogFileMode::Growing
+            },
+            log_sync: syncs[r.below(syncs.len() as u64) as usize],
+            // Atomic writes of a 16 KiB page need a device that does them.
+            page_size: if r.below(4) == 0 && mode != keel::TornPage::Atomic {
+                16384
+            } else {
+                4096
+            },
+            buffered_data: r.below(4) == 0,
+            inline: r.below(2) == 0,
+            frequent_checkpoints: r.below(2) == 0,
+            log_block_size: log_block_size(seed),
+        }
+    }
+
     /// The store's configuration: a pool of 64 pages (the table, ~2,000 rows of up to 400
     /// bytes, does not fit, so the cleaner and eviction write pages between checkpoints), two
     /// log files of 256 KiB per 4 KiB of page (checkpoints under log pressure, and wrap-around,
