@@ -36,6 +36,10 @@
 //!    close it. The doublewrite area is not copied: every data page of the copy is verified, and
 //!    the copy gets its own area.
 //!
+//! 5. Sync the directory DEST was created in (and each directory above it the backup created),
+//!    so that DEST's own name survives a power loss after "backup OK" (test
+//!    `a_backup_syncs_the_directories_it_created`).
+//!
 //! Invariant: DEST holds exactly the commits up to one point of the source's history, at or
 //! after the backup's start (test `a_hot_backup_under_a_writing_process_is_consistent`), even
 //! when the data copy read a split out of order (test
@@ -208,6 +212,7 @@ fn backup(dir: &Path, dest: &Path, report: &mut Report) -> Result<(), String> {
     }
     report.checkpoint_lsn = slot0.checkpoint_lsn;
     report.start_log_end = scan_end(&st0, &slot0, &held.read()?)?;
+    let created = missing_dirs(dest);
     std::fs::create_dir_all(dest.join(keel::LOG_DIR)).map_err(|e| io(dest, "create", e))?;
     // Step 2: identity, then the data file.
     copy_file(
@@ -215,7 +220,25 @@ fn backup(dir: &Path, dest: &Path, report: &mut Report) -> Result<(), String> {
         &dest.join(keel::layout::IDENTITY_FILE),
     )?;
     copy_data(dir, dest, identity.page_size, identity.checksum, report)?;
-    finish(dir, dest, &identity, &held, &st0, &slot0, report)
+    finish(dir, dest, &identity, &held, &st0, &slot0, report)?;
+    // The entries of the directories the backup made: without this sync a power loss after
+    // "backup OK" may lose DEST's own name on a file system that does not order a new
+    // directory's entry before later fsyncs (ext4 and XFS do; the standard does not promise it).
+    for d in &created {
+        if let Some(parent) = d.parent().filter(|p| !p.as_os_str().is_empty()) {
+            sync_dir(parent)?;
+        }
+    }
+    Ok(())
+}
+
+/// `dir` and those of its ancestors that do not exist, deepest first: what `create_dir_all`
+/// makes of it.
+fn missing_dirs(dir: &Path) -> Vec<PathBuf> {
+    dir.ancestors()
+        .take_while(|d| !d.as_os_str().is_empty() && !d.exists())
+        .map(Path::to_path_buf)
+        .collect()
 }
 
 /// Steps 3 and 4, after the data copy: the log, the copy's header, its recovery and check.
