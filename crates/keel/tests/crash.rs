@@ -164,6 +164,8 @@ struct Totals {
     commits_refused: u64,
     /// Cases with `Config::inline_maintenance` (no cleaner or checkpointer thread).
     inline_maintenance: u64,
+    /// Cases whose data file is in the page cache (`direct_io = false`).
+    buffered_data: u64,
     /// Runs that ended with the process killed (its unsynced writes kept in the page cache).
     process_kills: u64,
 }
@@ -239,6 +241,14 @@ fn run_case_noted(
         cfg.inline_maintenance = true;
         add_totals(|t| t.inline_maintenance += 1);
         notes.push_str("inline maintenance; ");
+    }
+    // A quarter of the cases keep the data file in the page cache (`direct_io = false`: no
+    // bounce buffers or alignment, and what the page writer does differently for it). Its own
+    // generator too.
+    if Rng(case.seed ^ 0xd1ec_0000_0000_0040).below(4) == 0 {
+        cfg.direct_io = false;
+        add_totals(|t| t.buffered_data += 1);
+        notes.push_str("buffered data file; ");
     }
     // A quarter of the cases keep their log in growing files (32 KiB each, so files are
     // created, filled and deleted behind the checkpoint all through the run). Its own generator
