@@ -22,7 +22,11 @@
 //!    (its journal replayed) and the store opened, each writer is at its last acknowledged
 //!    commit or the one in flight, the table equals the model there, and `Store::check` is
 //!    clean.
-//! 4. **Nor by a power loss after the errors**: crash images (as `power_loss.rs` builds them;
+//! 4. **A restart on the still-failing device never makes things worse**: when the device
+//!    still fails one file's blocks at the end of the run, the file system is mounted again
+//!    (its own blocks are healthy) and the store opened: it refuses with an error, or opens and
+//!    reads the acknowledged model (or errors); property 3 then holds once the device heals.
+//! 5. **Nor by a power loss after the errors**: crash images (as `power_loss.rs` builds them;
 //!    refused writes changed nothing) at random requests after the device began to fail hold
 //!    each writer's commits acknowledged by then (or one more) and pass the same checks; in
 //!    `none` mode a torn page may be reported as corruption instead.
@@ -156,7 +160,7 @@ const DEADLINE: Duration = Duration::from_secs(180);
 /// Snapshots read after the run stopped, the device still failing (property 1).
 const AFTER_READS: u64 = 20;
 
-/// Crash images per round (property 4).
+/// Crash images per round (property 5).
 const CRASHES: u64 = 2;
 
 /// The unit a crash image keeps or loses a write after the last flush in (see `power_loss.rs`'
@@ -190,6 +194,9 @@ struct Tally {
     at_acked: u64,
     at_in_flight: u64,
     crash_images: u64,
+    /// Reopens on the device still failing a file's blocks: refused, or opened (property 4).
+    failing_reopens_refused: u64,
+    failing_reopens_opened: u64,
     /// `none` mode: a torn page of a crash image reported as corruption.
     corruption_reported: u64,
 }
@@ -403,10 +410,9 @@ fn round(r: &Round, base: &Path, tally: &mut Tally) -> Result<(), String> {
         }
     }
     let poisoned = store.is_poisoned();
-    if let Err(e) = &run {
+    if run.is_err() {
         tally.runs_failed += 1;
         tally.poisoned += u64::from(poisoned);
-        eprintln!("device_errors seed {}: {:?}: {e}", r.seed, r.target);
     }
     // Property 2.
     let mut acked = acked;
@@ -430,6 +436,25 @@ fn round(r: &Round, base: &Path, tally: &mut Tally) -> Result<(), String> {
     drop(store);
     let ops = disk.ops();
     let acks = acks.into_inner().unwrap_or_else(|p| p.into_inner());
+    // Property 4: a restart while the device still fails the blocks of one file (the file
+    // system mounts: its own blocks are healthy). The recovery either refuses with an error or
+    // opens, and then every read is the acknowledged model or an error.
+    let file_target = !matches!(r.target, Target::Flushes | Target::AllWrites);
+    if file_target && !healed.load(Ordering::SeqCst) {
+        disk.remount(r.sector)?;
+        match Store::open(&dir, r.config()) {
+            Err(_) => tally.failing_reopens_refused += 1,
+            Ok(store) => {
+                tally.failing_reopens_opened += 1;
+                match model::contents(&store) {
+                    Ok(rows) => check_snapshot(r, &rows, &acked).map_err(|e| {
+                        format!("a wrong read after a reopen on the failing device: {e}")
+                    })?,
+                    Err(_) => tally.read_errors += 1,
+                }
+            }
+        }
+    }
     let refused = disk.heal();
     tally.refused_writes += refused.writes;
     tally.refused_reads += refused.reads;
@@ -450,7 +475,7 @@ fn round(r: &Round, base: &Path, tally: &mut Tally) -> Result<(), String> {
     }
     store.close().map_err(|e| format!("close: {e}"))?;
     disk.stop()?;
-    // Property 4.
+    // Property 5.
     let from =
         usize::try_from(failed_from.load(Ordering::SeqCst)).map_or(ops.len(), |f| f.min(ops.len()));
     let mut rng = Rng(r.seed ^ 0xc4a5_0000_0000_0040);
@@ -471,7 +496,7 @@ fn round(r: &Round, base: &Path, tally: &mut Tally) -> Result<(), String> {
     Ok(())
 }
 
-/// Property 4 for the crash image at `image`: each writer at `acked` or one more.
+/// Property 5 for the crash image at `image`: each writer at `acked` or one more.
 fn check_image(
     r: &Round,
     image: &Path,

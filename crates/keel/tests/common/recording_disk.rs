@@ -426,9 +426,17 @@ fn file_extents(file: &Path) -> Result<Vec<(u64, u64)>, String> {
         if fields.len() < 4 || fields[0].parse::<u64>().is_err() {
             continue;
         }
+        // An extent not yet on the disk (delayed allocation: "unknown_loc,delalloc") is listed
+        // at physical block 0, the file system's own superblock: skip it.
+        let flags = fields.last().copied().unwrap_or("");
+        if flags.contains("unknown") || flags.contains("delalloc") || flags.contains("inline") {
+            continue;
+        }
         let mut phys = fields[2].split("..").map(|x| x.trim().parse::<u64>());
         if let (Some(Ok(s)), Some(Ok(e))) = (phys.next(), phys.next()) {
-            ranges.push((s * 512, (e + 1) * 512));
+            if s > 0 {
+                ranges.push((s * 512, (e + 1) * 512));
+            }
         }
     }
     Ok(ranges)
