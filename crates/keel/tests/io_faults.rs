@@ -148,9 +148,10 @@ fn config(r: &mut Rng) -> Config {
 
 fn run_case(seed: u64, totals: &mut Totals) -> Result<(), String> {
     let mut r = Rng(seed);
+    let sector = if r.below(2) == 0 { 512 } else { 4096 };
     let fs = SimFs::new(
         SimConfig::seeded(seed)
-            .sector_size(if r.below(2) == 0 { 512 } else { 4096 })
+            .sector_size(sector)
             .hardware_atomic(),
     );
     let dir = Path::new("/db");
@@ -180,6 +181,20 @@ fn run_case(seed: u64, totals: &mut Totals) -> Result<(), String> {
     // Half the cases keep the data file in the page cache (`direct_io = false`), where a write
     // can be lost in write-back. Its own generator.
     cfg.direct_io = Rng(seed ^ 0xd1ec_0000_0000_0040).below(2) == 0;
+    // Every sync method of the log and both block sizes (every case before ran fdatasync and
+    // 4 KiB blocks): an O_DSYNC or O_DIRECT log write fails at the write, not at a later sync.
+    // Their own generator. O_DIRECT needs blocks of at least the sector.
+    let mut log = Rng(seed ^ 0x10c5_0000_0000_0040);
+    cfg.log_sync = [
+        keel::SyncMethod::Fdatasync,
+        keel::SyncMethod::Fsync,
+        keel::SyncMethod::ODsync,
+        keel::SyncMethod::ODirect,
+    ][log.below(4) as usize];
+    cfg.log_block_size = if log.below(2) == 0 { 512 } else { 4096 };
+    if cfg.log_sync == keel::SyncMethod::ODirect && cfg.log_block_size < sector {
+        cfg.log_block_size = sector;
+    }
     let store = Store::open_with_fs(Arc::new(fs.clone()), dir, cfg.clone())
         .map_err(|e| format!("open: {e}"))?;
     let steps = 20 + r.below(60);
