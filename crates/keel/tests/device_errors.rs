@@ -143,14 +143,6 @@ impl Round {
     fn config(&self) -> Config {
         self.store.config()
     }
-
-    fn image_size(&self) -> u64 {
-        if self.fs == Fs::Xfs {
-            320 << 20
-        } else {
-            64 << 20
-        }
-    }
 }
 
 /// A round's run, from the store's creation to the checks after the remount, takes at most
@@ -274,7 +266,12 @@ fn check_snapshot(r: &Round, rows: &model::Model, acked_before: &[u64]) -> Resul
 
 fn round(r: &Round, base: &Path, tally: &mut Tally) -> Result<(), String> {
     let empty = base.join("empty.img");
-    loopfs::make_image(r.fs, &empty, r.image_size(), Some(r.sector))?;
+    loopfs::make_image(
+        r.fs,
+        &empty,
+        recording_disk::image_size(r.fs),
+        Some(r.sector),
+    )?;
     let mut disk = RecordingDisk::start(&empty, &base.join("run"), r.sector)?;
     let dir = disk.mnt.join("store");
     let store = Store::open(&dir, r.config()).map_err(|e| format!("create: {e}"))?;

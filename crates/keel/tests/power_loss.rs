@@ -154,14 +154,6 @@ impl Round {
             ..self.store.config()
         }
     }
-
-    fn image_size(&self) -> u64 {
-        if self.fs == Fs::Xfs {
-            320 << 20
-        } else {
-            64 << 20
-        }
-    }
 }
 
 /// What the rounds saw.
@@ -434,7 +426,12 @@ fn round(
     tally: &mut Tally,
 ) -> Result<(), String> {
     let empty = base.join("empty.img");
-    loopfs::make_image(r.fs, &empty, r.image_size(), Some(r.sector))?;
+    loopfs::make_image(
+        r.fs,
+        &empty,
+        recording_disk::image_size(r.fs),
+        Some(r.sector),
+    )?;
     let Recorded {
         mut ops,
         acks,

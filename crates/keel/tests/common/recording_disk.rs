@@ -554,6 +554,16 @@ pub fn crash_image(
     Ok(report)
 }
 
+/// The size of a recording disk's image for `fs`: small (the disk is held in memory and every
+/// crash image is a copy), but XFS will not make a file system below 300 MiB.
+pub fn image_size(fs: super::loopfs::Fs) -> u64 {
+    if fs == super::loopfs::Fs::Xfs {
+        320 << 20
+    } else {
+        64 << 20
+    }
+}
+
 /// Why this machine cannot serve a recording disk, if it cannot (after [`super::loopfs`]'s
 /// own reasons).
 pub fn cannot_run() -> Option<String> {
