@@ -12,8 +12,9 @@
 //! was freed, never refused as half-made.
 //!
 //! SimFs injects ENOSPC at a chosen write (`tests/errors.rs`); here the kernel decides where it
-//! strikes: the data file growing through O_DIRECT writes into holes, a growing log file, the
-//! doublewrite area, the preallocated log at creation.
+//! strikes: the data file growing through O_DIRECT writes into holes (or, in half the rounds,
+//! through the page cache), a growing log file (written by every sync method), the doublewrite
+//! area, the preallocated log at creation.
 //!
 //! Root only (loop mounts); otherwise each test prints `SKIPPED: <reason>`.
 //! `KEEL_FS_FULL_ROUNDS` sets the rounds per file system (default 6), `KEEL_FS_FULL_SEED` the first
@@ -26,7 +27,7 @@ mod model;
 #[path = "common/rng.rs"]
 mod rng;
 
-use keel::{Config, Durability, LogFileMode, Store, TornPage};
+use keel::{Config, Durability, LogFileMode, Store, SyncMethod, TornPage};
 use loopfs::{run, Fs, Mount};
 use model::Model;
 use rng::Rng;
@@ -81,6 +82,10 @@ struct Round {
     log_files: LogFileMode,
     /// Free space left beside the filler, in KiB.
     free_kib: u64,
+    /// The data file through the page cache (else `O_DIRECT`, the default).
+    buffered_data: bool,
+    /// The log's sync method.
+    log_sync: SyncMethod,
 }
 
 impl Round {
@@ -98,6 +103,16 @@ impl Round {
             // From too little for the store's creation (log 2 x 512 KiB, doublewrite area) to
             // a few MiB of data.
             free_kib: [64, 512, 1_200, 2_000, 3_000, 6_000][r.below(6) as usize] + r.below(512),
+            // Every round before ran an O_DIRECT data file and an fdatasync'd log: a buffered
+            // data file meets the full disk at its write-back and syncs, O_DSYNC and O_DIRECT
+            // logs at their writes. Their own generator, so the rest is what the seed gave.
+            buffered_data: Rng(seed ^ 0xf511_0000_0000_0040).below(2) == 0,
+            log_sync: [
+                SyncMethod::Fdatasync,
+                SyncMethod::Fsync,
+                SyncMethod::ODsync,
+                SyncMethod::ODirect,
+            ][Rng(seed ^ 0xf512_0000_0000_0040).below(4) as usize],
         }
     }
 
@@ -108,6 +123,8 @@ impl Round {
             torn_page: self.mode,
             doublewrite_batch: 8,
             log_files: self.log_files,
+            log_sync: self.log_sync,
+            direct_io: !self.buffered_data,
             // Room for a transaction's page images in full-page-writes mode.
             log_file_size: 512 * 1024,
             log_file_count: 2,
