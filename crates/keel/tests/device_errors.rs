@@ -195,8 +195,22 @@ struct Tally {
     corruption_reported: u64,
 }
 
+impl Tally {
+    /// Counts each writer recovered to its last acknowledged commit `acked` or the one in
+    /// flight after it (`cs`: where each was found).
+    fn count_recovered(&mut self, cs: &[u64], acked: &[u64]) {
+        for (&c, &a) in cs.iter().zip(acked) {
+            if c == a {
+                self.at_acked += 1;
+            } else {
+                self.at_in_flight += 1;
+            }
+        }
+    }
+}
+
 /// The device ranges `r.target` names in the store at `dir` (`None`: a target of no file).
-fn ranges(r: &Round, disk: &RecordingDisk, dir: &Path) -> Result<Vec<(u64, u64)>, String> {
+fn ranges(r: &Round, dir: &Path) -> Result<Vec<(u64, u64)>, String> {
     let files = match r.target {
         Target::DataWrites | Target::DataReads => vec![dir.join(keel::layout::DATA_FILE_NAME)],
         Target::DoublewriteWrites => vec![dir.join(keel::layout::DOUBLEWRITE_FILE_NAME)],
@@ -211,7 +225,7 @@ fn ranges(r: &Round, disk: &RecordingDisk, dir: &Path) -> Result<Vec<(u64, u64)>
     };
     let mut out = Vec::new();
     for f in files.iter().filter(|f| f.exists()) {
-        out.extend(disk.extents(f)?);
+        out.extend(recording_disk::extents(f)?);
     }
     Ok(out)
 }
@@ -277,11 +291,9 @@ fn round(r: &Round, base: &Path, tally: &mut Tally) -> Result<(), String> {
     let store = Store::open(&dir, r.config()).map_err(|e| format!("create: {e}"))?;
     let data_file = std::fs::File::open(dir.join(keel::layout::DATA_FILE_NAME))
         .map_err(|e| format!("the data file: {e}"))?;
-    // Each writer's last acknowledged commit, and every acknowledgement with the device's
-    // position then.
-    let acked: Mutex<Vec<u64>> = Mutex::new(vec![0; r.writers]);
+    // Every acknowledgement, with the device's position then (each writer's last acknowledged
+    // commit is `workload::acked_at(.., usize::MAX)` of it).
     let acks: Mutex<Vec<workload::Ack>> = Mutex::new(Vec::new());
-    let total = AtomicU64::new(0);
     // When the device began to fail, and at which request.
     let started = Mutex::new(None::<std::time::Instant>);
     let failed_from = AtomicU64::new(u64::MAX);
@@ -291,16 +303,18 @@ fn round(r: &Round, base: &Path, tally: &mut Tally) -> Result<(), String> {
     let done = AtomicBool::new(false);
     let (snapshots, read_errors, healed) =
         (AtomicU64::new(0), AtomicU64::new(0), AtomicBool::new(false));
-    let last_acked = |a: &Mutex<Vec<u64>>| a.lock().map(|v| v.clone()).unwrap_or_default();
+    let last_acked = || {
+        acks.lock()
+            .map(|a| workload::acked_at(&a, r.writers, usize::MAX))
+            .unwrap_or_default()
+    };
     let ack = |w: usize, n: u64| {
-        if let Ok(mut a) = acked.lock() {
-            a[w] = a[w].max(n);
-        }
-        if let Ok(mut a) = acks.lock() {
+        let total = acks.lock().map_or(0, |mut a| {
             a.push((w, n, disk.position()));
-        }
-        if total.fetch_add(1, Ordering::SeqCst) + 1 == r.fail_after {
-            match ranges(r, &disk, &dir) {
+            a.len() as u64
+        });
+        if total == r.fail_after {
+            match ranges(r, &dir) {
                 Ok(ranges) => {
                     failed_from.store(disk.position() as u64, Ordering::SeqCst);
                     disk.fail(failing(r, ranges));
@@ -320,7 +334,7 @@ fn round(r: &Round, base: &Path, tally: &mut Tally) -> Result<(), String> {
         // The reader (property 1).
         s.spawn(|| {
             while !done.load(Ordering::SeqCst) {
-                let before = last_acked(&acked);
+                let before = last_acked();
                 match model::contents(&store) {
                     Ok(rows) => {
                         snapshots.fetch_add(1, Ordering::Relaxed);
@@ -380,9 +394,10 @@ fn round(r: &Round, base: &Path, tally: &mut Tally) -> Result<(), String> {
     {
         return Err(format!("harness: {e}"));
     }
-    let acked = acked.into_inner().unwrap_or_else(|p| p.into_inner());
+    let mut acks = acks.into_inner().unwrap_or_else(|p| p.into_inner());
+    let mut acked = workload::acked_at(&acks, r.writers, usize::MAX);
     tally.rounds += 1;
-    tally.acked += acked.iter().sum::<u64>();
+    tally.acked += acks.len() as u64;
     tally.snapshots += snapshots.load(Ordering::Relaxed);
     tally.read_errors += read_errors.load(Ordering::Relaxed);
     tally.failing += u64::from(started.lock().ok().and_then(|s| *s).is_some());
@@ -414,7 +429,6 @@ fn round(r: &Round, base: &Path, tally: &mut Tally) -> Result<(), String> {
         tally.poisoned += u64::from(poisoned);
     }
     // Property 2.
-    let mut acked = acked;
     if poisoned {
         let n = acked[0] + 1;
         if let Ok(true) = workload::commit(&store, r.seed, r.concurrent, 0, n) {
@@ -427,14 +441,14 @@ fn round(r: &Round, base: &Path, tally: &mut Tally) -> Result<(), String> {
         // the data file reports a failed writeback now, if nothing did before).
         let n = acked[0] + 1;
         if let Ok(true) = workload::commit(&store, r.seed, r.concurrent, 0, n) {
-            acked[0] = n;
+            acks.push((0, n, disk.position()));
+            acked = workload::acked_at(&acks, r.writers, usize::MAX);
         }
         let _ = store.checkpoint();
     }
     drop(data_file);
     drop(store);
     let ops = disk.ops();
-    let acks = acks.into_inner().unwrap_or_else(|p| p.into_inner());
     // Property 4: a restart while the device still fails the blocks of one file (the file
     // system usually mounts: its own blocks are healthy). The recovery either refuses with an error or
     // opens, and then every read is the acknowledged model or an error.
@@ -442,20 +456,19 @@ fn round(r: &Round, base: &Path, tally: &mut Tally) -> Result<(), String> {
     // The file system itself may refuse that mount: blocks the file held when the failure
     // began can since hold its metadata (XFS's atomic writes move a file's blocks, copy on
     // write), and a mount that cannot write them fails before Keel is involved.
-    if file_target && !healed.load(Ordering::SeqCst) && disk.remount(r.sector).is_err() {
-        tally.failing_mounts_refused += 1;
-    } else if file_target && !healed.load(Ordering::SeqCst) {
-        match Store::open(&dir, r.config()) {
-            Err(_) => tally.failing_reopens_refused += 1,
-            Ok(store) => {
-                tally.failing_reopens_opened += 1;
-                match model::contents(&store) {
-                    Ok(rows) => check_snapshot(r, &rows, &acked).map_err(|e| {
-                        format!("a wrong read after a reopen on the failing device: {e}")
-                    })?,
-                    Err(_) => tally.read_errors += 1,
-                }
+    if file_target && !healed.load(Ordering::SeqCst) {
+        if disk.remount(r.sector).is_err() {
+            tally.failing_mounts_refused += 1;
+        } else if let Ok(store) = Store::open(&dir, r.config()) {
+            tally.failing_reopens_opened += 1;
+            match model::contents(&store) {
+                Ok(rows) => check_snapshot(r, &rows, &acked).map_err(|e| {
+                    format!("a wrong read after a reopen on the failing device: {e}")
+                })?,
+                Err(_) => tally.read_errors += 1,
             }
+        } else {
+            tally.failing_reopens_refused += 1;
         }
     }
     let refused = disk.heal();
@@ -469,13 +482,7 @@ fn round(r: &Round, base: &Path, tally: &mut Tally) -> Result<(), String> {
     let context = format!("{:?} failing; recovery {:?}", r.target, store.recovery());
     let cs = workload::verify(&store, r.seed, &acked, &acked, &context)
         .map_err(workload::Unverified::message)?;
-    for (&c, &a) in cs.iter().zip(&acked) {
-        if c == a {
-            tally.at_acked += 1;
-        } else {
-            tally.at_in_flight += 1;
-        }
-    }
+    tally.count_recovered(&cs, &acked);
     store.close().map_err(|e| format!("close: {e}"))?;
     disk.stop()?;
     // Property 5.
@@ -520,15 +527,7 @@ fn check_image(
     };
     let context = format!("recovery {:?}", store.recovery());
     match workload::verify(&store, r.seed, acked, acked, &context) {
-        Ok(cs) => {
-            for (&c, &a) in cs.iter().zip(acked) {
-                if c == a {
-                    tally.at_acked += 1;
-                } else {
-                    tally.at_in_flight += 1;
-                }
-            }
-        }
+        Ok(cs) => tally.count_recovered(&cs, acked),
         Err(workload::Unverified::Corruption(_)) if unprotected => {
             tally.corruption_reported += 1;
         }

@@ -365,12 +365,6 @@ impl RecordingDisk {
         Ok(())
     }
 
-    /// The disk's byte ranges (start, end) that hold `file` (a file on the mounted file
-    /// system), from its extent map (`filefrag`); empty for a file with no blocks yet.
-    pub fn extents(&self, file: &Path) -> Result<Vec<(u64, u64)>, String> {
-        file_extents(file)
-    }
-
     /// The file whose contents are [`RecordingDisk::position`] (see [`read_position`]).
     pub fn position_file(&self) -> PathBuf {
         self.fuse_dir.join(POSITION_NAME)
@@ -404,8 +398,10 @@ impl Drop for RecordingDisk {
     }
 }
 
-/// The byte ranges of the device that hold `file`: `filefrag -b512 -e`, in 512-byte units.
-fn file_extents(file: &Path) -> Result<Vec<(u64, u64)>, String> {
+/// The byte ranges (start, end) of the device that hold `file` (a file on a mounted recording
+/// disk), from its extent map (`filefrag -b512 -e`, in 512-byte units); empty for a file with no
+/// blocks on the disk yet.
+pub fn extents(file: &Path) -> Result<Vec<(u64, u64)>, String> {
     let out = Command::new("filefrag")
         .args(["-b512", "-e"])
         .arg(file)
