@@ -517,21 +517,16 @@ fn check_image(
     let mut m = ImageMount::mount(image, mnt, r.sector)?;
     tally.crash_images += 1;
     let unprotected = r.store.mode == keel::TornPage::None;
-    let store = match Store::open(m.dir.join("store"), r.config()) {
-        Ok(s) => s,
-        Err(e) if unprotected && e.is_corruption() => {
-            tally.corruption_reported += 1;
-            return m.unmount();
-        }
-        Err(e) => return Err(format!("reopen with {acked:?} acknowledged: {e}")),
+    let what = format!("{acked:?} acknowledged");
+    let dir = m.dir.join("store");
+    let Some(store) = workload::open_crashed(&dir, r.config(), unprotected, &what)? else {
+        tally.corruption_reported += 1;
+        return m.unmount();
     };
     let context = format!("recovery {:?}", store.recovery());
-    match workload::verify(&store, r.seed, acked, acked, &context) {
-        Ok(cs) => tally.count_recovered(&cs, acked),
-        Err(workload::Unverified::Corruption(_)) if unprotected => {
-            tally.corruption_reported += 1;
-        }
-        Err(e) => return Err(e.message()),
+    match workload::verify_crashed(&store, r.seed, acked, acked, &context, unprotected)? {
+        Some(cs) => tally.count_recovered(&cs, acked),
+        None => tally.corruption_reported += 1,
     }
     store.close().map_err(|e| format!("close: {e}"))?;
     m.unmount()

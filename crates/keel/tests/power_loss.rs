@@ -340,13 +340,10 @@ fn check_image(
     let mut m = ImageMount::mount(image, mnt, r.sector)?;
     let dir = m.dir.join("store");
     let unprotected = r.store.mode == TornPage::None;
-    let store = match Store::open(&dir, r.config()) {
-        Ok(s) => s,
-        Err(e) if unprotected && e.is_corruption() => {
-            tally.corruption_reported += 1;
-            return Ok(());
-        }
-        Err(e) => return Err(format!("reopen with {:?} durable: {e}", b.must)),
+    let what = format!("{:?} durable", b.must);
+    let Some(store) = workload::open_crashed(&dir, r.config(), unprotected, &what)? else {
+        tally.corruption_reported += 1;
+        return m.unmount();
     };
     if verify(r, &store, b, tally)?.is_some() {
         store.close().map_err(|e| format!("close: {e}"))?;
@@ -377,13 +374,10 @@ fn verify(
     tally.groups_replayed += rep.groups_replayed;
     tally.doublewrite_restored += rep.doublewrite_restored;
     let context = format!("recovery {rep:?}");
-    let cs = match workload::verify(store, r.seed, must, &b.acked, &context) {
-        Ok(cs) => cs,
-        Err(workload::Unverified::Corruption(_)) if unprotected => {
-            tally.corruption_reported += 1;
-            return Ok(None);
-        }
-        Err(e) => return Err(e.message()),
+    let Some(cs) = workload::verify_crashed(store, r.seed, must, &b.acked, &context, unprotected)?
+    else {
+        tally.corruption_reported += 1;
+        return Ok(None);
     };
     for (&c, &a) in cs.iter().zip(&b.acked) {
         if c == a {

@@ -389,6 +389,44 @@ pub fn verify(
     Ok(cs)
 }
 
+/// Opens the store a crash left in `dir`. `Ok(None)`: the open reported corruption, which
+/// only a store without torn-page protection (`unprotected`) may do after a power loss.
+///
+/// # Errors
+/// Any other refusal, with `what` (the commits that must be there) in its message.
+pub fn open_crashed(
+    dir: &std::path::Path,
+    config: keel::Config,
+    unprotected: bool,
+    what: &dyn std::fmt::Display,
+) -> Result<Option<Store>, String> {
+    match Store::open(dir, config) {
+        Ok(s) => Ok(Some(s)),
+        Err(e) if unprotected && e.is_corruption() => Ok(None),
+        Err(e) => Err(format!("reopen with {what}: {e}")),
+    }
+}
+
+/// [`verify`] of a store a crash left: `Ok(None)` when it reported corruption, which only a
+/// store without torn-page protection (`unprotected`) may do.
+///
+/// # Errors
+/// A wrong answer, or corruption reported by a protected store.
+pub fn verify_crashed(
+    store: &Store,
+    seed: u64,
+    must: &[u64],
+    acked: &[u64],
+    context: &dyn std::fmt::Display,
+    unprotected: bool,
+) -> Result<Option<Vec<u64>>, String> {
+    match verify(store, seed, must, acked, context) {
+        Ok(cs) => Ok(Some(cs)),
+        Err(Unverified::Corruption(_)) if unprotected => Ok(None),
+        Err(e) => Err(e.message()),
+    }
+}
+
 /// A log block size for a round of `seed`: 512 or 4096 bytes, from a generator of its own (so
 /// the round's other choices are what the seed always gave).
 pub fn log_block_size(seed: u64) -> u32 {
