@@ -10,8 +10,10 @@
 //! change. So the lookup either finds the version or the page has not been changed since the
 //! snapshot. A version kept as undo (invariant 5) is rebuilt from the frame under the shared
 //! latch; an optimistic read that finds one falls back to the latched read. After the lookup
-//! the reader checks that its snapshot was not revoked (invariant 4). Tests:
-//! `tests/snapshots.rs`.
+//! the reader checks that its snapshot was not revoked (invariant 4) — also when the read
+//! failed: a revoked snapshot may reach a page freed since and never written, whose read error
+//! is not the answer (`SnapshotTooOld` is). Tests: `tests/snapshots.rs`, and keel's
+//! `tests/snapshots.rs` (`HeldScan`).
 
 use crate::guard::PageReadGuard;
 use crate::optimistic::OptimisticToken;
@@ -72,7 +74,16 @@ impl BufferPool {
             snap.check()?;
             return Ok(SnapPage::Version(v));
         }
-        let g = self.read(id)?;
+        // Module `versions`, invariant 4: a revoked snapshot's versions are gone, so a page it
+        // reaches may have been freed since (and never written) or reused: the read's error is
+        // then that of a page the snapshot no longer owns, and the answer is the refusal.
+        let g = match self.read(id) {
+            Ok(g) => g,
+            Err(e) => {
+                snap.check()?;
+                return Err(e);
+            }
+        };
         let page = match snap.find(id) {
             Some(Found::Image(v)) => SnapPage::Version(v),
             // Module `versions`, invariant 5: under the shared latch the frame and the undo

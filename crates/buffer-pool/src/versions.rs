@@ -30,8 +30,10 @@
 //!    `a_sealed_version_waits_for_its_publish`).
 //! 4. **Bounded**: past the memory budget, the oldest snapshots are revoked (their next read
 //!    is [`PoolError::SnapshotTooOld`]) and their versions dropped; a revoked flag is set
-//!    before any version it needed is dropped, and a reader checks it after its lookup, so it
-//!    never uses a newer page in place of a dropped version (`the_budget_revokes_the_oldest`).
+//!    before any version it needed is dropped, and a reader checks it after its lookup (and
+//!    after a failed read), so it never uses a newer page in place of a dropped version, nor
+//!    answers with the read error of a page freed since (`the_budget_revokes_the_oldest`;
+//!    keel's `tests/snapshots.rs`, `HeldScan`).
 //! 5. **Undo versions are rebuilt while the page is the transaction's**: a version kept as
 //!    undo ([`TxnUndo`], module `txn_undo`: the bytes each change overwrote) is the page in its frame with those
 //!    bytes put back, which holds only while the transaction owns the page and has not yet

@@ -83,6 +83,99 @@ fn same(r: &ReadTxn, want: &Model, what: &str, budget_bites: bool) -> Result<(),
     }
 }
 
+/// A scan of a snapshot begun before a write transaction and finished after it (and after the
+/// checkpoint that may follow): a cursor, or a range forward or backward. The rows it returns
+/// after the commit must still be the snapshot's; with `budget_bites` the snapshot may instead
+/// be refused (`SnapshotTooOld`) — never another error. (Whole scans between commits never
+/// met a revoked snapshot's read of a page freed since and never written: it reported "page N
+/// was never written", a corruption, instead of `SnapshotTooOld`.)
+struct HeldScan<'r> {
+    scan: Scan<'r>,
+    got: Vec<(Vec<u8>, Vec<u8>)>,
+    want: Vec<(Vec<u8>, Vec<u8>)>,
+    what: String,
+}
+
+enum Scan<'r> {
+    Cursor(keel::Cursor<'r>),
+    Forward(keel::Rows<'r>),
+    Backward(keel::Rows<'r>),
+}
+
+impl<'r> HeldScan<'r> {
+    /// Starts a scan of a random table of `want` in `r` and pulls some of its rows; `None`
+    /// when the snapshot has no table.
+    fn start(
+        r: &'r ReadTxn,
+        want: &Model,
+        rng: &mut Rng,
+        what: String,
+    ) -> keel::Result<Option<Self>> {
+        if want.is_empty() {
+            return Ok(None);
+        }
+        let (name, rows) = want
+            .iter()
+            .nth(rng.below(want.len() as u64) as usize)
+            .expect("a table");
+        let t = r.table(name)?;
+        let mut want: Vec<(Vec<u8>, Vec<u8>)> =
+            rows.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        let scan = match rng.below(3) {
+            0 => Scan::Cursor(t.cursor(..)?),
+            1 => Scan::Forward(t.range(..)?),
+            _ => {
+                want.reverse();
+                Scan::Backward(t.range(..)?)
+            }
+        };
+        let mut held = HeldScan {
+            scan,
+            got: Vec::new(),
+            want,
+            what,
+        };
+        let n = rng.below(held.want.len() as u64 + 1);
+        for _ in 0..n {
+            held.pull()?;
+        }
+        Ok(Some(held))
+    }
+
+    /// The next row into `got`; `false` at the end.
+    fn pull(&mut self) -> keel::Result<bool> {
+        let row = match &mut self.scan {
+            Scan::Cursor(c) => c.next()?.map(|(k, v)| (k.to_vec(), v.to_vec())),
+            Scan::Forward(rows) => rows.next().transpose()?,
+            Scan::Backward(rows) => rows.next_back().transpose()?,
+        };
+        let more = row.is_some();
+        self.got.extend(row);
+        Ok(more)
+    }
+
+    /// Pulls the rest and compares the whole scan with the snapshot's rows.
+    fn finish(mut self, budget_bites: bool) -> Result<(), String> {
+        loop {
+            match self.pull() {
+                Ok(true) => {}
+                Ok(false) => break,
+                Err(Error::SnapshotTooOld { .. }) if budget_bites => return Ok(()),
+                Err(e) => return Err(format!("{}: a held scan: {e}", self.what)),
+            }
+        }
+        if self.got != self.want {
+            return Err(format!(
+                "{}: a held scan saw {} rows, the snapshot has {}",
+                self.what,
+                self.got.len(),
+                self.want.len()
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// One seeded interleaving on one thread (a read transaction never waits, so one thread can
 /// hold snapshots while it writes). Returns (snapshot checks, snapshots refused).
 fn run(seed: u64, budget: u64) -> Result<(u64, u64), String> {
@@ -116,6 +209,15 @@ fn run_knob(seed: u64, budget: u64, publish_undo: bool) -> Result<(u64, u64), St
             let i = rng.below(snaps.len() as u64) as usize;
             snaps.swap_remove(i);
         }
+        // A scan begun now and finished after the commit (`HeldScan`).
+        let held = (rng.below(2) == 0).then(|| (s.read(), committed.clone()));
+        let mut scan = match &held {
+            Some((Ok(r), want)) => {
+                HeldScan::start(r, want, &mut rng, format!("round {round}")).map_err(e)?
+            }
+            Some((Err(err), _)) => return Err(err.to_string()),
+            None => None,
+        };
         let mut next = committed.clone();
         let mut tx = s.write().map_err(e)?;
         for _ in 0..1 + rng.below(3) {
@@ -179,6 +281,10 @@ fn run_knob(seed: u64, budget: u64, publish_undo: bool) -> Result<(u64, u64), St
         }
         if rng.below(6) == 0 {
             s.checkpoint().map_err(e)?;
+        }
+        if let Some(scan) = scan.take() {
+            scan.finish(bites)?;
+            checks += 1;
         }
         for (r, want) in &snaps {
             if rng.below(3) == 0 {
