@@ -14,6 +14,13 @@
 //!    changes anywhere in what the scan covered is a conflict at commit (the test knob
 //!    `skip_range_reads` breaks it: `tests/concurrent.rs`
 //!    `without_range_reads_the_model_finds_a_phantom`).
+//! 3. **An ended scan stays ended** (as keel-btree's `Range` and `Cursor`): once either end
+//!    returned the end or an error, both return the end — rows written through another handle
+//!    later are not returned, and after a pending addition that cannot apply (its error
+//!    returned), the row is not shown as an addition to 0 (the snapshot row it consumed is
+//!    gone). (`tests/model.rs` runs its operations in both kinds of transaction: `ScanAround`
+//!    checks an ended scan after writes through another handle, `Add` a scan past an addition
+//!    that cannot apply; each fails without the `ended` flag.)
 
 use crate::optimistic::Optimistic;
 use crate::read_set::{bound_owned, bound_ref, digest_row, is_empty_range, TreeRef};
@@ -75,6 +82,8 @@ pub(crate) struct Merged<'t> {
     back_read: Option<usize>,
     /// Test knob `skip_range_reads`: record nothing.
     skip_records: bool,
+    /// The scan returned its end or an error (invariant 3).
+    ended: bool,
 }
 
 /// What to return next.
@@ -120,6 +129,7 @@ impl<'t> Merged<'t> {
             back: None,
             front_read: None,
             back_read: None,
+            ended: false,
         }
     }
 
@@ -275,7 +285,20 @@ impl<'t> Merged<'t> {
         }
     }
 
+    /// The next row from `at`; the end for good once it returned the end or an error
+    /// (invariant 3).
     fn step(&mut self, at: End) -> Result<Option<Row>> {
+        if self.ended {
+            return Ok(None);
+        }
+        let row = self.step_unfused(at);
+        if !matches!(row, Ok(Some(_))) {
+            self.ended = true;
+        }
+        row
+    }
+
+    fn step_unfused(&mut self, at: End) -> Result<Option<Row>> {
         loop {
             self.pull(at)?;
             let (key, value) = match self.decide(at) {

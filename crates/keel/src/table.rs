@@ -507,7 +507,9 @@ impl<'t, 's> Table<'t, 's> {
     /// [`crate::MAX_VALUE_LEN`], [`Error::ValueTooLargeForPool`] for a value whose overflow
     /// pages alone the pool cannot give one transaction (these three change nothing); a page
     /// cannot be read, is corrupt, or cannot be allocated; the transaction holds more pages
-    /// than the pool lets one transaction hold.
+    /// than the pool lets one transaction hold. In a concurrent transaction, as
+    /// [`remove`](Self::remove), [`Error::NotAnInteger`] over a pending addition that cannot
+    /// apply.
     pub fn insert(&mut self, key: &[u8], value: &[u8]) -> Result<Option<Vec<u8>>> {
         match self.of {
             TableOf::Exclusive(txn, tree) => {
@@ -585,7 +587,10 @@ impl<'t, 's> Table<'t, 's> {
     ///
     /// # Errors
     ///
-    /// A page cannot be read or is corrupt.
+    /// A page cannot be read or is corrupt. In a concurrent transaction,
+    /// [`Error::NotAnInteger`] when the row has a pending [`add_i64`](Self::add_i64) of this
+    /// transaction that cannot apply (the value returned would be its result); the row keeps
+    /// the addition, and the commit fails with the same error.
     pub fn remove(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         match self.of {
             TableOf::Exclusive(txn, tree) => whole(txn, "a remove", || {

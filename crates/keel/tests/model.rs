@@ -8,7 +8,7 @@ use bounds::holds_keys;
 use keel::{Config, Error, Store};
 use keel_io::{SimConfig, SimFs};
 use proptest::prelude::*;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
 use std::path::Path;
 use std::sync::Arc;
@@ -31,13 +31,22 @@ enum Op {
     ScanAround(u8, Vec<u8>, Vec<u8>, Vec<u8>),
     /// An insert of a key longer than the page size allows (by the number), and a table of a
     /// name as long: refused with `KeyTooLarge` and `TableNameTooLong`, nothing changed, and
-    /// the transaction goes on.
+    /// the transaction goes on; the key's removal removes nothing.
     TooLong(u8, usize),
+    /// `add_i64` of the delta to the row. Over a value that is not 8 bytes the exclusive
+    /// writer refuses it at once (nothing changed), and so does a concurrent transaction over
+    /// a row it wrote itself; over a committed row a concurrent transaction defers it: the row
+    /// then reads as the error, a scan returns the rows before it, the error, and the end (and
+    /// stays ended), and the commit fails with nothing committed.
+    Add(u8, Vec<u8>, i64),
 }
 
 #[derive(Debug, Clone)]
 enum Step {
-    Txn(Vec<Op>, bool), // ops, commit?
+    /// The operations, whether to commit, and whether in a concurrent transaction
+    /// (`write_concurrent`) instead of the exclusive writer: the same operations must give the
+    /// same answers in both.
+    Txn(Vec<Op>, bool, bool),
     ReopenClean,
     ReopenAfterCrash,
     Checkpoint,
@@ -132,12 +141,14 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (0u8..3).prop_map(Op::Count),
         1 => (0u8..3, key(), value(), key()).prop_map(|(t, k, v, r)| Op::ScanAround(t, k, v, r)),
         1 => (0u8..3, 1usize..40).prop_map(|(t, over)| Op::TooLong(t, over)),
+        1 => (0u8..3, key(), any::<i64>()).prop_map(|(t, k, d)| Op::Add(t, k, d)),
     ]
 }
 
 fn step() -> impl Strategy<Value = Step> {
     prop_oneof![
-        12 => (proptest::collection::vec(op(), 1..12), prop::bool::weighted(0.8)).prop_map(|(o, c)| Step::Txn(o, c)),
+        12 => (proptest::collection::vec(op(), 1..12), prop::bool::weighted(0.8), any::<bool>())
+            .prop_map(|(o, c, concurrent)| Step::Txn(o, c, concurrent)),
         1 => Just(Step::ReopenClean),
         1 => Just(Step::ReopenAfterCrash),
         1 => Just(Step::Checkpoint),
@@ -249,9 +260,18 @@ proptest! {
         let mut model: Tables = BTreeMap::new();
         for s in steps {
             match s {
-                Step::Txn(ops, commit) => {
-                    let mut tx = store.write().unwrap();
+                Step::Txn(ops, commit, concurrent) => {
+                    let mut tx = if concurrent {
+                        store.write_concurrent().unwrap()
+                    } else {
+                        store.write().unwrap()
+                    };
                     let mut work = model.clone();
+                    // Rows the transaction wrote (a concurrent one adds to those at once).
+                    let mut own: BTreeSet<(u8, Vec<u8>)> = BTreeSet::new();
+                    // A concurrent transaction's deferred addition that cannot apply: its
+                    // commit must fail.
+                    let mut doomed = false;
                     // An operation refused for the transaction's size (the transaction grew
                     // past the pages the pool lets one hold): the transaction stops there (`ok!`
                     // is used only outside inner loops, so its `break` leaves the operations).
@@ -273,12 +293,73 @@ proptest! {
                             Op::Insert(t, k, v) => {
                                 let mut tab = ok!(tx.table(&tname(t)));
                                 let m = work.entry(t).or_default();
+                                own.insert((t, k.clone()));
                                 prop_assert_eq!(ok!(tab.insert(&k, &v)), m.insert(k, v));
                             }
                             Op::Remove(t, k) => {
                                 let mut tab = ok!(tx.table(&tname(t)));
                                 let m = work.entry(t).or_default();
-                                prop_assert_eq!(ok!(tab.remove(&k)), m.remove(&k));
+                                let had = m.remove(&k);
+                                if had.is_some() {
+                                    own.insert((t, k.clone()));
+                                }
+                                prop_assert_eq!(ok!(tab.remove(&k)), had);
+                            }
+                            Op::Add(t, k, delta) => {
+                                let mut tab = ok!(tx.table(&tname(t)));
+                                let m = work.entry(t).or_default();
+                                let old = match m.get(&k) {
+                                    None => Some(0),
+                                    Some(v) => <[u8; 8]>::try_from(v.as_slice()).ok().map(i64::from_le_bytes),
+                                };
+                                let got = tab.add_i64(&k, delta);
+                                match old {
+                                    Some(n) => {
+                                        prop_assert!(got.is_ok(), "add to {:?}: {:?}", m.get(&k), got);
+                                        m.insert(k, n.wrapping_add(delta).to_le_bytes().to_vec());
+                                    }
+                                    None if !concurrent || own.contains(&(t, k.clone())) => {
+                                        prop_assert!(matches!(got, Err(Error::NotAnInteger { .. })), "add to {:?}: {:?}", m.get(&k), got);
+                                    }
+                                    None => {
+                                        prop_assert!(got.is_ok(), "a concurrent add is deferred: {:?}", got);
+                                        let g = tab.get(&k);
+ prop_assert!(matches!(g, Err(Error::NotAnInteger { .. })), "get after a deferred add that cannot apply: {:?}", g);
+                                        let before = |rev: bool| -> Vec<(Vec<u8>, Vec<u8>)> {
+                                            let it = m.iter().filter(|(x, _)| if rev { **x > k } else { **x < k });
+                                            let it = it.map(|(x, v)| (x.clone(), v.clone()));
+                                            if rev { it.rev().collect() } else { it.collect() }
+                                        };
+                                        for rev in [false, true] {
+                                            let mut rows = tab.range(..).unwrap();
+                                            let mut seen = Vec::new();
+                                            let err = loop {
+                                                match if rev { rows.next_back() } else { rows.next() } {
+                                                    Some(Ok(row)) => seen.push(row),
+                                                    Some(Err(e)) => break Some(e),
+                                                    None => break None,
+                                                }
+                                            };
+                                            prop_assert_eq!(seen, before(rev), "rows before the failed add (rev {})", rev);
+                                            prop_assert!(matches!(err, Some(Error::NotAnInteger { .. })), "{:?}", err);
+                                            prop_assert!(rows.next().is_none() && rows.next_back().is_none(), "a scan stays ended after its error");
+                                        }
+                                        let mut c = tab.cursor(..).unwrap();
+                                        let mut seen = Vec::new();
+                                        let err = loop {
+                                            match c.next() {
+                                                Ok(Some((x, v))) => seen.push((x.to_vec(), v.to_vec())),
+                                                Ok(None) => break None,
+                                                Err(e) => break Some(e),
+                                            }
+                                        };
+                                        prop_assert_eq!(seen, before(false), "cursor rows before the failed add");
+                                        prop_assert!(matches!(err, Some(Error::NotAnInteger { .. })), "{:?}", err);
+                                        prop_assert!(c.next().unwrap().is_none(), "a cursor stays ended after its error");
+                                        doomed = true;
+                                        break;
+                                    }
+                                }
                             }
                             Op::Get(t, k) => {
                                 let tab = ok!(tx.table(&tname(t)));
@@ -336,8 +417,13 @@ proptest! {
                                 prop_assert_eq!(&first_c, &m.keys().next().cloned());
                                 prop_assert_eq!(&first_f, &first_c);
                                 prop_assert_eq!(&first_b, &m.keys().next_back().cloned());
+                                own.insert((t, k.clone()));
                                 prop_assert_eq!(ok!(other.insert(&k, &v)), m.insert(k, v));
-                                prop_assert_eq!(ok!(other.remove(&rm)), m.remove(&rm));
+                                let had = m.remove(&rm);
+                                if had.is_some() {
+                                    own.insert((t, rm.clone()));
+                                }
+                                prop_assert_eq!(ok!(other.remove(&rm)), had);
                                 // A scan that ended stays ended (fused).
                                 let after = |first: &Option<Vec<u8>>| -> Vec<(Vec<u8>, Vec<u8>)> {
                                     m.iter()
@@ -371,6 +457,10 @@ proptest! {
                                     matches!(got, Err(Error::KeyTooLarge { len, max: m }) if len == max + over && m == max),
                                     "a key of {} bytes: {:?}", max + over, got
                                 );
+                                // Its removal removes nothing (no row can have it), in
+                                // both kinds of transaction.
+                                let got = tab.remove(&k);
+                                prop_assert!(matches!(got, Ok(None)), "remove of a key of {} bytes: {:?}", max + over, got);
                                 // A table name as long: refused before anything is done.
                                 let long = "n".repeat(max + over);
                                 let got = tx.table(&long).map(|_| ());
@@ -405,7 +495,10 @@ proptest! {
                             }
                         }
                     }
-                    if let Some(e) = too_large {
+                    if doomed {
+                        let c = tx.commit();
+                        prop_assert!(matches!(c, Err(Error::NotAnInteger { .. })), "commit after a deferred add that cannot apply: {:?}", c);
+                    } else if let Some(e) = too_large {
                         // Failed part-way (it had changed pages): it can only be rolled back,
                         // and nothing of it is committed; refused before any change: it goes on
                         // and commits what it did before (design invariant 12).
@@ -415,9 +508,16 @@ proptest! {
                             Err(c) => prop_assert!(c.is_txn_failed(), "after {}: commit {}", e, c),
                         }
                     } else if commit {
-                        tx.commit().unwrap();
-                        // Tables created by the transaction exist from now on, even if empty.
-                        model = work;
+                        match tx.commit() {
+                            // Tables created by the transaction exist from now on, even if empty.
+                            Ok(()) => model = work,
+                            // Refused for its size at commit (nothing committed): a
+                            // transaction whose redo the log cannot hold, or a concurrent one
+                            // whose writes, which take their pages at commit, need more than the
+                            // pool gives one transaction.
+                            Err(e) if e.is_too_large() => {}
+                            Err(e) => panic!("commit: {e}"),
+                        }
                     } else {
                         tx.abort();
                     }
