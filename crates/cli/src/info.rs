@@ -180,7 +180,7 @@ fn print_text(info: &Info) {
         for t in &info.tables {
             println!(
                 "  {:<24} {:>12} {:>8} {:>6} {:>10}",
-                t.name,
+                printable(&t.name),
                 t.rows,
                 t.leaves + t.inners + t.overflow_pages,
                 t.depth,
@@ -191,5 +191,16 @@ fn print_text(info: &Info) {
     println!("files:");
     for f in &info.files {
         println!("  {:<40} {:>14} bytes", f.path.display(), f.bytes);
+    }
+}
+
+/// A table name as the terminal should show it: as is, or quoted with escapes when it holds a
+/// control character (a name is any string the embedding program chose; printed raw, an escape
+/// sequence in it would drive the terminal).
+fn printable(name: &str) -> String {
+    if name.chars().any(char::is_control) {
+        format!("{name:?}")
+    } else {
+        name.to_string()
     }
 }

@@ -106,7 +106,19 @@ enum Dump {
     },
 }
 
+/// Restores the default action of `SIGPIPE` (ending the process), which Rust's runtime sets to
+/// ignored: a reader that goes away (`keel info DIR | head`) then ends the tool as it ends
+/// `cat`, instead of every `println!` after it panicking on `EPIPE`.
+fn end_quietly_on_a_closed_pipe() {
+    // SAFETY: `signal` with a valid signal number and `SIG_DFL` touches no memory of the
+    // process; it runs first in `main`, before any other thread exists or any handler is set.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 fn main() -> ExitCode {
+    end_quietly_on_a_closed_pipe();
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .with_writer(std::io::stderr)

@@ -116,6 +116,45 @@ fn a_sound_store_checks_clean_and_info_describes_it() {
     );
 }
 
+/// Output to a reader that goes away ends the tool quietly (before, every `println!` after
+/// the reader left panicked on `EPIPE`), and a table name with a control character is shown
+/// escaped, not sent raw to the terminal.
+#[test]
+fn info_into_a_closed_pipe_ends_quietly_and_names_are_escaped() {
+    let dir = tempfile::tempdir().unwrap();
+    build(dir.path());
+    let store = Store::open(dir.path(), Config::for_store(dir.path()).unwrap()).unwrap();
+    let tx = store.write().unwrap();
+    for i in 0..200 {
+        tx.table(&format!("t{i:03}")).unwrap();
+    }
+    tx.table("red\u{1b}[31m").unwrap();
+    tx.commit().unwrap();
+    store.close().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let o = keel(&["info", d]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains(r#""red\u{1b}[31m""#), "{}", text(&o));
+    assert!(!text(&o).contains('\u{1b}'), "{}", text(&o));
+    // The reader closes its end at once: every line of `info` meets a closed pipe.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_keel"))
+        .args(["info", d])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run keel");
+    drop(child.stdout.take());
+    let o = child.wait_with_output().expect("wait for keel");
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    use std::os::unix::process::ExitStatusExt;
+    assert!(
+        o.status.success() || o.status.signal() == Some(13),
+        "{:?} {stderr}",
+        o.status
+    );
+}
+
 #[test]
 fn a_damaged_page_fails_the_check_naming_file_and_page() {
     let dir = tempfile::tempdir().unwrap();
