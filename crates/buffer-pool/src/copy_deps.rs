@@ -116,23 +116,6 @@ impl CopyDeps {
         self.by_src.contains_key(&id)
     }
 
-    /// Whether page `from` waits, through pending copies, for page `to` (directly or through
-    /// copies of copies). Recovery refuses a copy that would close a cycle: a run never makes
-    /// one, so only damaged redo can.
-    pub fn reaches(&self, from: PageId, to: PageId) -> bool {
-        let mut seen = std::collections::HashSet::new();
-        let mut stack = vec![from];
-        while let Some(p) = stack.pop() {
-            if p == to {
-                return true;
-            }
-            if seen.insert(p) {
-                stack.extend(self.of(p).iter().map(|c| c.dst));
-            }
-        }
-        false
-    }
-
     /// Page `dst` was freed by the group ending at `end`: its pending copies now wait for the
     /// log to be durable there instead of for a write of `dst`.
     pub fn freed(&mut self, dst: PageId, end: Lsn) {
@@ -245,10 +228,9 @@ mod tests {
         assert!(!d.waits(PageId(4)));
         d.written(PageId(2), Lsn(100));
         assert_eq!(d.len(), 0);
-        // Waits through copies of copies, and the cycle a new copy would close.
+        // Copies of copies.
         d.add(PageId(1), PageId(2), Lsn(500));
         d.add(PageId(2), PageId(3), Lsn(600));
-        assert!(d.reaches(PageId(1), PageId(3)) && !d.reaches(PageId(3), PageId(1)));
         d.written(PageId(2), Lsn(500));
         d.written(PageId(3), Lsn(600));
         assert!(d.by_src.is_empty() && d.by_dst.is_empty());

@@ -63,6 +63,54 @@ enum PState {
     SkipUntil(usize, usize),
 }
 
+/// The copies a group made, as its commit noted them: one source per copy, the last
+/// (`PageTxn::copy_page` overwrites a page's source when the page, freed and started afresh in
+/// the same transaction, is made a copy again; a free alone leaves it), in the order first
+/// made. Noted in the pending copies only at the group's end, as the commit did: noting each
+/// copy as it was replayed kept a copy the transaction had overwritten, and a later copy in the
+/// same group then looked like a cycle no run makes — a store that could not be opened after a
+/// split, a drop of the table, a new table and its splits in one transaction
+/// (`tests/page_copies.rs`: `a_page_made_a_copy_again_in_one_transaction_replays`).
+#[derive(Default)]
+struct GroupCopies {
+    /// (source, copy), in the order each copy was first made.
+    made: Vec<(PageId, PageId)>,
+    /// Copy → its index in `made`.
+    at: HashMap<PageId, usize>,
+}
+
+impl GroupCopies {
+    /// Page `dst` is now a copy of `src` (its earlier source in this group, if any, forgotten).
+    fn set(&mut self, src: PageId, dst: PageId) {
+        match self.at.get(&dst) {
+            Some(&i) => self.made[i] = (src, dst),
+            None => {
+                self.at.insert(dst, self.made.len());
+                self.made.push((src, dst));
+            }
+        }
+    }
+
+    /// Whether page `from` waits for page `to` (directly or through copies of copies) through
+    /// the pending copies `deps` and this group's copies (a source waits for its copy).
+    /// Recovery refuses a copy that would close a cycle: a run never makes one
+    /// (`PageTxn::copy_page`), so only damaged redo can.
+    fn reaches(&self, deps: &crate::copy_deps::CopyDeps, from: PageId, to: PageId) -> bool {
+        let mut seen = std::collections::HashSet::new();
+        let mut stack = vec![from];
+        while let Some(p) = stack.pop() {
+            if p == to {
+                return true;
+            }
+            if seen.insert(p) {
+                stack.extend(deps.of(p).iter().map(|c| c.dst));
+                stack.extend(self.made.iter().filter(|(s, _)| *s == p).map(|(_, d)| *d));
+            }
+        }
+        false
+    }
+}
+
 #[derive(Clone, Copy)]
 enum Touched {
     Apply { f: u32, freed: bool, init: bool },
@@ -89,6 +137,7 @@ impl BufferPool {
         let ps = self.page_size;
         for (gi, g) in groups.iter().enumerate() {
             let mut touched: HashMap<PageId, Touched> = HashMap::new();
+            let mut copies = GroupCopies::default();
             let res = self.apply_group(
                 gi,
                 g,
@@ -96,6 +145,7 @@ impl BufferPool {
                 &at,
                 &mut states,
                 &mut touched,
+                &mut copies,
                 &mut rep,
                 &file,
                 ps,
@@ -147,13 +197,12 @@ impl BufferPool {
                     }
                 }
             }
-            if !freed.is_empty()
-                && self
-                    .copy_deps_len
-                    .load(std::sync::atomic::Ordering::Acquire)
-                    > 0
-            {
-                self.note_copies(std::iter::empty(), &freed, g.end_lsn);
+            let pending = self
+                .copy_deps_len
+                .load(std::sync::atomic::Ordering::Acquire)
+                > 0;
+            if !copies.made.is_empty() || (!freed.is_empty() && pending) {
+                self.note_copies(copies.made.into_iter(), &freed, g.end_lsn);
             }
             rep.groups += 1;
             bump(&self.c.redo_groups, 1);
@@ -195,6 +244,7 @@ impl BufferPool {
         at: &RebuildPoints,
         states: &mut HashMap<PageId, PState>,
         touched: &mut HashMap<PageId, Touched>,
+        copies: &mut GroupCopies,
         rep: &mut RedoApplyReport,
         file: &std::path::Path,
         ps: usize,
@@ -407,7 +457,7 @@ impl BufferPool {
                             // The source will wait for this page: if this page already waits
                             // for the source, the two could never be written (no run makes a
                             // cycle: `PageTxn::copy_page` refuses one).
-                            if self.copy_deps.lock().reaches(pid, *from) {
+                            if copies.reaches(&self.copy_deps.lock(), pid, *from) {
                                 return Err(bad(format!(
                                     "made a copy of {from}, which already waits for this page through pending copies: a cycle no run makes (damaged redo)"
                                 )));
@@ -420,7 +470,7 @@ impl BufferPool {
                             drop(s);
                             // Redo rebuilds it only with its source: never written unprotected.
                             init = false;
-                            self.note_copies(std::iter::once((*from, pid)), &[], g.end_lsn);
+                            copies.set(*from, pid);
                         }
                         Record::Logical { .. } => {}
                     }
@@ -641,5 +691,30 @@ impl RebuildPoints {
     fn next(&self, id: PageId, from: (usize, usize)) -> Option<(usize, usize)> {
         let v = self.rebuilds.get(&id)?;
         v.get(v.partition_point(|&p| p < from)).copied()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::GroupCopies;
+    use crate::copy_deps::CopyDeps;
+    use keel_page::{Lsn, PageId};
+
+    #[test]
+    fn a_group_keeps_each_copys_last_source_and_finds_cycles_through_both() {
+        let mut deps = CopyDeps::default();
+        // An earlier group: 1 waits for its copy 2.
+        deps.add(PageId(1), PageId(2), Lsn(100));
+        let mut g = GroupCopies::default();
+        // 46 made a copy of 27, then (freed, started afresh) a copy of 58: its source is 58.
+        g.set(PageId(27), PageId(46));
+        g.set(PageId(58), PageId(46));
+        assert_eq!(g.made, [(PageId(58), PageId(46))]);
+        // So 27 may now be made a copy of 46: 27 does not wait for 46.
+        assert!(!g.reaches(&deps, PageId(27), PageId(46)));
+        // Through both: 1 waits for 2 (the earlier group), 2 for its copy 5 (this group).
+        g.set(PageId(2), PageId(5));
+        assert!(g.reaches(&deps, PageId(1), PageId(5)));
+        assert!(!g.reaches(&deps, PageId(5), PageId(1)));
     }
 }

@@ -123,8 +123,10 @@ struct Totals {
     small_pool_refusals: u64,
     /// Checks of a snapshot reader held across later transactions (issue 13).
     snapshot_checks: u64,
-    /// Transactions that dropped the table (and so freed all its pages) before writing.
+    /// Table drops (each frees all the table's pages in one transaction).
     table_drops: u64,
+    /// ... of those, the drops of a table filled in the same transaction (rebuilds).
+    table_rebuilds: u64,
     /// Concurrent transactions refused with a conflict (issue 13).
     conflicts: u64,
     /// Commits of the second, concurrent transaction held open across others.
@@ -343,6 +345,7 @@ fn run_case_noted(
         orng: Rng(case.seed ^ 0x0bad_cafe),
         arng: Rng(case.seed ^ 0xab07_0000_0000_0009),
         crng: Rng(case.seed ^ 0xa5c0_0000_0000_000c),
+        brng: Rng(case.seed ^ 0x2eb1_1d00_0000_0041),
     };
     // A quarter of the cases reopen in another torn-page mode (`switch`), a quarter lose power
     // again during the recovery (`again`): see below.
@@ -652,6 +655,8 @@ struct Streams {
     arng: Rng,
     /// Which commits go through `commit_async`.
     crng: Rng,
+    /// Rebuilds: transactions that fill the table and drop it, over and over.
+    brng: Rng,
 }
 
 /// What a run did: the model after each commit point (`snapshots[0]` is the store it started
@@ -680,6 +685,7 @@ fn workload(
     let mut readers: Vec<(keel::ReadTxn, usize)> = Vec::new();
     let mut snapshot_checks = 0u64;
     let mut drops = 0u64;
+    let mut rebuilt = 0u64;
     let mut aborts = 0u64;
     let mut too_large = 0u64;
     let mut async_commits = 0u64;
@@ -873,6 +879,52 @@ fn workload(
                 dropped = true;
                 drops += 1;
             }
+            // Now and then the table is rebuilt over and over in one transaction: filled with
+            // enough rows to split (splits make their right halves as page copies), dropped
+            // (freeing those pages), filled again on the freed pages, and so on. A page made a
+            // copy, freed and made a copy of another page in one transaction replayed as a
+            // cycle of copies no run makes, and the store could not be opened (every case
+            // before dropped at most once, at the start).
+            let rebuilds = if s.brng.below(30) == 0 {
+                2 + s.brng.below(3)
+            } else {
+                0
+            };
+            for r in 0..rebuilds {
+                let mut t = match tx.table("t") {
+                    Ok(t) => t,
+                    Err(e) => {
+                        ended_by("a rebuild's open", e)?;
+                        break 'ops;
+                    }
+                };
+                let (rows, step) = (40 + s.brng.below(80), 1 + 2 * s.brng.below(500));
+                for i in 0..rows {
+                    // Keys in a scattered order: splits in the middle of leaves, which make
+                    // their right halves as copies (appends at the end do not).
+                    let key = format!("rebuild{r}-{:04}", (i * step) % 1000).into_bytes();
+                    let v = vec![s.brng.next() as u8; 60 + s.brng.below(80) as usize];
+                    match t.insert(&key, &v) {
+                        Ok(_) => {
+                            writes.insert(key, Some(v));
+                        }
+                        Err(e) => {
+                            ended_by("a rebuild's write", e)?;
+                            break 'ops;
+                        }
+                    }
+                }
+                drop(t);
+                if let Err(e) = tx.drop_table("t") {
+                    ended_by("a rebuild's drop", e)?;
+                    break 'ops;
+                }
+                writes.clear();
+                main_add = None;
+                dropped = true;
+                drops += 1;
+                rebuilt += 1;
+            }
             let mut t = match tx.table("t") {
                 Ok(t) => t,
                 Err(e) => {
@@ -1007,6 +1059,7 @@ fn workload(
         t.copy_waits += pool.copy_waits;
         t.snapshot_checks += snapshot_checks;
         t.table_drops += drops;
+        t.table_rebuilds += rebuilt;
         t.conflicts += conflicts.get();
         t.concurrent_commits += concurrent_commits.get();
         t.aborts += aborts;
