@@ -8,7 +8,12 @@
 //!   start is not a block boundary, recovery fails with [`LogError::Corrupt`].
 //! * Each further block must carry the next block number, the epoch of its slot, a matching
 //!   checksum, and the current incarnation — or, if it has the restart flag, a higher
-//!   incarnation. The first block that does not ends the log (a torn or stale tail).
+//!   incarnation. The first block that does not ends the log (a torn or stale tail) — except
+//!   a valid block of an incarnation newer than the header records: a new incarnation is
+//!   recorded before any of its blocks is written, so that block proves the header lost a
+//!   durable slot (a stale header put back), and the log is refused
+//!   ([`ScanEnd::corrupt_middle`]; test `corrupt_middle.rs`
+//!   `a_stale_header_is_refused_not_taken_for_a_torn_tail`).
 //! * At a boundary: a zero byte is a filler (the rest of the block is padding); `0x47` starts a
 //!   group; anything else ends the log (malformed).
 //! * A block with fewer than `P` bytes used is the tail: the log ends there, unless the next
@@ -195,8 +200,22 @@ impl<S: BlockSource> Stream<'_, S> {
             }
         };
         let (ci, ni) = (self.cur.hdr.incarnation, next.hdr.incarnation);
+        if ni > self.max_inc {
+            // A valid block of an incarnation the header does not know: a new incarnation is
+            // recorded in the header before anything of it is written, so the header lost a
+            // durable slot (a stale header put back). Proof, not a torn tail: `look_past`
+            // reports it from here. (Ending quietly here lost every commit of the newer
+            // incarnations behind a stale header, and the open then reused their number.)
+            self.bad = Some(n + 1);
+            return Ok(Adv::End(format!(
+                "block {} ({}): incarnation {ni}, newer than the {} the log header records",
+                n + 1,
+                self.src.describe(n + 1),
+                self.max_inc
+            )));
+        }
         if next.hdr.restart {
-            if ni <= ci || ni > self.max_inc {
+            if ni <= ci {
                 return Ok(Adv::End(format!(
                     "block {} ({}): restart with incarnation {ni} after incarnation {ci} (at most {})",
                     n + 1,

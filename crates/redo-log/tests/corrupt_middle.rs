@@ -403,3 +403,58 @@ fn a_growing_log_missing_its_newest_files_is_refused() {
         }
     }
 }
+
+/// A stale `log.header` put back (copied before a later opening recorded its incarnation):
+/// the blocks that opening wrote are valid and of an incarnation the header does not know,
+/// which is proof the header lost a durable slot (a new incarnation is recorded before any of
+/// its blocks is written). The scan ended there quietly, as at a torn tail, so the open lost
+/// every commit of the later openings — and then reused their incarnation number. Now it is
+/// refused, and accepting the loss opens and says so.
+#[test]
+fn a_stale_header_is_refused_not_taken_for_a_torn_tail() {
+    for block in [LogBlockSize::B512, LogBlockSize::B4096] {
+        for files in layouts() {
+            let fs = SimFs::new(SimConfig::seeded(11));
+            let dir = Path::new("/log");
+            let c = cfg(block, files);
+            write(&fs, dir, &c, 20);
+            let header = dir.join("log.header");
+            let read_all = |fs: &SimFs| {
+                let f = fs
+                    .open(&header, &OpenOptions::new(FileClass::Other))
+                    .unwrap();
+                let mut b = vec![0u8; f.len().unwrap() as usize];
+                f.read_exact_at(&mut b, 0).unwrap();
+                b
+            };
+            let old = read_all(&fs);
+            // A second opening (incarnation 2) appends 30 more durable groups.
+            let (log, _) = RedoLog::open(Arc::new(fs.clone()), dir, c.clone()).unwrap();
+            for t in 20..50 {
+                let r = log.append_range(&group(t, 300)).unwrap();
+                log.wait_durable(r.end).unwrap();
+            }
+            drop(log);
+            assert_ne!(read_all(&fs), old);
+            let f = fs
+                .open(&header, &OpenOptions::new(FileClass::Other))
+                .unwrap();
+            f.write_all_at(&old, 0).unwrap();
+            f.sync_all().unwrap();
+            let what = format!("{block:?} {files:?}");
+            match open(&fs, dir, &c, false) {
+                Err(LogError::CorruptMiddle { evidence, .. }) => {
+                    assert!(evidence.contains("newer than"), "{what}: {evidence}");
+                }
+                Err(e) => panic!("{what}: expected CorruptMiddle, got {e}"),
+                Ok(r) => panic!(
+                    "{what}: a stale header opened with {} of 50 groups; end: {}",
+                    r.groups.len(),
+                    r.end_reason
+                ),
+            }
+            let r = open(&fs, dir, &c, true).unwrap();
+            assert!(r.log_loss.is_some(), "{what}");
+        }
+    }
+}
