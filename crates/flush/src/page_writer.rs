@@ -88,6 +88,10 @@ pub struct PageWriter {
     /// Pages written in place that no data sync has covered yet, checked on every read
     /// (module `unsynced`).
     unsynced: crate::unsynced::Unsynced,
+    /// The log's checkpoint LSN the doublewrite recovery was given
+    /// ([`PageWriter::recover_doublewrite_in_memory`]; 0 until then): an area image at or below
+    /// it never repairs a page (module `page_writer::recovery`).
+    dw_checkpoint: std::sync::atomic::AtomicU64,
 }
 
 /// What the writer knows of the file checkpoint LSN recorded on page 0
@@ -300,6 +304,7 @@ impl PageWriter {
             overlay: Overlay::default(),
             file_ckpt: Mutex::new(FileCheckpoint::default()),
             unsynced: crate::unsynced::Unsynced::default(),
+            dw_checkpoint: std::sync::atomic::AtomicU64::new(0),
         })
     }
 

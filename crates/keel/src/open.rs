@@ -353,7 +353,15 @@ fn recover_pages(
     // open writes the images home once the log has started (`finish_doublewrite_recovery`
     // below), or at the first page write before that (a replay that evicts a page), always
     // before the page's own write and the area's format.
-    let dw = writer.recover_doublewrite_in_memory()?;
+    // Area images at or below the log's checkpoint repair no page (keel-flush
+    // `page_writer::recovery`): every write the checkpoint covered was synced before it was
+    // recorded — by builds whose page 0 records the file checkpoint. A store of an older
+    // build (none recorded, or page 0 torn) keeps the rule without that bound.
+    let covered = page0_read
+        .flatten()
+        .and_then(|p| p.1)
+        .map_or(Lsn::ZERO, |_| recovered.checkpoint_lsn);
+    let dw = writer.recover_doublewrite_in_memory(covered)?;
     let on_disk = match page0_read {
         Some(page0) => page0.and_then(|p| p.1),
         None => {

@@ -11,6 +11,23 @@
 //! copy was never written over, by the doublewrite order); the restore compares each image
 //! with the data file's own bytes, never with an in-memory image, and ends the in-memory
 //! images once the restored pages are synced, before any page write or the area's format.
+//!
+//! **An image at or below the log's checkpoint repairs nothing** (the checkpoint the open gives
+//! [`PageWriter::recover_doublewrite_in_memory`]). A write torn by a crash is one the
+//! checkpoint did not cover: the checkpoint is recorded only after the data file is synced
+//! ([`PageWriter::stamp_checkpoint`]), so every write of a page at or below it is home and
+//! durable, and a page's next write carries a newer LSN. (Builds before page 0 recorded the
+//! file checkpoint deferred that sync to the area's slot reuse; the open gives their stores no
+//! checkpoint here, and they keep the rule below it.) So a home page
+//! that fails verification (or reads as never written) under such an image is damage since —
+//! a flipped bit, a zeroed sector — and the image may be of the page's previous life (a page
+//! freed and re-used is written home without the area when it is started afresh): restored, it
+//! served another table's rows as this page's, past every check. Only when the damaged page's
+//! header still names the page and the image's LSN (the same version, damaged since) is the
+//! image restored; otherwise the page is left, read as damaged and named (test `tests/basic.rs`
+//! `a_damaged_page_is_not_repaired_with_an_image_the_checkpoint_covered`). Images above the
+//! checkpoint are restored as before: a stale one among them is superseded by the redo, which
+//! holds the page's whole history since the checkpoint.
 
 use super::*;
 
@@ -118,7 +135,9 @@ impl PageWriter {
 
     /// Restores torn pages from the doublewrite area; run before redo replay. For each page, the
     /// valid image with the highest LSN (then the highest batch sequence number) is restored if
-    /// the home page fails verification, was never written, or has a lower LSN; the data file is
+    /// the home page fails verification or was never written (only an image above the log's
+    /// checkpoint given to [`recover_doublewrite_in_memory`](Self::recover_doublewrite_in_memory):
+    /// module docs), or has a lower LSN; the data file is
     /// synced (restored pages, and home pages a previous run wrote in place but, deferring the
     /// sync to slot reuse, may not have synced) before the area is reused. Outside doublewrite mode the area (left by an
     /// earlier run) is emptied afterwards, so a page torn later can never be "repaired" with an
@@ -248,6 +267,7 @@ impl PageWriter {
         let ps = self.config.page_size.bytes();
         let mut home = AlignedBuf::page(ps);
         let mut out = BTreeMap::new();
+        let checkpoint = Lsn(self.dw_checkpoint.load(std::sync::atomic::Ordering::Acquire));
         for (id, c) in best {
             self.check_not_in_future(id, c.lsn).map_err(|e| match e {
                 FlushError::PageLsnInFuture {
@@ -278,6 +298,14 @@ impl PageWriter {
                     None
                 }
                 Ok(PageState::Valid(h)) => Some(Some(h.lsn)),
+                // The module's rule: no torn write is at or below the checkpoint. The one
+                // damage such an image may mend is of this very version, whose header still
+                // names the page and the image's LSN.
+                Ok(PageState::Unwritten) | Err(_) if c.lsn <= checkpoint => {
+                    keel_page::PageHeader::read(&home)
+                        .is_some_and(|h| h.page_id == c.page_id && h.lsn == c.lsn)
+                        .then_some(None)
+                }
                 Ok(PageState::Unwritten) | Err(_) => Some(None),
             };
             out.insert(id, (c, need));
@@ -288,6 +316,9 @@ impl PageWriter {
     /// Doublewrite recovery in memory: computes exactly what
     /// [`PageWriter::recover_doublewrite`] would restore and, instead of writing it, serves each
     /// image to this writer's reads in place of its home page (which stays as it is on disk).
+    /// `checkpoint` is the log's checkpoint LSN: an image at or below it restores no page that
+    /// fails verification or was never written (module docs), here and in the restore that
+    /// follows.
     /// Nothing is written or synced, and the area is not reused. The report lists the pages as
     /// `restored` (in memory). A read-only open stops there. A read-write open also begins
     /// here, so that an open refused by a later check (the replay, the meta page) writes
@@ -298,7 +329,9 @@ impl PageWriter {
     ///
     /// # Errors
     /// As [`PageWriter::doublewrite_pages_to_restore`].
-    pub fn recover_doublewrite_in_memory(&self) -> Result<DoublewriteRecovery> {
+    pub fn recover_doublewrite_in_memory(&self, checkpoint: Lsn) -> Result<DoublewriteRecovery> {
+        self.dw_checkpoint
+            .store(checkpoint.0, std::sync::atomic::Ordering::Release);
         let Some(area) = &self.area else {
             return Ok(DoublewriteRecovery::default());
         };

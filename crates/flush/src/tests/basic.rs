@@ -581,3 +581,71 @@ fn a_page_whose_write_was_lost_in_writeback_is_refused_not_read_old() {
         assert_eq!(read_version(&w, 6).unwrap(), Some(1));
     }
 }
+
+/// A page damaged after the checkpoint covered its last write (a flipped bit, not a torn
+/// write: no write is torn at or below the checkpoint) is not "repaired" with an area image the
+/// checkpoint covered, unless the image is the very version on disk (the damaged page's header
+/// names its LSN). Before, an image of the page's previous life was restored — a page started
+/// afresh is written home without the area — and served its old rows as the page's, past every
+/// check (found by a session's adversarial test: a dropped table's keys in another table).
+#[test]
+fn a_damaged_page_is_not_repaired_with_an_image_the_checkpoint_covered() {
+    let dir = tempfile::tempdir().unwrap();
+    let shared = Shared::new();
+    let config = cfg(TornPageProtection::Doublewrite { batch_pages: 2 });
+    let flip_middle = |dir: &Path| {
+        let off = PS.bytes() as u64 + PS.bytes() as u64 / 2;
+        let f = std::fs::File::open(dir.join(DATA_FILE_NAME)).unwrap();
+        let mut b = [0u8; 1];
+        f.read_exact_at(&mut b, off).unwrap();
+        poke(dir, off, &[b[0] ^ 0x10]);
+    };
+    let w = open_writer(dir.path(), config, &shared);
+    // Version 1 of page 1 through the area at LSN 10; then version 2, started afresh
+    // (rebuildable from redo), home without the area at LSN 20.
+    write_v(&w, &[1], 10, 1, false);
+    let through_area = w.stats().doublewrite_writes;
+    write_v(&w, &[1], 20, 2, true);
+    assert_eq!(
+        w.stats().doublewrite_writes,
+        through_area,
+        "version 2 skipped the area"
+    );
+    drop(w);
+    flip_middle(dir.path());
+    // The checkpoint at 20 covers both writes: nothing is restored, the page reads as damaged.
+    let w = open_writer(dir.path(), config, &shared);
+    let rec = w.recover_doublewrite_in_memory(Lsn(20)).unwrap();
+    assert_eq!(rec.restored_pages, 0, "{rec:?}");
+    assert!(
+        matches!(read_version(&w, 1), Err(FlushError::Corruption(_))),
+        "{:?}",
+        read_version(&w, 1)
+    );
+    // Below the checkpoint the image is what a torn write would need (the redo since the
+    // checkpoint then supersedes it): restored as before.
+    drop(w);
+    let w = open_writer(dir.path(), config, &shared);
+    assert_eq!(
+        w.recover_doublewrite_in_memory(Lsn(5))
+            .unwrap()
+            .restored_pages,
+        1
+    );
+    drop(w);
+    // The same version damaged since: version 3 through the area at LSN 30, a bit flipped,
+    // the checkpoint at 30: its header names LSN 30, so the image mends it.
+    let w = open_writer(dir.path(), config, &shared);
+    w.recover_doublewrite().unwrap();
+    write_v(&w, &[1], 30, 3, false);
+    drop(w);
+    flip_middle(dir.path());
+    let w = open_writer(dir.path(), config, &shared);
+    assert_eq!(
+        w.recover_doublewrite_in_memory(Lsn(30))
+            .unwrap()
+            .restored_pages,
+        1
+    );
+    assert_eq!(read_version(&w, 1).unwrap(), Some(3));
+}

@@ -193,7 +193,7 @@ fn run(r: Run) -> Outcome {
             FakeLog(shared.clone()),
         )
         .unwrap();
-        ro.recover_doublewrite_in_memory().ok().map(|rec| {
+        ro.recover_doublewrite_in_memory(Lsn::ZERO).ok().map(|rec| {
             (
                 (0..NPAGES)
                     .map(|id| read_outcome(&ro, r.ps, id))
@@ -221,7 +221,7 @@ fn run(r: Run) -> Outcome {
     // call. Either way the same pages are restored, durably.
     let staged = r.seed % 2 == 1;
     let recovered = if staged {
-        w.recover_doublewrite_in_memory().and_then(|rec| {
+        w.recover_doublewrite_in_memory(Lsn::ZERO).and_then(|rec| {
             if let Some((pages, _)) = &in_memory {
                 for (id, want) in (0..NPAGES).zip(pages) {
                     assert_eq!(
