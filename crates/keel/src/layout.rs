@@ -15,6 +15,9 @@
 //! - A directory with `store.keel` is a store: every piece must be there (data file, log header
 //!   and files, a usable meta page), or the open is refused naming what is missing. It is never
 //!   initialised again.
+//! - A short `store.keel` beside an empty or missing data file and a log holding no byte is a
+//!   creation interrupted by a version before the marker; with a byte in the log it is damage
+//!   (refused).
 //! - A directory without `store.keel` but with the marker is an interrupted creation (a crash
 //!   before step 3): exactly the pieces creation writes are removed and creation starts over.
 //! - A directory without `store.keel` and without the marker that holds any other piece of a
@@ -69,9 +72,16 @@ pub(crate) fn classify(fs: &dyn FileSystem, dir: &Path) -> Result<DirState> {
     let creating = has(CREATING_FILE);
     if has(IDENTITY_FILE) {
         // A short identity next to an empty or missing data file is what versions before the
-        // creation marker left when killed while creating: nothing was ever stored.
+        // creation marker left when killed while creating: nothing was ever stored — unless the
+        // log holds a byte, which only redo written after the creation puts there (its files
+        // are created zero-filled or empty). Then it is damage to a store whose commits may all
+        // be in the log, and the open refuses it (the identity does not decode) instead of
+        // removing the log with them.
         let short = file_len(fs, &dir.join(IDENTITY_FILE))? < crate::meta::IDENTITY_LEN as u64;
-        if short && file_len(fs, &dir.join(DATA_FILE_NAME))? == 0 {
+        if short
+            && file_len(fs, &dir.join(DATA_FILE_NAME))? == 0
+            && !log_holds_bytes(fs, &dir.join(LOG_DIR))?
+        {
             return Ok(DirState::InterruptedCreation);
         }
         return Ok(DirState::Store { creating });
@@ -95,6 +105,36 @@ pub(crate) fn classify(fs: &dyn FileSystem, dir: &Path) -> Result<DirState> {
     } else {
         DirState::Incomplete { found }
     })
+}
+
+/// Whether a log file in `log` (its header aside) holds any byte other than zero. Read in
+/// 1 MiB pieces: only the legacy interrupted creation asks, once.
+fn log_holds_bytes(fs: &dyn FileSystem, log: &Path) -> Result<bool> {
+    if !fs.exists(log)? {
+        return Ok(false);
+    }
+    let mut buf = vec![0u8; 1 << 20];
+    for p in fs.list_dir(log)? {
+        if name(&p) == keel_redo_log::inspect::HEADER_FILE {
+            continue;
+        }
+        let f = fs.open(
+            &p,
+            &keel_io::OpenOptions::new(keel_io::FileClass::Other).read_only(true),
+        )?;
+        let len = f.len()?;
+        let mut at = 0u64;
+        while at < len {
+            let n = usize::try_from((len - at).min(buf.len() as u64)).unwrap_or(buf.len());
+            let piece = &mut buf[..n];
+            f.read_exact_at(piece, at)?;
+            if piece.iter().any(|&b| b != 0) {
+                return Ok(true);
+            }
+            at += n as u64;
+        }
+    }
+    Ok(false)
 }
 
 fn file_len(fs: &dyn FileSystem, path: &Path) -> Result<u64> {

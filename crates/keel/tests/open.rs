@@ -562,6 +562,43 @@ fn an_empty_identity_from_an_older_interrupted_creation_is_redone() {
     assert!(e.is_corruption(), "{e}");
 }
 
+/// The same two files — a short `store.keel`, an empty or missing data file — beside a log
+/// holding commits are damage, not an older interrupted creation: the open refuses and keeps
+/// the log. Before, it removed the log and the doublewrite area and created an empty store,
+/// and every acknowledged commit (all of them in the log: no checkpoint had run) was gone.
+#[test]
+fn a_short_identity_beside_a_log_with_commits_is_refused_not_recreated() {
+    for (identity, data) in [(0usize, "deleted"), (10, "empty")] {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = Config {
+            checkpoint_interval: std::time::Duration::from_secs(3600),
+            ..small()
+        };
+        let s = Store::open(dir.path(), cfg.clone()).unwrap();
+        fill(&s, 50);
+        drop(s);
+        let ident = dir.path().join("store.keel");
+        let bytes = std::fs::read(&ident).unwrap();
+        std::fs::write(&ident, &bytes[..identity]).unwrap();
+        let data_file = dir.path().join("data.keel");
+        if data == "deleted" {
+            std::fs::remove_file(&data_file).unwrap();
+        } else {
+            std::fs::write(&data_file, []).unwrap();
+        }
+        let log = dir.path().join(keel::LOG_DIR);
+        let before = files::snapshot(&log);
+        let e = Store::open(dir.path(), cfg.clone())
+            .err()
+            .unwrap_or_else(|| panic!("identity {identity} bytes, data {data}: opened"));
+        assert!(e.is_corruption(), "{e}");
+        files::assert_unchanged(&log, &before, "the refused open");
+        // The identity put back, the data file is what is missing: refused as before.
+        std::fs::write(&ident, &bytes).unwrap();
+        assert!(Store::open(dir.path(), cfg).is_err());
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // O_DIRECT by default (issue 14, item 1): on where the file system can, a reasoned fallback where
 // it cannot, never an error.
