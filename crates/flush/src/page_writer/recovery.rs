@@ -267,7 +267,9 @@ impl PageWriter {
         let ps = self.config.page_size.bytes();
         let mut home = AlignedBuf::page(ps);
         let mut out = BTreeMap::new();
-        let checkpoint = Lsn(self.dw_checkpoint.load(std::sync::atomic::Ordering::Acquire));
+        let checkpoint = Lsn(self
+            .dw_checkpoint
+            .load(std::sync::atomic::Ordering::Acquire));
         for (id, c) in best {
             self.check_not_in_future(id, c.lsn).map_err(|e| match e {
                 FlushError::PageLsnInFuture {
