@@ -298,6 +298,33 @@ impl<'a> Node<'a> {
         Ok(())
     }
 
+    /// The page type its header records (a node's must match its kind; the structural check
+    /// asks).
+    pub(crate) fn page_type(&self) -> Option<keel_page::PageType> {
+        keel_page::PageHeader::read(self.page).map(|h| h.page_type)
+    }
+
+    /// Checks that no two cells share a byte (each lies in the cell area by [`cell`]): cells
+    /// that overlap read as valid rows, each with some of another's bytes. For the structural
+    /// check only (it sorts the cells).
+    pub(crate) fn check_cells(&self) -> Result<()> {
+        let mut spans = Vec::with_capacity(self.nslots);
+        for i in 0..self.nslots {
+            let off = rd_u32(self.page, SLOTS + i * SLOT_SIZE) as usize;
+            spans.push((off, off + self.cell(i)?.len(), i));
+        }
+        spans.sort_unstable();
+        for w in spans.windows(2) {
+            let ((_, end_a, a), (off_b, _, b)) = (w[0], w[1]);
+            if off_b < end_a {
+                return Err(self.corrupt(format!(
+                    "cells {a} and {b} overlap (at {off_b}, before {end_a})"
+                )));
+            }
+        }
+        Ok(())
+    }
+
     /// The bytes of cell `i`, bounds-checked.
     #[inline]
     pub(crate) fn cell(&self, i: usize) -> Result<&'a [u8]> {

@@ -406,9 +406,7 @@ impl BTree {
         };
         let old_value = match old {
             Some(FoundValue::Overflow { first, len }) => {
-                let v = self.read_overflow(store, first, len)?;
-                self.free_overflow(store, first)?;
-                Some(v)
+                Some(self.take_overflow(store, first, len)?)
             }
             Some(FoundValue::Inline(v)) => Some(v),
             None => None,
@@ -450,11 +448,7 @@ impl BTree {
         store.edit(leaf, &plan.edits())?;
         Ok(Some(match v {
             FoundValue::Inline(v) => v,
-            FoundValue::Overflow { first, len } => {
-                let v = self.read_overflow(store, first, len)?;
-                self.free_overflow(store, first)?;
-                v
-            }
+            FoundValue::Overflow { first, len } => self.take_overflow(store, first, len)?,
         }))
     }
 

@@ -165,8 +165,8 @@ impl BTree {
         for c in children {
             self.destroy_node(store, c, depth + 1)?;
         }
-        for (first, _) in overflow {
-            self.free_overflow(store, first)?;
+        for (first, len) in overflow {
+            self.free_overflow(store, first, len)?;
         }
         store.free(id)
     }
@@ -200,7 +200,23 @@ impl BTree {
                     detail: format!("leaf flag {} at level {level}", n.is_leaf()),
                 });
             }
+            let want = if n.is_leaf() {
+                PageType::BTREE_LEAF
+            } else {
+                PageType::BTREE_INNER
+            };
+            if n.page_type() != Some(want) {
+                return Err(BTreeError::Corrupt {
+                    page_id: id,
+                    detail: format!(
+                        "a {} node whose page type is {:?}",
+                        if n.is_leaf() { "leaf" } else { "inner" },
+                        n.page_type()
+                    ),
+                });
+            }
             n.check_hints()?;
+            n.check_cells()?;
             let mut keys = Vec::with_capacity(n.len());
             let mut overflow = Vec::new();
             for i in 0..n.len() {

@@ -73,8 +73,10 @@ impl BTree {
     }
 
     /// Walks the overflow chain of a `len`-byte value from `first`, handing each page and its
-    /// bytes to `each`; checks that the chain holds exactly `len` bytes, has no empty page and
-    /// ends no earlier. Returns the pages walked.
+    /// bytes to `each`; checks that the chain holds exactly `len` bytes, has no empty page, and
+    /// ends neither earlier nor later (its last page names no next page: a chain whose tail
+    /// points into another chain, or back into itself, passed every check, and freeing it freed
+    /// the other value's pages). Returns the pages walked.
     pub(super) fn walk_overflow<S: PageRead>(
         &self,
         store: &S,
@@ -123,23 +125,49 @@ impl BTree {
                 detail: format!("overflow chain holds {got} bytes, the leaf says {len}"),
             });
         }
+        if id != PageId(0) {
+            return Err(BTreeError::Corrupt {
+                page_id: prev,
+                detail: format!(
+                    "the last page of a {len}-byte overflow chain from {first} names a next page ({id})"
+                ),
+            });
+        }
         Ok(pages)
     }
 
-    pub(super) fn free_overflow<S: PageWrite>(&self, store: &mut S, first: PageId) -> Result<()> {
-        let mut id = first;
-        let mut guard = 0u64;
-        while id != PageId(0) {
-            guard += 1;
-            if guard > (u32::MAX as u64 / 512) {
-                return Err(BTreeError::Corrupt {
-                    page_id: first,
-                    detail: "overflow chain too long (a cycle?)".into(),
-                });
-            }
-            let (next, _) = self.overflow_page(store, id)?;
+    /// Reads the `len`-byte value of the overflow chain from `first` and frees the chain (one
+    /// walk, checked as [`walk_overflow`](Self::walk_overflow) checks it).
+    pub(super) fn take_overflow<S: PageWrite>(
+        &self,
+        store: &mut S,
+        first: PageId,
+        len: u64,
+    ) -> Result<Vec<u8>> {
+        let mut out = Vec::with_capacity(len.min(1 << 30) as usize);
+        let mut ids = Vec::new();
+        self.walk_overflow(&*store, first, len, |id, data| {
+            ids.push(id);
+            out.extend_from_slice(data);
+        })?;
+        for id in ids {
             store.free(id)?;
-            id = next;
+        }
+        Ok(out)
+    }
+
+    /// Frees the overflow chain of a `len`-byte value from `first`: exactly the pages
+    /// [`walk_overflow`](Self::walk_overflow) checks hold it, none past them.
+    pub(super) fn free_overflow<S: PageWrite>(
+        &self,
+        store: &mut S,
+        first: PageId,
+        len: u64,
+    ) -> Result<()> {
+        let mut ids = Vec::new();
+        self.walk_overflow(&*store, first, len, |id, _| ids.push(id))?;
+        for id in ids {
+            store.free(id)?;
         }
         Ok(())
     }
