@@ -13,7 +13,11 @@
 //!    pages come from different moments, each at most as new as the log.
 //! 3. Copy the log files, then scan the copy from `S0`. The copy must reach every page LSN of
 //!    the data copy (the WAL rule puts those in the log before the pages) and the log end seen
-//!    at step 1 (so the backup holds every commit acknowledged before it began). A torn read of
+//!    at step 1 (so the backup holds every commit acknowledged before it began — under
+//!    `Durability::Sync` or `Buffered`: a `Lazy` commit is acknowledged before it reaches the
+//!    log, and one not yet written when step 1 reads it is not in the copy). Step 1 reads the
+//!    header and the files again, up to [`START_READS`] times, when a small log moved a whole
+//!    lap past the checkpoint between the two reads, and then says so. A torn read of
 //!    the log's tail block, being rewritten, ends the scan early: the log is copied again. A
 //!    preallocated log that wrapped past `S0` meanwhile cannot repair the copy: the backup fails
 //!    and says so. A growing log's files are held open from before step 1 (and each new one
@@ -159,6 +163,10 @@ fn read_log_header(log_dir: &Path) -> Result<(Vec<u8>, StaticHeader, Slot), Stri
 }
 
 /// Where the recovery scan of the log `files` from `slot` ends.
+/// How many times step 1 reads the log header and files before it gives up on a log that
+/// moves past its checkpoint in between.
+const START_READS: u32 = 5;
+
 fn scan_end(
     st: &StaticHeader,
     slot: &Slot,
@@ -203,15 +211,34 @@ fn backup(dir: &Path, dest: &Path, report: &mut Report) -> Result<(), String> {
     // end now.
     let (_, layout, _) = read_log_header(&log_dir)?;
     let held = HeldFiles::hold(&log_dir, &layout)?;
-    let (_, st0, slot0) = read_log_header(&log_dir)?;
-    if st0 != layout {
-        return Err(format!(
-            "{}: the log's layout changed during the backup",
-            log_dir.display()
-        ));
-    }
+    // The header and the files are read one after the other: a writer can move the log a whole
+    // lap past the checkpoint between the two (a small preallocated log), and the scan then
+    // finds the checkpoint's block overwritten. Read both again, a few times, before saying so.
+    let mut attempt = 0;
+    let (st0, slot0, start_end) = loop {
+        attempt += 1;
+        let (_, st0, slot0) = read_log_header(&log_dir)?;
+        if st0 != layout {
+            return Err(format!(
+                "{}: the log's layout changed during the backup",
+                log_dir.display()
+            ));
+        }
+        match scan_end(&st0, &slot0, &held.read()?) {
+            Ok(end) => break (st0, slot0, end),
+            Err(e) if attempt >= START_READS => {
+                return Err(format!(
+                    "{}: the log moved past its checkpoint while the backup read it, {START_READS} times \
+                     (the scan of the files read after the header: {e}): the writer fills the log \
+                     faster than the backup can start; retry, or give the store larger log files",
+                    log_dir.display()
+                ))
+            }
+            Err(_) => {}
+        }
+    };
     report.checkpoint_lsn = slot0.checkpoint_lsn;
-    report.start_log_end = scan_end(&st0, &slot0, &held.read()?)?;
+    report.start_log_end = start_end;
     let created = missing_dirs(dest);
     std::fs::create_dir_all(dest.join(keel::LOG_DIR)).map_err(|e| io(dest, "create", e))?;
     // Step 2: identity, then the data file.
@@ -363,7 +390,15 @@ fn copy_log(
             scan_start: slot0.scan_start,
             ..slot
         };
-        let scanned = scan(&st, &from_c0, &files)?;
+        let scanned = scan(&st, &from_c0, &files).map_err(|e| {
+            format!(
+                "{}: the log no longer holds the redo from the backup's start checkpoint (LSN {}): \
+                 the writer moved the log past it during the copy ({e}); retry, or give the store \
+                 larger log files",
+                log_dir.display(),
+                slot0.checkpoint_lsn
+            )
+        })?;
         if scanned.end >= must_reach {
             return Ok(LogCopy {
                 header,
