@@ -1,6 +1,8 @@
 //! `Store::check`: sound stores pass with every page accounted for; each invariant it checks
 //! is broken on purpose in the file (a flipped byte in a leaf and in an inner node, a leaked
-//! page, a page both free and used, a damaged trunk) and reported with the file and page.
+//! page, a page both free and used, a damaged trunk; and, re-sealed with a valid checksum, an
+//! overflow chain going on past its end, overlapping cells, a node of another page type, a
+//! trunk cycle) and reported with the file and page.
 
 use keel::{Checksum, Config, Store, TornPage};
 use keel_page::{seal, PAGE_HEADER_SIZE};
@@ -236,4 +238,223 @@ fn a_flipped_byte_in_a_leaf_or_an_inner_node_is_reported() {
             "inner {inner} root {root} victim {victim}: {got:?}"
         );
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Damage to the structure, re-sealed with a valid checksum: an overflow chain going on past its
+// last page (into another value's chain, or back into itself), cells of a leaf that overlap, a
+// node whose page type is not a node's, and a cycle of free-list trunks. Each passed the check
+// before (found by a session's adversarial test of the check), and two then lost data:
+// removing the row freed the other value's pages, and `get` returned a value with another
+// row's bytes.
+
+// Overflow page: next page id after the page header; free-list trunk: next trunk likewise.
+const OVF_NEXT: usize = PAGE_HEADER_SIZE;
+const T_NEXT: usize = PAGE_HEADER_SIZE;
+
+/// Writes `page` as page `id`, re-sealed so its checksum is valid.
+fn resealed(dir: &Path, id: u64, page: &mut [u8]) {
+    seal(page, Checksum::Crc32c);
+    write_page(dir, id, page);
+}
+
+fn u16_at(p: &[u8], o: usize) -> u16 {
+    u16::from_le_bytes(p[o..o + 2].try_into().unwrap())
+}
+
+fn page_count(dir: &Path) -> u64 {
+    u64_at(&read_page(dir, 0), M_PAGE_COUNT)
+}
+
+/// Leaf cells of page `p`: (cell offset, key, overflow (first, len) if any).
+/// A leaf cell: its offset, key and overflow reference (first page, length).
+type Cell = (usize, Vec<u8>, Option<(u64, u64)>);
+
+fn leaf_cells(p: &[u8]) -> Vec<Cell> {
+    let n = u32_at(p, 36) as usize;
+    (0..n)
+        .map(|i| {
+            let off = u32_at(p, 56 + i * 8) as usize;
+            let klen = u16_at(p, off) as usize;
+            let key = p[off + 8..off + 8 + klen].to_vec();
+            let ovf = (p[off + 2] == 1).then(|| {
+                let v = off + 8 + klen;
+                (u64_at(p, v), u64_at(p, v + 8))
+            });
+            (off, key, ovf)
+        })
+        .collect()
+}
+
+/// The leaf page holding `key` and its cell's overflow reference.
+fn find_key(dir: &Path, key: &[u8]) -> (u64, Option<(u64, u64)>) {
+    for id in 1..page_count(dir) {
+        let p = read_page(dir, id);
+        if u16_at(&p, 6) != 3 {
+            continue;
+        }
+        for (_, k, o) in leaf_cells(&p) {
+            if k == key {
+                return (id, o);
+            }
+        }
+    }
+    panic!("key not found");
+}
+
+fn chain(dir: &Path, first: u64) -> Vec<u64> {
+    let mut out = vec![first];
+    let mut id = first;
+    loop {
+        let next = u64_at(&read_page(dir, id), OVF_NEXT);
+        if next == 0 {
+            return out;
+        }
+        out.push(next);
+        id = next;
+    }
+}
+
+fn two_big_values(dir: &Path) {
+    let store = Store::open(dir, cfg()).unwrap();
+    let tx = store.write().unwrap();
+    {
+        let mut t = tx.table("a").unwrap();
+        for i in 0..50u32 {
+            t.insert(format!("small{i:03}").as_bytes(), &[5u8; 60])
+                .unwrap();
+        }
+        t.insert(b"big1", &[0x11u8; 10_000]).unwrap();
+        t.insert(b"big2", &[0x22u8; 10_000]).unwrap();
+    }
+    tx.commit().unwrap();
+    let r = store.check().unwrap();
+    assert!(r.is_ok(), "{:?}", r.problems);
+    store.close().unwrap();
+}
+
+/// The last page of `big1`'s chain names `big2`'s first page as its next: reported, and the
+/// removal of `big1` is refused instead of freeing `big2`'s pages with it.
+#[test]
+fn a_chain_going_on_into_another_is_reported_and_never_freed_with_it() {
+    let dir = tempfile::tempdir().unwrap();
+    two_big_values(dir.path());
+    let (_, o1) = find_key(dir.path(), b"big1");
+    let (_, o2) = find_key(dir.path(), b"big2");
+    let c1 = chain(dir.path(), o1.unwrap().0);
+    let first2 = o2.unwrap().0;
+    let last1 = *c1.last().unwrap();
+    let mut p = read_page(dir.path(), last1);
+    p[OVF_NEXT..OVF_NEXT + 8].copy_from_slice(&first2.to_le_bytes());
+    resealed(dir.path(), last1, &mut p);
+    let got = problems(dir.path());
+    assert!(
+        got.iter().any(|l| l.contains("names a next page")),
+        "{got:?}"
+    );
+    let store = Store::open(dir.path(), cfg()).unwrap();
+    let tx = store.write().unwrap();
+    let removed = tx.table("a").unwrap().remove(b"big1");
+    assert!(
+        removed.as_ref().is_err_and(|e| e.is_corruption()),
+        "{removed:?}"
+    );
+    drop(tx);
+    let r = store.read().unwrap();
+    assert_eq!(
+        r.table("a").unwrap().get(b"big2").unwrap(),
+        Some(vec![0x22u8; 10_000])
+    );
+}
+
+/// The last page of a chain names the chain's first page: reported.
+#[test]
+fn a_chain_whose_tail_cycles_is_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    two_big_values(dir.path());
+    let (_, o1) = find_key(dir.path(), b"big1");
+    let c1 = chain(dir.path(), o1.unwrap().0);
+    let last1 = *c1.last().unwrap();
+    let mut p = read_page(dir.path(), last1);
+    p[OVF_NEXT..OVF_NEXT + 8].copy_from_slice(&c1[0].to_le_bytes());
+    resealed(dir.path(), last1, &mut p);
+    let got = problems(dir.path());
+    assert!(
+        got.iter().any(|l| l.contains("names a next page")),
+        "{got:?}"
+    );
+}
+
+/// A leaf cell's value length raised so that its value runs over the next cell: every cell
+/// lies in the cell area and the keys are in order, but the cells overlap — reported (`get`
+/// returns a value with the other row's bytes).
+#[test]
+fn overlapping_cells_are_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), cfg()).unwrap();
+    let tx = store.write().unwrap();
+    {
+        let mut t = tx.table("a").unwrap();
+        for i in 0..20u32 {
+            t.insert(format!("k{i:03}").as_bytes(), &[i as u8; 40])
+                .unwrap();
+        }
+    }
+    tx.commit().unwrap();
+    store.close().unwrap();
+    let (leaf, _) = find_key(dir.path(), b"k000");
+    let mut p = read_page(dir.path(), leaf);
+    let cells = leaf_cells(&p);
+    let (off, _, _) = cells.iter().min_by_key(|c| c.0).unwrap().clone();
+    let vlen = u32_at(&p, off + 4);
+    p[off + 4..off + 8].copy_from_slice(&(vlen + 60).to_le_bytes());
+    resealed(dir.path(), leaf, &mut p);
+    let got = problems(dir.path());
+    assert!(got.iter().any(|l| l.contains("overlap")), "{got:?}");
+}
+
+/// A leaf whose page header says OVERFLOW: reported.
+#[test]
+fn a_node_of_another_page_type_is_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    two_big_values(dir.path());
+    let (leaf, _) = find_key(dir.path(), b"small000");
+    let mut p = read_page(dir.path(), leaf);
+    p[6..8].copy_from_slice(&5u16.to_le_bytes());
+    resealed(dir.path(), leaf, &mut p);
+    let got = problems(dir.path());
+    assert!(got.iter().any(|l| l.contains("page type")), "{got:?}");
+}
+
+/// Two free-list trunks naming each other: one line says so. The check walked the cycle until
+/// it had passed the page count, claiming every trunk's ids again on each lap: 1.5 million
+/// lines for one bad pointer in a 3,000-page store.
+#[test]
+fn a_cycle_of_free_list_trunks_is_reported_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), cfg()).unwrap();
+    for batch in 0..10u32 {
+        let tx = store.write().unwrap();
+        let mut t = tx.table("gone").unwrap();
+        for i in 0..100u32 {
+            t.insert(&(batch * 1000 + i).to_be_bytes(), &[9u8; 12_000])
+                .unwrap();
+        }
+        drop(t);
+        tx.commit().unwrap();
+    }
+    let mut tx = store.write().unwrap();
+    tx.drop_table("gone").unwrap();
+    tx.commit().unwrap();
+    assert!(store.check().unwrap().is_ok());
+    store.close().unwrap();
+    let head = u64_at(&read_page(dir.path(), 0), M_TRUNK);
+    let second = u64_at(&read_page(dir.path(), head), T_NEXT);
+    assert!(head != 0 && second != 0);
+    let mut p = read_page(dir.path(), second);
+    p[T_NEXT..T_NEXT + 8].copy_from_slice(&head.to_le_bytes());
+    resealed(dir.path(), second, &mut p);
+    let got = problems(dir.path());
+    assert!(got.len() < 10, "{} problem lines", got.len());
+    assert!(got.iter().any(|l| l.contains("cycle")), "{got:?}");
 }
