@@ -74,12 +74,23 @@ impl BufferPool {
             snap.check()?;
             return Ok(SnapPage::Version(v));
         }
-        // Module `versions`, invariant 4: a revoked snapshot's versions are gone, so a page it
-        // reaches may have been freed since (and never written) or reused: the read's error is
-        // then that of a page the snapshot no longer owns, and the answer is the refusal.
         let g = match self.read(id) {
             Ok(g) => g,
             Err(e) => {
+                // A commit that freed the page while this read waited for its latch kept the
+                // page's image as a version and dropped the frame unwritten, and the read then
+                // went to the disk, where the page may never have been: the version is the
+                // answer (the first lookup came before the free). Before, the read's "never
+                // written" was returned for a page the snapshot could read
+                // (`tests/snapshots.rs`: `a_page_freed_while_a_snapshot_reads_it_is_read_from_its_version`).
+                if let Some(Found::Image(v)) = snap.find(id) {
+                    snap.check()?;
+                    return Ok(SnapPage::Version(v));
+                }
+                // Module `versions`, invariant 4: a revoked snapshot's versions are gone, so a
+                // page it reaches may have been freed since (and never written) or reused: the
+                // read's error is then that of a page the snapshot no longer owns, and the
+                // answer is the refusal.
                 snap.check()?;
                 return Err(e);
             }
