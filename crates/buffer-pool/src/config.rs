@@ -79,7 +79,26 @@ pub(crate) struct Sizing {
     pub batch_pages: usize,
 }
 
+/// The most pages one write transaction may hold in a pool of `frames` frames: `pct` percent
+/// of them. The one rule for a transaction's run and its replay (the store's open checks the
+/// log's transactions against the pool's [`BufferPool::max_txn_pages`](crate::BufferPool::max_txn_pages)).
+fn txn_limit(frames: usize, pct: u8) -> usize {
+    (frames.saturating_mul(usize::from(pct)) / 100).max(1)
+}
+
 impl PoolConfig {
+    /// The least `pool_bytes` (a whole number of pages, at least 8) whose pool lets one
+    /// transaction hold `pages` pages — what a pool must be to replay a transaction of that
+    /// many pages.
+    pub fn pool_bytes_for_txn(&self, pages: usize) -> usize {
+        let pct = self.max_txn_pct.max(1);
+        let mut n = (pages.saturating_mul(100) / usize::from(pct)).max(8);
+        while txn_limit(n, pct) < pages {
+            n += 1;
+        }
+        n.saturating_mul(self.page_size.bytes())
+    }
+
     /// Checks the config against a store of `store_page_size` and derives the pool's sizes.
     pub(crate) fn sizing(&self, store_page_size: PageSize) -> Result<Sizing> {
         let page_size = self.page_size.bytes();
@@ -112,7 +131,7 @@ impl PoolConfig {
         Ok(Sizing {
             frames: n,
             free_reserve,
-            max_txn_pages: (n * self.max_txn_pct as usize / 100).max(1),
+            max_txn_pages: txn_limit(n, self.max_txn_pct),
             batch_pages: self.cleaner_batch_pages.min(n / 4).max(1),
         })
     }

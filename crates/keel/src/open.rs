@@ -379,9 +379,9 @@ fn recover_pages(
         },
         writer.clone() as Arc<dyn PoolPageStore>,
     )?);
-    group_room(dir, config, recovered)?;
+    group_room(dir, config, &pool, recovered)?;
     if read_only && !recovered.groups.is_empty() {
-        in_memory_room(dir, config, recovered)?;
+        in_memory_room(dir, &pool, recovered)?;
     }
     let redo = pool.apply_redo(recovered.checkpoint_lsn, &recovered.groups)?;
     // The meta page as recovered, too: a zeroed one, one that does not decode or one of
@@ -485,25 +485,36 @@ fn check_file_checkpoint(
 }
 
 /// Recovery applies a transaction with all its pages in the pool at once, so the pool must hold
-/// the largest transaction in the log within the no-steal limit (3/4 of its frames) — a store
-/// written with a larger pool can hold larger ones. Refused at once, naming the pool it needs
-/// (it used to wait `frame_wait_ms` for a frame, then fail with "no free frame").
-fn group_room(dir: &Path, config: &Config, recovered: &keel_redo_log::Recovered) -> Result<()> {
-    let frames = config.pool_size / config.page_size.max(1);
-    let limit = frames / 4 * 3;
+/// the largest transaction in the log within the limit a transaction has at run time
+/// ([`BufferPool::max_txn_pages`]: one rule, so a transaction a pool committed replays in that
+/// pool — the two were rounded apart, and a pool of 18 frames committed 13 pages and refused
+/// to replay them) — a store written with a larger pool can hold larger ones. Refused at once,
+/// naming the least pool that replays it (it used to wait `frame_wait_ms` for a frame, then
+/// fail with "no free frame").
+fn group_room(
+    dir: &Path,
+    config: &Config,
+    pool: &BufferPool,
+    recovered: &keel_redo_log::Recovered,
+) -> Result<()> {
+    let limit = pool.max_txn_pages();
     for g in &recovered.groups {
         let pages = held_at_replay(g.records.iter());
         if pages.len() > limit {
-            let need = (pages.len() * 4).div_ceil(3) + 1;
+            let need = PoolConfig {
+                page_size: config.page_size(),
+                ..PoolConfig::default()
+            }
+            .pool_bytes_for_txn(pages.len());
             return Err(Error::Config(format!(
                 "{}: the log holds a committed transaction of {} pages ({}..{}) that recovery \
-                 must hold in the pool at once, within 3/4 of its frames; this pool holds {frames} \
-                 pages: open with pool_size of at least {} bytes",
+                 must hold in the pool at once, within the {limit} pages this pool of {} lets \
+                 one transaction hold: open with pool_size of at least {need} bytes",
                 dir.display(),
                 pages.len(),
                 g.start_lsn,
                 g.end_lsn,
-                need.saturating_mul(config.page_size)
+                pool.frames(),
             )));
         }
     }
@@ -528,20 +539,26 @@ fn held_at_replay<'a>(
         .collect()
 }
 
-/// A read-only open recovers in memory only while the recovered pages leave the pool at least
-/// a quarter of its frames clean for reads (dirty pages can never be written back in a
-/// read-only open); beyond that it is refused with what to do instead.
-fn in_memory_room(dir: &Path, config: &Config, recovered: &keel_redo_log::Recovered) -> Result<()> {
+/// A read-only open recovers in memory only while the recovered pages stay within what the
+/// pool lets one transaction hold ([`BufferPool::max_txn_pages`], 3/4 of its frames), leaving
+/// the rest clean for reads (dirty pages can never be written back in a read-only open);
+/// beyond that it is refused with what to do instead.
+fn in_memory_room(
+    dir: &Path,
+    pool: &BufferPool,
+    recovered: &keel_redo_log::Recovered,
+) -> Result<()> {
     let pages = held_at_replay(recovered.groups.iter().flat_map(|g| g.records.iter()));
-    let frames = config.pool_size / config.page_size.max(1);
-    if pages.len() > frames / 4 * 3 {
+    let frames = pool.frames();
+    if pages.len() > pool.max_txn_pages() {
         return Err(Error::NeedsRecovery {
             dir: dir.to_path_buf(),
             detail: format!(
-                "{} committed transactions after the checkpoint at {} change {} pages; a read-only open recovers them in memory only within 3/4 of its pool ({frames} pages): open the store read-write once, or give the read-only open a larger pool_size",
+                "{} committed transactions after the checkpoint at {} change {} pages; a read-only open recovers them in memory only within the {} pages its pool of {frames} lets one transaction hold: open the store read-write once, or give the read-only open a larger pool_size",
                 recovered.groups.len(),
                 recovered.checkpoint_lsn,
-                pages.len()
+                pages.len(),
+                pool.max_txn_pages()
             ),
         });
     }

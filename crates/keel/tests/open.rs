@@ -599,6 +599,98 @@ fn a_short_identity_beside_a_log_with_commits_is_refused_not_recreated() {
     }
 }
 
+/// A transaction as large as a pool lets one hold, committed and then crashed (a process
+/// kill), replays in a pool of the same size — for every pool of 16 to 40 frames; and a pool
+/// too small is refused naming a pool_size that then opens. The run's limit and the replay's
+/// were rounded apart (`n * 75 / 100` against `n / 4 * 3`): pools of 18, 19, 22, 23, ...
+/// frames committed transactions they refused to replay, and the size the refusal named could
+/// be refused again (found by a session's adversarial test of the pool; the crash matrix runs
+/// pools of 16 and 24 frames, where the two agree).
+#[test]
+fn a_transaction_a_pool_committed_replays_in_that_pool() {
+    use keel_io::{SimConfig, SimFs};
+    use std::sync::Arc;
+    let cfg = |frames: usize| Config {
+        page_size: 4096,
+        pool_size: frames * 4096,
+        log_file_size: 4 << 20,
+        checkpoint_interval: std::time::Duration::from_secs(3600),
+        inline_maintenance: true,
+        ..Config::default()
+    };
+    let dir = std::path::Path::new("/db");
+    // A store of `frames` frames that committed the largest value one of its transactions can,
+    // then was killed: the file system the next process sees, and the value's length.
+    let crashed = |frames: usize| {
+        let fs = SimFs::new(SimConfig::seeded(7));
+        let store = Store::open_with_fs(Arc::new(fs.clone()), dir, cfg(frames)).unwrap();
+        store.checkpoint().unwrap();
+        let (mut lo, mut hi, mut best) = (1usize, frames * 4096, 0usize);
+        while lo <= hi {
+            let mid = (lo + hi) / 2;
+            let tx = store.write().unwrap();
+            match tx.table("t").unwrap().insert(b"probe", &vec![7u8; mid]) {
+                Ok(_) => {
+                    best = mid;
+                    lo = mid + 1;
+                }
+                Err(e) => {
+                    assert!(e.is_too_large(), "{e}");
+                    hi = mid - 1;
+                }
+            }
+            tx.abort();
+        }
+        let tx = store.write().unwrap();
+        tx.table("t")
+            .unwrap()
+            .insert(b"big", &vec![9u8; best])
+            .unwrap();
+        tx.commit().unwrap();
+        let post = fs.process_crash();
+        drop(store);
+        (post, best)
+    };
+    let replays = |fs: SimFs, c: Config, best: usize| -> Result<(), String> {
+        let s = Store::open_with_fs(Arc::new(fs), dir, c).map_err(|e| e.to_string())?;
+        let r = s.read().map_err(|e| e.to_string())?;
+        let got = r.table("t").and_then(|t| t.get(b"big"));
+        match got {
+            Ok(Some(v)) if v.len() == best => Ok(()),
+            other => Err(format!("read {:?}", other.map(|v| v.map(|v| v.len())))),
+        }
+    };
+    for frames in 16..=40usize {
+        let (post, best) = crashed(frames);
+        if frames >= 24 {
+            // A pool of 16 frames is too small for it (refused, writing nothing): the refusal
+            // names one that replays it.
+            let e = Store::open_with_fs(Arc::new(post.clone()), dir, cfg(16))
+                .err()
+                .unwrap_or_else(|| {
+                    panic!("{frames} frames: a 16-frame pool replayed {best} bytes")
+                });
+            let need: usize = e
+                .to_string()
+                .rsplit("at least ")
+                .next()
+                .and_then(|t| t.split(' ').next())
+                .and_then(|n| n.parse().ok())
+                .unwrap_or_else(|| panic!("no pool_size in: {e}"));
+            let (again, _) = crashed(frames);
+            let named = Config {
+                pool_size: need,
+                ..cfg(16)
+            };
+            replays(again, named, best).unwrap_or_else(|e| {
+                panic!("{frames} frames: the pool_size named ({need}) did not replay: {e}")
+            });
+        }
+        replays(post, cfg(frames), best)
+            .unwrap_or_else(|e| panic!("{frames} frames: the same pool did not replay: {e}"));
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // O_DIRECT by default (issue 14, item 1): on where the file system can, a reasoned fallback where
 // it cannot, never an error.
