@@ -220,7 +220,14 @@ impl RedoLog {
         RedoLog::open_started(fs, dir, cfg, TestSwitches::default(), mode, accept_loss)
     }
 
-    /// `open_inner`, then [`RedoLog::start`].
+    /// `open_inner`, then (read-write) [`RedoLog::sync_recovered`] and [`RedoLog::start`]. The
+    /// recovered redo is made durable before the new incarnation writes a byte: a process that
+    /// died left its unsynced writes in the page cache, where the scan read them; the start
+    /// then syncs only the files it writes, yet its blocks claim every block below them
+    /// durable — so a power loss after an acknowledged append lost the append and what the
+    /// scan had returned, or made the log refuse to open (test `crash.rs`
+    /// `an_open_after_a_process_crash_makes_what_it_recovered_durable`). A caller of
+    /// [`RedoLog::open_unstarted`] calls `sync_recovered` itself (keel's open does).
     fn open_started(
         fs: Arc<dyn FileSystem>,
         dir: &Path,
@@ -230,6 +237,9 @@ impl RedoLog {
         accept_loss: bool,
     ) -> Result<(RedoLog, Recovered)> {
         let (log, recovered) = RedoLog::open_inner(fs, dir, cfg, switches, mode, accept_loss)?;
+        if mode != LogOpenMode::ReadOnly {
+            log.sync_recovered()?;
+        }
         log.start()?;
         Ok((log, recovered))
     }
