@@ -1197,3 +1197,49 @@ fn a_start_whose_header_sync_failed_is_not_retried() {
     let (_log, rec) = RedoLog::open(Arc::new(fs.clone()), dir, c).unwrap();
     same(&rec.groups, &groups);
 }
+
+/// A preallocated log filled to its limit with a 512-byte write-ahead (or `ODirect`), closed,
+/// and reopened with a 4 KiB write-ahead and `fdatasync`: the larger setting keeps more blocks
+/// in reserve, so the healthy log ended past what it would have let appends reach, and the
+/// open refused it as corrupt until the old setting came back (found by a session's
+/// adversarial test of the log). It opens with every group; appends wait for a checkpoint.
+#[test]
+fn a_full_log_reopens_with_a_larger_write_ahead() {
+    for first_method in [SyncMethod::Fdatasync, SyncMethod::ODirect] {
+        let cfg = |write_ahead_size, sync_method| LogConfig {
+            block_size: LogBlockSize::B512,
+            write_ahead_size,
+            sync_method,
+            files: LogFiles::Preallocated {
+                file_size: 16 << 10,
+                files: 2,
+            },
+            buffer_size: 64 << 10,
+            ..LogConfig::default()
+        };
+        let sim = SimFs::new(SimConfig::seeded(11));
+        let dir = Path::new("/db/log");
+        let (log, _) = RedoLog::open(Arc::new(sim.clone()), dir, cfg(512, first_method)).unwrap();
+        let cap = log.capacity().unwrap();
+        let mut acked = Vec::new();
+        for tag in 0.. {
+            if log.space_used() + 150 > cap {
+                break;
+            }
+            let r = log.append_range(&group(tag, 60)).unwrap();
+            log.wait_durable(r.end).unwrap();
+            acked.push(r);
+        }
+        log.close().unwrap();
+        drop(log);
+        let (log, rec) =
+            RedoLog::open(Arc::new(sim.clone()), dir, cfg(4096, SyncMethod::Fdatasync))
+                .unwrap_or_else(|e| panic!("{first_method:?}: a full, healthy log refused: {e}"));
+        let got: Vec<_> = rec.groups.iter().map(|g| g.start_lsn..g.end_lsn).collect();
+        assert_eq!(got, acked, "{first_method:?}");
+        // Once checkpointed, it takes appends again.
+        log.checkpoint(log.end_lsn()).unwrap();
+        let r = log.append_range(&group(99_999, 60)).unwrap();
+        log.wait_durable(r.end).unwrap();
+    }
+}

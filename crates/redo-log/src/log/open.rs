@@ -546,9 +546,16 @@ impl RedoLog {
         } else {
             0
         };
+        // The check for a log that runs past the space its checkpoint allows uses the least
+        // reserve any configuration keeps (2 blocks: an `ODirect` log's), not this opening's:
+        // a log written with a smaller write-ahead or another sync method may end closer to
+        // the lap than this configuration would let it, and is healthy — its appends wait for
+        // the next checkpoint. (It was refused as corrupt until reopened with the old setting:
+        // test `log.rs` `a_full_log_reopens_with_a_larger_write_ahead`.)
+        const LEAST_RESERVE: u64 = 2;
         if st.preallocated
             && !switches.no_space_reserve
-            && m + reserve_blocks > scan_start_block + geo.lap_blocks() + 1
+            && m + LEAST_RESERVE.min(reserve_blocks) > scan_start_block + geo.lap_blocks() + 1
         {
             return Err(LogError::Corrupt {
                 path: set.path(geo.location(m).0),
