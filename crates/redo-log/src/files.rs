@@ -160,6 +160,49 @@ impl LogFileSet {
         Ok(self.open.len() as u64)
     }
 
+    /// Writes blocks `first..end` back where they are, as they read now (runs of up to 64
+    /// blocks, aligned, so direct files work), without syncing. A read that came from the page
+    /// cache may hold bytes the device never got: after a failed sync, Linux keeps the failed
+    /// pages in the cache *clean*, so a later sync writes nothing and reports success, while a
+    /// power loss takes them. Written again, they are dirty, and the sync after this one either
+    /// makes them durable or fails (`RedoLog::sync_recovered`). Blocks of files that are not
+    /// open or end before them are skipped. Returns the blocks written.
+    ///
+    /// # Errors
+    /// The first read or write that failed, with its file.
+    pub fn rewrite_blocks(
+        &self,
+        first: u64,
+        end: u64,
+    ) -> std::result::Result<u64, (PathBuf, keel_io::IoError)> {
+        let b = self.geo.block as u64;
+        let mut buf = AlignedBuf::page(WINDOW_BLOCKS * self.geo.block);
+        let mut n = first;
+        let mut written = 0u64;
+        while n < end {
+            let (fi, off) = self.geo.location(n);
+            // A run within one file: up to the window, the file's end, and `end`.
+            let in_file = self.geo.blocks_per_file - off / b;
+            let run = (end - n).min(in_file).min(WINDOW_BLOCKS as u64);
+            n += run;
+            let Some(file) = self.existing(fi) else {
+                continue;
+            };
+            let len = file.len().map_err(|e| (self.path(fi), e))? / b * b;
+            let run = run.min(len.saturating_sub(off) / b);
+            if run == 0 {
+                continue;
+            }
+            let bytes = &mut buf[..(run * b) as usize];
+            file.read_exact_at(bytes, off)
+                .map_err(|e| (self.path(fi), e))?;
+            file.write_all_at(bytes, off)
+                .map_err(|e| (self.path(fi), e))?;
+            written += run;
+        }
+        Ok(written)
+    }
+
     /// File `i` if it is open.
     pub fn existing(&self, i: u64) -> Option<&Arc<dyn File>> {
         self.open.get(&i)

@@ -472,16 +472,27 @@ impl RedoLog {
     /// log, and every later open refuses the store (test `crash.rs`
     /// `a_power_loss_during_the_recovery_after_a_process_crash_loses_nothing_it_showed`: 22 of
     /// 200 cases did). PostgreSQL syncs its data directory before crash recovery for the same
-    /// reason (`recovery_init_sync_method`). Writes nothing; a read-write open calls it before
-    /// the replay.
+    /// reason (`recovery_init_sync_method`). The recovered blocks are first written again as
+    /// they read (the same bytes: a file's contents do not change), so that redo a failed sync
+    /// left in the page cache — held clean there, never on the device — is written by this
+    /// sync or makes it fail. A read-write open calls it before the replay, before the log
+    /// starts.
     ///
     /// # Errors
     /// A sync failed ([`LogError::Io`]); the log is poisoned (a failed sync is never retried
     /// as if it had worked).
     pub fn sync_recovered(&self) -> Result<()> {
         let sh = self.sh();
+        let p = sh.geo.payload as u64;
+        let first = sh.ckpt.lock().scan_start / p;
+        let end = sh.resv.lock().end.div_ceil(p);
         let w = sh.io.lock();
-        let synced = w.files.sync_all();
+        // The recovered blocks written again before the sync: read from the page cache, they
+        // may be what a failed sync left there — clean, never on the device — which a sync
+        // alone would report durable (a failed sync is never taken as having worked: test
+        // `crash.rs` `a_reopen_after_a_failed_sync_makes_what_it_recovered_durable`).
+        let rewritten = w.files.rewrite_blocks(first, end).map(|_| ());
+        let synced = rewritten.and_then(|()| w.files.sync_all());
         drop(w);
         match synced {
             Ok(n) => {
