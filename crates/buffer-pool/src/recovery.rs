@@ -16,7 +16,9 @@
 //!   [`PoolError::Unrecoverable`] naming the file and page — the page is never used as data;
 //! - after a group, every page it changed takes the group's end LSN and is dirty with its
 //!   oldest modification at the group's start, so the recovered state reaches disk before a
-//!   checkpoint can pass it.
+//!   checkpoint can pass it; a page it read and skipped (already at or past the group) is dirty
+//!   too, at its own LSN — its copy may be a failed write the page cache still shows
+//!   (`finish_skipped`).
 //!
 //! Tests: `tests/recovery.rs` (torn pages rebuilt or reported, LSN rule, images first) and the
 //! crash property tests.
@@ -170,6 +172,9 @@ impl BufferPool {
                         self.unpin(f);
                     }
                     Touched::NoApply { f } => {
+                        if res.is_ok() {
+                            self.finish_skipped(f, pid, g);
+                        }
                         states.insert(pid, PState::Live);
                         self.unpin(f);
                     }
@@ -215,6 +220,26 @@ impl BufferPool {
         bump(&self.c.redo_records_applied, rep.records_applied);
         bump(&self.c.redo_records_skipped, rep.records_skipped);
         Ok(rep)
+    }
+
+    /// A page the group's records skip (its copy is at or past the group): dirty all the same,
+    /// at its own LSN, so the checkpoint after recovery writes it home and syncs it before the
+    /// log's checkpoint passes the group. Its copy may have been read from the page cache
+    /// only: a write the device refused (a failed sync) stays there clean on Linux, reads as
+    /// written, and a sync alone never writes it — a reopen on the same boot then skipped the
+    /// redo, checkpointed past it, and a power loss lost those commits (test `keel`
+    /// `io_faults.rs` `a_reopen_after_a_failed_data_sync_keeps_what_it_skipped`). With an
+    /// O_DIRECT data file the copy is the device's, and the write is a repeat.
+    fn finish_skipped(&self, f: u32, pid: PageId, g: &RecoveredGroup) {
+        let fr = &self.frames[f as usize];
+        let lsn = BufferPool::header_lsn(fr.shared().bytes());
+        let mut m = fr.lock_meta();
+        if !m.dirty {
+            m.oldest = g.start_lsn;
+            self.flush_list.lock().insert((g.start_lsn, pid, f));
+            m.set_dirty(true);
+        }
+        m.set_newest(lsn);
     }
 
     fn finish_recovered(&self, f: u32, pid: PageId, g: &RecoveredGroup, init: bool) {

@@ -73,8 +73,10 @@ fn records_apply_only_where_the_page_lsn_is_older() {
     assert_eq!(&g[P..P + 9], b"new+later");
     assert_eq!(g.lsn(), Lsn(250));
     drop(g);
-    // The recovered page is dirty from the group that changed it.
-    assert_eq!(pool.oldest_dirty_lsn(), Some(Lsn(200)));
+    // The recovered page is dirty from the first group it was replayed for, skipped ones
+    // included: the copy that made them skip may have been read from the page cache only, so
+    // the checkpoint may not pass them before the page is written again (`finish_skipped`).
+    assert_eq!(pool.oldest_dirty_lsn(), Some(Lsn(100)));
     pool.flush_all().unwrap();
     assert_eq!(store.max_written_lsn(), Lsn(250));
 }
