@@ -527,6 +527,17 @@ impl BufferPool {
                         rep.images_installed += 1;
                         rep.records_applied += 1;
                     } else {
+                        // A copy the page is already past: the page is written again all the
+                        // same (`finish_skipped`), and its copy may be what the device lacks
+                        // (a failed write the page cache shows), so its source waits for that
+                        // write, as after the commit — unless that would close a cycle with
+                        // copies the run had resolved since (then the two were both written
+                        // past the group, which the run's order allowed).
+                        if let Record::PageCopy { from, .. } = r {
+                            if !copies.reaches(&self.copy_deps.lock(), pid, *from) {
+                                copies.set(*from, pid);
+                            }
+                        }
                         rep.records_skipped += 1;
                     }
                 }
