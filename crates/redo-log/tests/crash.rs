@@ -817,6 +817,24 @@ fn no_space_reserve_overwrites_needed_log() {
     eprintln!("without the space reserve: {e}");
 }
 
+/// Two preallocated files of 16 KiB in 512-byte blocks, no write-ahead past a block, synced
+/// only when a commit waits (the two tests below fill and cross files in a few dozen groups).
+fn small_512_log(durability: Durability) -> LogConfig {
+    LogConfig {
+        block_size: LogBlockSize::B512,
+        write_ahead_size: 512,
+        sync_method: SyncMethod::Fdatasync,
+        files: LogFiles::Preallocated {
+            file_size: 16 << 10,
+            files: 2,
+        },
+        buffer_size: 64 << 10,
+        durability,
+        flush_interval: Duration::from_secs(3600),
+        ..LogConfig::default()
+    }
+}
+
 /// A process killed after `Buffered` appends (written to the OS, not synced) up to the last
 /// block of file 0; the next opening (`RedoLog::open`) recovers them from the page cache, and
 /// its restart block and appends land in file 1; an append's `wait_durable` returns Ok; then
@@ -827,19 +845,7 @@ fn no_space_reserve_overwrites_needed_log() {
 #[test]
 fn an_open_after_a_process_crash_makes_what_it_recovered_durable() {
     for new_groups in [1u64, 40] {
-        let cfg = |durability| LogConfig {
-            block_size: LogBlockSize::B512,
-            write_ahead_size: 512,
-            sync_method: SyncMethod::Fdatasync,
-            files: LogFiles::Preallocated {
-                file_size: 16 << 10,
-                files: 2,
-            },
-            buffer_size: 64 << 10,
-            durability,
-            flush_interval: Duration::from_secs(3600),
-            ..LogConfig::default()
-        };
+        let cfg = small_512_log;
         let p = keel_redo_log::inspect::payload_size(512) as u64;
         let dir = Path::new("/db/log");
         let sim = SimFs::new(SimConfig::seeded(7));
@@ -891,19 +897,7 @@ fn an_open_after_a_process_crash_makes_what_it_recovered_durable() {
 #[test]
 fn a_reopen_after_a_failed_sync_makes_what_it_recovered_durable() {
     use keel_io::Fates;
-    let cfg = LogConfig {
-        block_size: LogBlockSize::B512,
-        write_ahead_size: 512,
-        sync_method: SyncMethod::Fdatasync,
-        files: LogFiles::Preallocated {
-            file_size: 16 << 10,
-            files: 2,
-        },
-        buffer_size: 64 << 10,
-        durability: Durability::Sync,
-        flush_interval: Duration::from_secs(3600),
-        ..LogConfig::default()
-    };
+    let cfg = small_512_log(Durability::Sync);
     for (g2_size, acked_after, kill) in [
         (100, 1, false),
         (3000, 1, false),
