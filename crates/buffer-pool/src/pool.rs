@@ -248,6 +248,12 @@ impl BufferPool {
         self.max_txn_pages
     }
 
+    /// The least `pool_bytes` of a pool like this one (its page size and transaction share)
+    /// that lets one transaction hold `pages` pages ([`PoolConfig::pool_bytes_for_txn`]).
+    pub fn pool_bytes_for_txn(&self, pages: usize) -> usize {
+        self.cfg.pool_bytes_for_txn(pages)
+    }
+
     /// The page LSN in a frame's header.
     pub(crate) fn header_lsn(bytes: &[u8]) -> Lsn {
         PageHeader::read(bytes).map(|h| h.lsn).unwrap_or(Lsn::ZERO)

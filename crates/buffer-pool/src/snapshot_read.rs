@@ -70,9 +70,12 @@ impl BufferPool {
         // A version found before latching spares the read of a page that may have left the
         // pool (freed) or changed since.
         // (An undo version needs the frame: it is rebuilt under the latch below.)
-        if let Some(Found::Image(v)) = snap.find(id) {
-            snap.check()?;
-            return Ok(SnapPage::Version(v));
+        let image = || match snap.find(id) {
+            Some(Found::Image(v)) => snap.check().map(|()| Some(SnapPage::Version(v))),
+            _ => Ok(None),
+        };
+        if let Some(page) = image()? {
+            return Ok(page);
         }
         let g = match self.read(id) {
             Ok(g) => g,
@@ -83,9 +86,8 @@ impl BufferPool {
                 // answer (the first lookup came before the free). Before, the read's "never
                 // written" was returned for a page the snapshot could read
                 // (`tests/snapshots.rs`: `a_page_freed_while_a_snapshot_reads_it_is_read_from_its_version`).
-                if let Some(Found::Image(v)) = snap.find(id) {
-                    snap.check()?;
-                    return Ok(SnapPage::Version(v));
+                if let Some(page) = image()? {
+                    return Ok(page);
                 }
                 // Module `versions`, invariant 4: a revoked snapshot's versions are gone, so a
                 // page it reaches may have been freed since (and never written) or reused: the

@@ -162,11 +162,11 @@ fn read_log_header(log_dir: &Path) -> Result<(Vec<u8>, StaticHeader, Slot), Stri
     Ok((bytes, st, slot))
 }
 
-/// Where the recovery scan of the log `files` from `slot` ends.
 /// How many times step 1 reads the log header and files before it gives up on a log that
 /// moves past its checkpoint in between.
 const START_READS: u32 = 5;
 
+/// Where the recovery scan of the log `files` from `slot` ends.
 fn scan_end(
     st: &StaticHeader,
     slot: &Slot,

@@ -379,7 +379,7 @@ fn recover_pages(
         },
         writer.clone() as Arc<dyn PoolPageStore>,
     )?);
-    group_room(dir, config, &pool, recovered)?;
+    group_room(dir, &pool, recovered)?;
     if read_only && !recovered.groups.is_empty() {
         in_memory_room(dir, &pool, recovered)?;
     }
@@ -491,21 +491,12 @@ fn check_file_checkpoint(
 /// to replay them) — a store written with a larger pool can hold larger ones. Refused at once,
 /// naming the least pool that replays it (it used to wait `frame_wait_ms` for a frame, then
 /// fail with "no free frame").
-fn group_room(
-    dir: &Path,
-    config: &Config,
-    pool: &BufferPool,
-    recovered: &keel_redo_log::Recovered,
-) -> Result<()> {
+fn group_room(dir: &Path, pool: &BufferPool, recovered: &keel_redo_log::Recovered) -> Result<()> {
     let limit = pool.max_txn_pages();
     for g in &recovered.groups {
         let pages = held_at_replay(g.records.iter());
         if pages.len() > limit {
-            let need = PoolConfig {
-                page_size: config.page_size(),
-                ..PoolConfig::default()
-            }
-            .pool_bytes_for_txn(pages.len());
+            let need = pool.pool_bytes_for_txn(pages.len());
             return Err(Error::Config(format!(
                 "{}: the log holds a committed transaction of {} pages ({}..{}) that recovery \
                  must hold in the pool at once, within the {limit} pages this pool of {} lets \

@@ -145,14 +145,7 @@ impl BTree {
         len: u64,
     ) -> Result<Vec<u8>> {
         let mut out = Vec::with_capacity(len.min(1 << 30) as usize);
-        let mut ids = Vec::new();
-        self.walk_overflow(&*store, first, len, |id, data| {
-            ids.push(id);
-            out.extend_from_slice(data);
-        })?;
-        for id in ids {
-            store.free(id)?;
-        }
+        self.free_walked(store, first, len, |data| out.extend_from_slice(data))?;
         Ok(out)
     }
 
@@ -164,8 +157,22 @@ impl BTree {
         first: PageId,
         len: u64,
     ) -> Result<()> {
+        self.free_walked(store, first, len, |_| ())
+    }
+
+    /// Walks the chain (handing each page's bytes to `each`), then frees the pages walked.
+    fn free_walked<S: PageWrite>(
+        &self,
+        store: &mut S,
+        first: PageId,
+        len: u64,
+        mut each: impl FnMut(&[u8]),
+    ) -> Result<()> {
         let mut ids = Vec::new();
-        self.walk_overflow(&*store, first, len, |id, _| ids.push(id))?;
+        self.walk_overflow(&*store, first, len, |id, data| {
+            ids.push(id);
+            each(data);
+        })?;
         for id in ids {
             store.free(id)?;
         }

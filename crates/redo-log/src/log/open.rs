@@ -555,7 +555,7 @@ impl RedoLog {
         const LEAST_RESERVE: u64 = 2;
         if st.preallocated
             && !switches.no_space_reserve
-            && m + LEAST_RESERVE.min(reserve_blocks) > scan_start_block + geo.lap_blocks() + 1
+            && m + LEAST_RESERVE > scan_start_block + geo.lap_blocks() + 1
         {
             return Err(LogError::Corrupt {
                 path: set.path(geo.location(m).0),
