@@ -224,12 +224,15 @@ impl BufferPool {
 
     /// A page the group's records skip (its copy is at or past the group): dirty all the same,
     /// at its own LSN, so the checkpoint after recovery writes it home and syncs it before the
-    /// log's checkpoint passes the group. Its copy may have been read from the page cache
-    /// only: a write the device refused (a failed sync) stays there clean on Linux, reads as
+    /// log's checkpoint passes the group. Its copy may be readable but not durable: a write
+    /// the device refused (a failed sync) stays in the page cache clean on Linux, reads as
     /// written, and a sync alone never writes it — a reopen on the same boot then skipped the
     /// redo, checkpointed past it, and a power loss lost those commits (test `keel`
-    /// `io_faults.rs` `a_reopen_after_a_failed_data_sync_keeps_what_it_skipped`). With an
-    /// O_DIRECT data file the copy is the device's, and the write is a repeat.
+    /// `io_faults.rs` `a_reopen_after_a_failed_data_sync_keeps_what_it_skipped`). The page
+    /// writer now drops the data file's cached pages when it opens (`keel_io::File::drop_cache`:
+    /// on ext4 the rewrite of such a cached page never reaches the disk), so the copy is the
+    /// device's — which may still hold it only in its volatile cache, whose flush failed: the
+    /// write makes it durable or fails.
     fn finish_skipped(&self, f: u32, pid: PageId, g: &RecoveredGroup) {
         let fr = &self.frames[f as usize];
         let lsn = BufferPool::header_lsn(fr.shared().bytes());

@@ -229,6 +229,9 @@ impl PageWriter {
                 data = fs.open(&data_path, &data_options(direct))?;
             }
         }
+        // Recovery reads what the device holds, not what a failed sync left in the page cache
+        // (keel_io::File::drop_cache; test `keel/tests/io_faults.rs`, same-boot reopens).
+        data.drop_cache()?;
         let area_path = dir.join(DOUBLEWRITE_FILE_NAME);
         let area_options = OpenOptions::new(FileClass::Doublewrite).direct(direct);
         let (area, scheme): (Option<Arc<DoublewriteArea>>, Box<dyn ProtectionScheme>) =
@@ -243,6 +246,7 @@ impl PageWriter {
                     // store's open checks): a refused open adds no file.
                     let area = Arc::new(if fs.exists(&area_path)? {
                         let file = fs.open(&area_path, &area_options)?;
+                        file.drop_cache()?;
                         DoublewriteArea::open(file, Some(g), config.store)?
                     } else {
                         DoublewriteArea::open_missing(
@@ -264,6 +268,7 @@ impl PageWriter {
                 mode => {
                     let area = if fs.exists(&area_path)? {
                         let file = fs.open(&area_path, &area_options)?;
+                        file.drop_cache()?;
                         Some(Arc::new(DoublewriteArea::open(file, None, config.store)?))
                     } else {
                         None

@@ -249,6 +249,21 @@ pub trait File: Send + Sync + Debug {
 
     /// Whether the file was opened with O_DIRECT.
     fn is_direct(&self) -> bool;
+
+    /// Drops the page cache's clean copies of this file's pages (`posix_fadvise(DONTNEED)`), so
+    /// that the next reads come from the device; dirty pages are written back, not dropped.
+    ///
+    /// Recovery calls it before it reads a file an earlier opening wrote. After a failed sync,
+    /// Linux keeps the pages whose writeback failed in the cache, clean and showing bytes the
+    /// device never got; on ext4 a later write of those bytes through the same cached pages
+    /// does not reach the disk either (a block allocated for the failed write stays an
+    /// unwritten extent, and the rewrite's writeback does not convert it), although its sync
+    /// succeeds. Only pages read afresh from the device are safe to build on. Best effort: the
+    /// kernel keeps pages that are mapped, locked or under writeback.
+    ///
+    /// # Errors
+    /// The call failed ([`IoError::Os`]).
+    fn drop_cache(&self) -> Result<()>;
 }
 
 /// A set of files in directories.

@@ -157,4 +157,9 @@ impl File for ReadOnlyFile {
     fn is_direct(&self) -> bool {
         self.inner.is_direct()
     }
+
+    fn drop_cache(&self) -> Result<()> {
+        // Forgetting cached pages writes nothing: the device's bytes are the file's.
+        self.inner.drop_cache()
+    }
 }

@@ -464,8 +464,11 @@ fn run(first: u64, cases: u64) {
     let mut failures = Vec::new();
     let default_hook = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
+        // 0: no case runs (the summary's assertion, not a case, panicked).
         let seed = CURRENT_SEED.load(std::sync::atomic::Ordering::Relaxed);
-        eprintln!("io_faults: panic in the case of seed {seed} (KEEL_IO_FAULT_SEED={seed} KEEL_IO_FAULT_CASES=1 replays it)");
+        if seed != 0 {
+            eprintln!("io_faults: panic in the case of seed {seed} (KEEL_IO_FAULT_SEED={seed} KEEL_IO_FAULT_CASES=1 replays it)");
+        }
         default_hook(info);
     }));
     for seed in first..first + cases {
@@ -474,6 +477,7 @@ fn run(first: u64, cases: u64) {
             failures.push(format!("seed {seed}: {e}"));
         }
     }
+    CURRENT_SEED.store(0, std::sync::atomic::Ordering::Relaxed);
     println!("io_faults: {cases} cases from seed {first}: {totals:?}");
     assert!(
         failures.is_empty(),

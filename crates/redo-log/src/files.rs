@@ -80,7 +80,11 @@ impl LogFileSet {
         made
     }
 
-    /// Opens the files of an existing log (preallocated: every file must have its size).
+    /// Opens the files of an existing log (preallocated: every file must have its size). The
+    /// page cache's copies of them are dropped first, so that the scan reads what the device
+    /// holds: after a failed sync the cache keeps, clean, log blocks the device never got, and
+    /// on ext4 writing them again through those cached pages does not reach the disk
+    /// (`keel_io::File::drop_cache`).
     pub fn open(
         fs: Arc<dyn FileSystem>,
         dir: &Path,
@@ -99,6 +103,7 @@ impl LogFileSet {
                     });
                 }
                 let f = fs.open(&path, &opts)?;
+                f.drop_cache()?;
                 let len = f.len()?;
                 if len != file_size {
                     return Err(LogError::BadFile {
@@ -119,7 +124,9 @@ impl LogFileSet {
                 else {
                     continue;
                 };
-                open.insert(i, fs.open(&path, &opts)?);
+                let f = fs.open(&path, &opts)?;
+                f.drop_cache()?;
+                open.insert(i, f);
             }
         }
         Ok(LogFileSet {

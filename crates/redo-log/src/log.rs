@@ -474,9 +474,12 @@ impl RedoLog {
     /// 200 cases did). PostgreSQL syncs its data directory before crash recovery for the same
     /// reason (`recovery_init_sync_method`). The recovered blocks are first written again as
     /// they read (the same bytes: a file's contents do not change), so that redo a failed sync
-    /// left in the page cache — held clean there, never on the device — is written by this
-    /// sync or makes it fail. A read-write open calls it before the replay, before the log
-    /// starts.
+    /// left readable but not durable is written by this sync or makes it fail: the scan read
+    /// the device (the files' cached pages are dropped when they open, `LogFileSet::open`:
+    /// after a failed sync the page cache holds, clean, blocks the device never got, and on
+    /// ext4 a rewrite through those pages never reaches the disk), and what the device returns
+    /// may still sit in its volatile cache, whose flush failed. A read-write open calls it
+    /// before the replay, before the log starts.
     ///
     /// # Errors
     /// A sync failed ([`LogError::Io`]); the log is poisoned (a failed sync is never retried
@@ -487,10 +490,10 @@ impl RedoLog {
         let first = sh.ckpt.lock().scan_start / p;
         let end = sh.resv.lock().end.div_ceil(p);
         let w = sh.io.lock();
-        // The recovered blocks written again before the sync: read from the page cache, they
-        // may be what a failed sync left there — clean, never on the device — which a sync
-        // alone would report durable (a failed sync is never taken as having worked: test
-        // `crash.rs` `a_reopen_after_a_failed_sync_makes_what_it_recovered_durable`).
+        // The recovered blocks written again before the sync: they may be what a failed sync
+        // left readable but not durable, which a sync alone would report durable (a failed
+        // sync is never taken as having worked: test `crash.rs`
+        // `a_reopen_after_a_failed_sync_makes_what_it_recovered_durable`).
         let rewritten = w.files.rewrite_blocks(first, end).map(|_| ());
         let synced = rewritten.and_then(|()| w.files.sync_all());
         drop(w);

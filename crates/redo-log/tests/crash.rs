@@ -144,6 +144,9 @@ impl File for CrashFile {
     fn is_direct(&self) -> bool {
         self.f.is_direct()
     }
+    fn drop_cache(&self) -> keel_io::Result<()> {
+        self.f.drop_cache()
+    }
 }
 
 impl FileSystem for CrashFs {

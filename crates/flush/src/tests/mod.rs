@@ -314,6 +314,9 @@ impl File for RecFile {
     fn is_direct(&self) -> bool {
         self.inner.is_direct()
     }
+    fn drop_cache(&self) -> keel_io::Result<()> {
+        self.inner.drop_cache()
+    }
 }
 
 impl FileSystem for RecFs {

@@ -265,6 +265,20 @@ impl File for OsFile {
     fn is_direct(&self) -> bool {
         self.options.direct
     }
+
+    fn drop_cache(&self) -> Result<()> {
+        // SAFETY: plain syscall on a file descriptor we own; no memory is passed.
+        let rc =
+            unsafe { libc::posix_fadvise(self.file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+        match rc {
+            0 => Ok(()),
+            e => Err(IoError::os(
+                "posix_fadvise",
+                &self.path,
+                std::io::Error::from_raw_os_error(e),
+            )),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -217,7 +217,7 @@ pub(crate) fn crash_file(
     sabotage: Sabotage,
 ) -> Image {
     let mut img = std::mem::take(&mut state.durable);
-    let ops = std::mem::take(&mut state.pending);
+    let ops = state.take_pending_for_crash();
     state.current = Image::default();
     if sabotage.lose_synced {
         let n = img.len().min(sector);
@@ -247,6 +247,7 @@ pub(crate) fn crash_file(
                 offset,
                 data,
                 atomic,
+                ..
             } = op
             {
                 report.pending_bytes += data.len() as u64;
@@ -279,6 +280,7 @@ pub(crate) fn crash_file(
                 offset,
                 data,
                 atomic,
+                ..
             } = &ops[k]
             else {
                 continue;

@@ -96,10 +96,11 @@ impl SimFile {
                 });
             }
         }
+        let cached = !self.options.direct;
         if self.options.write_through {
-            st.write_through(offset, buf);
+            st.write_through(offset, buf, cached);
         } else {
-            st.write(offset, buf, atomic);
+            st.write(offset, buf, atomic, cached);
         }
         if st.linked && growth > 0 {
             self.m.total_len.fetch_add(growth, Ordering::Relaxed);
@@ -305,5 +306,11 @@ impl File for SimFile {
 
     fn is_direct(&self) -> bool {
         self.options.direct
+    }
+
+    fn drop_cache(&self) -> Result<()> {
+        self.m.alive(&self.path)?;
+        self.inode.state.lock().drop_cache();
+        Ok(())
     }
 }

@@ -93,6 +93,7 @@ fn pending_of(st: &FileState) -> (Vec<PendingWrite>, Vec<u64>) {
                 offset,
                 data,
                 atomic,
+                ..
             } => writes.push(PendingWrite {
                 offset: *offset,
                 data: data.to_vec(),

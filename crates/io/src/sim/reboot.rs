@@ -194,6 +194,7 @@ impl SimFs {
                             durable: st.durable.clone(),
                             pending: st.pending.clone(),
                             limbo: false,
+                            stale: Vec::new(),
                             linked: true,
                         }
                     } else {

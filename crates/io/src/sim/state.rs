@@ -66,6 +66,8 @@ pub(crate) enum Op {
         offset: u64,
         data: Data,
         atomic: bool,
+        /// Written through the page cache (not `direct`).
+        cached: bool,
     },
     /// `set_len` (or `allocate` extending the file) from length `from` to `len`.
     SetLen { len: u64, from: u64 },
@@ -93,6 +95,12 @@ pub(crate) struct FileState {
     /// A sync failed and dropped some writes: `durable` and `current` differ in places no pending
     /// operation covers (the page cache still shows data that will never reach the disk).
     pub(crate) limbo: bool,
+    /// Byte ranges of cached writes a failed sync dropped (or tore) while the page cache kept
+    /// them, clean: as on ext4, where a block allocated for a write whose writeback failed stays
+    /// an unwritten extent, a later write of these bytes through the cache reaches the cache
+    /// only — its sync succeeds, a crash loses it — until the cache drops its copies
+    /// ([`FileState::drop_cache`]) or a direct write replaces them.
+    pub(crate) stale: Vec<(u64, u64)>,
     /// Whether some live path names this file (its length counts towards the space limit).
     pub(crate) linked: bool,
 }
@@ -109,6 +117,7 @@ fn cut_writes(pending: &mut Vec<Op>, start: u64, end: u64) {
                 offset,
                 data,
                 atomic,
+                cached,
             } => {
                 let wend = offset + data.len() as u64;
                 if wend <= start || offset >= end {
@@ -116,6 +125,7 @@ fn cut_writes(pending: &mut Vec<Op>, start: u64, end: u64) {
                         offset,
                         data,
                         atomic,
+                        cached,
                     });
                     continue;
                 }
@@ -124,6 +134,7 @@ fn cut_writes(pending: &mut Vec<Op>, start: u64, end: u64) {
                         offset,
                         data: data.slice(0, (start - offset) as usize),
                         atomic,
+                        cached,
                     });
                 }
                 if wend > end {
@@ -131,6 +142,7 @@ fn cut_writes(pending: &mut Vec<Op>, start: u64, end: u64) {
                         offset: end,
                         data: data.slice((end - offset) as usize, data.len()),
                         atomic,
+                        cached,
                     });
                 }
             }
@@ -148,21 +160,99 @@ impl FileState {
             durable: image,
             pending: Vec::new(),
             limbo: false,
+            stale: Vec::new(),
             linked: true,
         }
     }
 
-    /// A buffered write: visible now, durable after the next successful sync.
-    pub(crate) fn write(&mut self, offset: u64, buf: &[u8], atomic: bool) {
+    /// A buffered write: visible now, durable after the next successful sync (`cached`: through
+    /// the page cache; a direct write replaces what the cache held of its range).
+    pub(crate) fn write(&mut self, offset: u64, buf: &[u8], atomic: bool, cached: bool) {
         if buf.is_empty() {
             return;
+        }
+        if !cached {
+            self.unstale(offset, offset + buf.len() as u64);
         }
         self.current.write(offset, buf);
         self.pending.push(Op::Write {
             offset,
             data: Data::from_slice(buf),
             atomic,
+            cached,
         });
+    }
+
+    /// Removes `start..end` from the stale ranges.
+    fn unstale(&mut self, start: u64, end: u64) {
+        if self.stale.is_empty() {
+            return;
+        }
+        let mut out = Vec::with_capacity(self.stale.len() + 1);
+        for &(a, b) in &self.stale {
+            if b <= start || a >= end {
+                out.push((a, b));
+                continue;
+            }
+            if a < start {
+                out.push((a, start));
+            }
+            if b > end {
+                out.push((end, b));
+            }
+        }
+        self.stale = out;
+    }
+
+    /// The parts of `start..end` outside every stale range, in order.
+    fn fresh_parts(&self, start: u64, end: u64) -> Vec<(u64, u64)> {
+        let mut parts = vec![(start, end)];
+        for &(a, b) in &self.stale {
+            let mut next = Vec::with_capacity(parts.len() + 1);
+            for (s, e) in parts {
+                if e <= a || s >= b {
+                    next.push((s, e));
+                    continue;
+                }
+                if s < a {
+                    next.push((s, a));
+                }
+                if e > b {
+                    next.push((b, e));
+                }
+            }
+            parts = next;
+        }
+        parts
+    }
+
+    /// The pending operations, taken for a crash to decide their fates: without the bytes of
+    /// writes into stale ranges, which never reach the disk (see `stale`).
+    pub(crate) fn take_pending_for_crash(&mut self) -> Vec<Op> {
+        let mut ops = std::mem::take(&mut self.pending);
+        for &(a, b) in &self.stale {
+            cut_writes(&mut ops, a, b);
+        }
+        self.stale.clear();
+        ops
+    }
+
+    /// The page cache drops its clean copies: reads of the stale ranges show the durable bytes
+    /// again (writes made there since are lost, as their write-back never reached the disk),
+    /// and later writes there reach the disk as anywhere else.
+    pub(crate) fn drop_cache(&mut self) {
+        let len = self.current.len();
+        for (a, b) in std::mem::take(&mut self.stale) {
+            let b = b.min(len);
+            if a < b {
+                self.current.copy_range_from(&self.durable, a, b);
+                cut_writes(&mut self.pending, a, b);
+            }
+        }
+        if self.limbo && self.pending.is_empty() && self.durable.same_as(&self.current) {
+            self.limbo = false;
+            self.durable = self.current.clone();
+        }
     }
 
     /// An O_DSYNC write: durable when it returns, together with the file's current length (the
@@ -170,11 +260,14 @@ impl FileState {
     /// bytes it overwrote (those bytes are now durably the new ones), earlier pending length
     /// changes become durable, and other pending writes stay pending: where they extended the
     /// file, a crash that loses them leaves zeros inside the durable length.
-    pub(crate) fn write_through(&mut self, offset: u64, buf: &[u8]) {
+    pub(crate) fn write_through(&mut self, offset: u64, buf: &[u8], cached: bool) {
         if buf.is_empty() {
             return;
         }
         let end = offset + buf.len() as u64;
+        if !cached {
+            self.unstale(offset, end);
+        }
         self.current.write(offset, buf);
         // The size is committed with the data: pending length changes become durable.
         let mut rest = Vec::with_capacity(self.pending.len());
@@ -192,7 +285,11 @@ impl FileState {
             let len = self.current.len();
             self.durable.set_len_unchecked(len);
         } else {
-            self.durable.write(offset, buf);
+            // What a failed sync left stale stays off the disk (ext4: see `stale`).
+            for (a, b) in self.fresh_parts(offset, end) {
+                self.durable
+                    .write(a, &buf[(a - offset) as usize..(b - offset) as usize]);
+            }
             self.durable.set_len(self.current.len());
         }
         #[cfg(test)]
@@ -229,14 +326,17 @@ impl FileState {
         } else {
             for op in &pending {
                 let (a, b) = op.range();
-                let b = b.min(len);
-                if a < b {
-                    self.durable.copy_range_from(&self.current, a, b);
+                // What a failed sync left stale stays off the disk (ext4: see `stale`).
+                for (a, b) in self.fresh_parts(a, b.min(len)) {
+                    if a < b {
+                        self.durable.copy_range_from(&self.current, a, b);
+                    }
                 }
             }
             self.durable.set_len(len);
             if self.durable.same_as(&self.current) {
                 self.limbo = false;
+                self.stale.clear();
                 self.durable = self.current.clone();
             }
         }
@@ -261,9 +361,11 @@ impl FileState {
                     offset,
                     data,
                     atomic,
+                    cached,
                 } => {
                     let n = sectors_of(offset, data.len(), sector);
-                    match policy.draw(rng, !atomic && n >= 2) {
+                    let fate = policy.draw(rng, !atomic && n >= 2);
+                    match fate {
                         Fate::Keep => data.write_part(&mut self.durable, offset, 0, data.len()),
                         Fate::Lose => dropped += 1,
                         Fate::Tear => {
@@ -271,6 +373,9 @@ impl FileState {
                             let mask = torn_mask(rng, n);
                             write_sectors(&mut self.durable, offset, &data, sector, &mask);
                         }
+                    }
+                    if cached && fate != Fate::Keep {
+                        self.stale.push((offset, offset + data.len() as u64));
                     }
                 }
                 Op::SetLen { len, .. } => {
@@ -379,7 +484,7 @@ mod tests {
     #[test]
     fn truncation_drops_cached_bytes_of_earlier_writes() {
         let mut f = FileState::clean(Image::default());
-        f.write(0, &[1u8; 8192], false);
+        f.write(0, &[1u8; 8192], false, true);
         f.set_len(100);
         f.set_len(8192);
         f.check_invariant();
@@ -393,8 +498,8 @@ mod tests {
     #[test]
     fn write_through_supersedes_overlapped_pending_bytes() {
         let mut f = FileState::clean(Image::default());
-        f.write(0, &[1u8; 1000], false);
-        f.write_through(200, &[2u8; 100]);
+        f.write(0, &[1u8; 1000], false, true);
+        f.write_through(200, &[2u8; 100], true);
         f.check_invariant();
         assert_eq!(f.pending.len(), 2);
         let d = f.durable.to_vec();
@@ -404,5 +509,60 @@ mod tests {
         f.sync();
         assert!(f.pending.is_empty());
         assert!(f.durable.same_as(&f.current));
+    }
+
+    /// A failed sync that drops a cached write leaves its bytes stale (ext4's unwritten extent):
+    /// reads show them, a rewrite of them and a successful sync do not reach the disk (nor does
+    /// a crash keep them), until the cache drops its copies; then reads show the disk's bytes
+    /// and a rewrite sticks. A direct write replaces the cached copies at once.
+    #[test]
+    fn a_rewrite_of_bytes_a_failed_sync_dropped_sticks_only_after_the_cache_drops_them() {
+        let lose = CrashPolicy::lose_all();
+        let mut rng = SplitMix64::new(1);
+        let mut f = FileState::clean(Image::default());
+        f.write(0, &[1u8; 4096], false, true);
+        f.sync();
+        f.write(0, &[2u8; 4096], false, true);
+        f.fail_sync(&lose, &mut rng, 512);
+        assert_eq!(
+            f.current.to_vec(),
+            vec![2u8; 4096],
+            "the cache still shows the write"
+        );
+        f.write(0, &[2u8; 4096], false, true);
+        f.sync();
+        assert_eq!(
+            f.durable.to_vec(),
+            vec![1u8; 4096],
+            "the rewrite did not stick"
+        );
+        f.write(0, &[3u8; 4096], false, true);
+        let mut crashed = FileState::clean(f.durable.clone());
+        crashed.pending = f.pending.clone();
+        crashed.stale = f.stale.clone();
+        assert!(
+            crashed.take_pending_for_crash().is_empty(),
+            "a crash keeps none of it"
+        );
+        f.drop_cache();
+        assert_eq!(
+            f.current.to_vec(),
+            vec![1u8; 4096],
+            "reads show the disk again"
+        );
+        assert!(!f.limbo);
+        f.write(0, &[4u8; 4096], false, true);
+        f.sync();
+        assert_eq!(
+            f.durable.to_vec(),
+            vec![4u8; 4096],
+            "after the drop a rewrite sticks"
+        );
+
+        f.write(0, &[5u8; 4096], false, true);
+        f.fail_sync(&lose, &mut rng, 512);
+        f.write(0, &[6u8; 4096], false, false);
+        f.sync();
+        assert_eq!(f.durable.to_vec(), vec![6u8; 4096], "a direct write sticks");
     }
 }

@@ -369,6 +369,8 @@ impl RedoLog {
             create_log(&fs, dir, &cfg, opts)?;
         }
         let header = fs.open(&hpath, &OpenOptions::new(FileClass::Log))?;
+        // The header as the device holds it, not as a failed sync left it in the page cache.
+        header.drop_cache()?;
         let (st, slot) = read_header(&*header)?;
         if st.block_size as usize != b {
             return Err(mismatch(
