@@ -89,7 +89,20 @@ pub struct TestSwitches {
     /// thread that queued behind a sync that did not cover it may sleep until some other
     /// thread happens to lead (or forever).
     pub no_handoff: bool,
+    /// The writer writes any distance past the durable end without syncing (no
+    /// [`UNSYNCED_MAX`] cap): a damaged durable block's proof may then lie past the recovery's
+    /// look-ahead, and the damage is taken for a torn tail.
+    pub no_unsynced_cap: bool,
 }
+
+/// How far the log is ever written past its durable end (a larger write syncs first and goes
+/// on in steps). The recovery scan relies on it: a block that was durable is followed, within
+/// this distance of the first write after the sync that covered it, by a block claiming it
+/// durable, and it looks `LOOKAHEAD_BYTES` (twice this) past a damaged
+/// block for that claim — a bound that must not depend on the settings of the opening that
+/// wrote the log (test `corrupt_middle.rs`
+/// `a_damaged_block_far_before_its_sync_is_refused_whatever_the_buffer`).
+pub(crate) const UNSYNCED_MAX: u64 = 8 << 20;
 
 #[derive(Debug)]
 struct Resv {
@@ -239,6 +252,8 @@ pub(crate) struct Shared {
     stats: Counters,
     no_ring_wait: bool,
     no_handoff: bool,
+    /// [`UNSYNCED_MAX`], or unbounded under the `no_unsynced_cap` test switch.
+    unsynced_max: u64,
 }
 
 /// The redo log: a shared handle (`Clone`, `Send`, `Sync`) that owns the flusher thread, which

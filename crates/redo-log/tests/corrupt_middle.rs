@@ -458,3 +458,70 @@ fn a_stale_header_is_refused_not_taken_for_a_torn_tail() {
         }
     }
 }
+
+/// A damaged block far before the sync that covered it is still refused, whatever buffer the
+/// reopening configures. The writer once wrote any distance without a sync — a group larger
+/// than its buffer, a burst of `Buffered` commits between two interval syncs — while the scan
+/// looks for proof only `max(buffer, 16 MiB)` past a damaged block: 20 MiB of redo in one
+/// flush interval took a flipped bit in its first block for a torn tail, opened without every
+/// later acknowledged commit and wrote over it. The writer now syncs before it runs more than
+/// `UNSYNCED_MAX` (8 MiB) past the durable end; with that cap switched off
+/// (`no_unsynced_cap`) the damage opens as a torn tail again.
+#[test]
+fn a_damaged_block_far_before_its_sync_is_refused_whatever_the_buffer() {
+    let run = |switches: keel_redo_log::TestSwitches, group_bytes: usize| {
+        let fs = SimFs::new(SimConfig::seeded(11));
+        let dir = Path::new("/log");
+        let c = LogConfig {
+            block_size: LogBlockSize::B4096,
+            files: LogFiles::Growing {
+                file_size: 64 << 20,
+            },
+            buffer_size: 256 << 10,
+            durability: keel_redo_log::Durability::Buffered,
+            flush_interval: std::time::Duration::from_secs(3600),
+            ..LogConfig::default()
+        };
+        let (log, _) = RedoLog::open_with(Arc::new(fs.clone()), dir, c.clone(), switches).unwrap();
+        // 20 MiB appended with nobody waiting for durability, then one synced append.
+        let mut t = 0u64;
+        while log.end_lsn().0 < 20 << 20 {
+            log.append_range(&group(t, group_bytes)).unwrap();
+            t += 1;
+        }
+        let r = log.append_range(&group(t, 300)).unwrap();
+        log.wait_durable(r.end).unwrap();
+        drop(log);
+        let fs = fs.crash_with(keel_io::CrashPolicy::lose_all());
+        damage(&fs, dir, 3, 4096, "flip");
+        [256 << 10, 64 << 20].map(|buffer_size| {
+            open(
+                &fs,
+                dir,
+                &LogConfig {
+                    buffer_size,
+                    ..c.clone()
+                },
+                false,
+            )
+            .map(|r| r.end_reason)
+        })
+    };
+    for group_bytes in [3000, 3 << 20] {
+        for r in run(keel_redo_log::TestSwitches::default(), group_bytes) {
+            assert!(
+                matches!(r, Err(LogError::CorruptMiddle { block: 3, .. })),
+                "groups of {group_bytes} bytes: {r:?}"
+            );
+        }
+        let broken = keel_redo_log::TestSwitches {
+            no_unsynced_cap: true,
+            ..Default::default()
+        };
+        let [small, _] = run(broken, group_bytes);
+        assert!(
+            small.is_ok(),
+            "without the cap the damage passes for a torn tail (groups of {group_bytes} bytes): {small:?}"
+        );
+    }
+}

@@ -168,7 +168,16 @@ impl Shared {
         }
         loop {
             let c = self.completed.load(SeqCst);
-            let upto = c.min(target);
+            let mut upto = c.min(target);
+            // Never more than UNSYNCED_MAX written past the durable end: sync first, then write
+            // on in steps (a large group, a burst of Buffered commits).
+            let cap = io.durable.saturating_add(self.unsynced_max);
+            if upto > cap {
+                if io.w > io.durable {
+                    self.sync_written(io)?;
+                }
+                upto = upto.min(io.durable.saturating_add(self.unsynced_max));
+            }
             if upto > io.w {
                 if let Err(f) = io.emit(&self.ring, upto, &self.stats) {
                     return Err(self.poison_with(f));
@@ -176,22 +185,38 @@ impl Shared {
                 self.written.store(io.w, SeqCst);
                 self.publish();
             }
+            debug_assert!(
+                io.w <= io.durable.saturating_add(self.unsynced_max),
+                "log written to LSN {} past its durable end {} by more than UNSYNCED_MAX",
+                io.w,
+                io.durable
+            );
             if io.w >= target {
                 break;
+            }
+            if io.w >= upto && upto < c.min(target) {
+                // Capped, not waiting for a completion: sync and write on.
+                continue;
             }
             self.wait_completion(io.w)?;
         }
         if sync && io.w > io.durable {
-            match io.sync(&self.stats) {
-                Ok(n) => self.stats.record_commits(n),
-                Err(f) => return Err(self.poison_with(f)),
-            }
-            self.record_newest_file(io)?;
-            self.durable.store(io.durable, SeqCst);
-            // The threads now durable are woken when the writer is released.
-            self.publish_but(true);
+            self.sync_written(io)?;
         }
         self.assert_lsn_order();
+        Ok(())
+    }
+
+    /// Syncs what is written (the caller holds the writer) and publishes the new durable end;
+    /// the threads now durable are woken when the writer is released.
+    fn sync_written(&self, io: &mut Writer) -> Result<()> {
+        match io.sync(&self.stats) {
+            Ok(n) => self.stats.record_commits(n),
+            Err(f) => return Err(self.poison_with(f)),
+        }
+        self.record_newest_file(io)?;
+        self.durable.store(io.durable, SeqCst);
+        self.publish_but(true);
         Ok(())
     }
 

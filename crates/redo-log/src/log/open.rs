@@ -73,7 +73,9 @@ pub(super) fn salt_now(dir: &Path) -> u32 {
 
 /// How far past a damaged block recovery looks for proof that it had been durable, at least
 /// (the log buffer's size when that is larger): a torn tail is confined to what was written
-/// after the last completed sync, which the log buffer bounds.
+/// after the last completed sync, which the writer keeps within [`UNSYNCED_MAX`] (half this),
+/// whatever its buffer (the buffer alone bounded nothing: a group larger than the buffer, or
+/// `Buffered` commits between two syncs, were written on without one).
 pub(super) const LOOKAHEAD_BYTES: usize = 16 << 20;
 
 /// How [`RedoLog::open_mode`] treats the log directory.
@@ -646,6 +648,11 @@ impl RedoLog {
             cfg,
             no_ring_wait: switches.no_ring_wait,
             no_handoff: switches.no_handoff,
+            unsynced_max: if switches.no_unsynced_cap {
+                u64::MAX
+            } else {
+                UNSYNCED_MAX
+            },
         });
         // Takes no appends until `start` (a read-only log never): no flusher yet.
         sh.closed.store(true, SeqCst);
