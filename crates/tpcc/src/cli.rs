@@ -451,7 +451,13 @@ fn run_in_dir<E: Engine>(
     ro: &RunOptions,
     do_check: bool,
 ) -> TpccResult<i32> {
-    let engine = E::open(dir, store)?;
+    if !dir.exists() {
+        return Err(TpccError::NotLoaded(format!(
+            "{} does not exist",
+            dir.display()
+        )));
+    }
+    let engine = E::open_loaded(dir, store)?;
     let marker = read_marker(&engine)?;
     println!(
         "running {} terminal(s) on {} warehouse(s){} for {:.0} s after {:.0} s warm-up; engine {}",
@@ -500,10 +506,7 @@ fn run_in_dir<E: Engine>(
 
 fn cmd_run<E: Engine>(a: &RunArgs) -> TpccResult<i32> {
     let store = a.store.resolve()?;
-    let out = a
-        .out
-        .clone()
-        .unwrap_or_else(|| PathBuf::from(format!("{}-results", a.dir.display())));
+    let out = a.out.clone().unwrap_or_else(|| results_beside(&a.dir));
     let Some(list) = &a.fs else {
         return run_in_dir::<E>(
             &a.dir,
@@ -517,7 +520,7 @@ fn cmd_run<E: Engine>(a: &RunArgs) -> TpccResult<i32> {
     crate::fsmount::require_root()?;
     {
         // Refuse early if the source is not loaded.
-        let e = E::open(&a.dir, &store)?;
+        let e = E::open_loaded(&a.dir, &store)?;
         read_marker(&e)?;
     }
     let mut worst = 0;
@@ -537,6 +540,15 @@ fn cmd_run<E: Engine>(a: &RunArgs) -> TpccResult<i32> {
         drop(m);
     }
     Ok(worst)
+}
+
+/// The default results directory of a run on `dir`: `DIR-results` beside it (a trailing `/`
+/// in `dir` must not put it inside the store as `DIR/-results`).
+fn results_beside(dir: &Path) -> PathBuf {
+    let trimmed = dir.components().collect::<PathBuf>();
+    let mut name = trimmed.as_os_str().to_os_string();
+    name.push("-results");
+    PathBuf::from(name)
 }
 
 fn cmd_check<E: Engine>(a: &CheckArgs) -> TpccResult<i32> {

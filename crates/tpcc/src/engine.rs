@@ -197,6 +197,13 @@ pub trait Engine: Send + Sync + Sized + 'static {
         Self::open(dir, config)
     }
 
+    /// Opens the loaded store in `dir` to run the workload on: read-write, but never creating
+    /// anything (a mistyped `--dir` must not become an empty store that `load` then refuses as
+    /// not empty). The default is [`Engine::open_existing`].
+    fn open_loaded(dir: &Path, config: &StoreConfig) -> EngineResult<Self> {
+        Self::open_existing(dir, config)
+    }
+
     /// Starts a write transaction; blocks while another write transaction is open.
     fn write(&self) -> EngineResult<Self::Write<'_>>;
 

@@ -228,6 +228,18 @@ impl Engine for KeelEngine {
             .map_err(engine_error)
     }
 
+    /// Read-write and never creating: a directory without a store is an error
+    /// ([`keel::Error::NotAStore`]) and is left as it was.
+    fn open_loaded(dir: &Path, config: &StoreConfig) -> EngineResult<Self> {
+        let config = keel::Config {
+            create: false,
+            ..keel_config(config)?
+        };
+        keel::Store::open(dir, config)
+            .map(KeelEngine)
+            .map_err(engine_error)
+    }
+
     /// Read-only and never creating: a directory without a store is an error and is left as it
     /// was; a store that needs recovery (after a crash) is recovered by a read-write open that
     /// still never creates (on a read-only mount that fails with a clear message).

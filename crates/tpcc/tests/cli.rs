@@ -658,3 +658,120 @@ fn run_refuses_a_store_of_the_old_layout_and_says_reload() {
     assert!(s.contains("reload") && s.contains("version 1"), "{s}");
     assert!(!t.path().join("o").join("run.json").exists());
 }
+
+/// The matrix loads into `OUT/data` and removes it at the end: a `data/` it did not make (the
+/// user's, `--out .` in a project) is refused and left alone, and a spec name that is not a
+/// plain file name (the default `--out` is `tpcc-matrix/NAME`) is refused. (The first deleted
+/// the user's files with exit status 0.)
+#[test]
+fn matrix_never_removes_a_data_directory_it_did_not_make() {
+    let t = tempfile::tempdir().unwrap();
+    let out = t.path().join("project");
+    std::fs::create_dir_all(out.join("data/mine")).unwrap();
+    std::fs::write(out.join("data/mine/notes.txt"), "precious").unwrap();
+    let spec = t.path().join("tiny.toml");
+    let body =
+        "warehouses = 1\nterminals = 1\nduration = 0.5\nwarmup = 0\ninterval = 0.5\nrepeats = 1\n";
+    std::fs::write(&spec, format!("name = \"tiny\"\n{body}")).unwrap();
+    let matrix = |out: &Path| {
+        run(
+            &["--engine", "memory", "matrix", "--test-items", "200"],
+            &[("--spec", &spec), ("--out", out)],
+        )
+    };
+    let o = matrix(&out);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        text(&o).contains("not made by `keel-tpcc matrix`"),
+        "{}",
+        text(&o)
+    );
+    assert!(
+        out.join("data/mine/notes.txt").exists(),
+        "the user's file was removed"
+    );
+    // Its own data directory (an earlier matrix's, kept) it replaces and removes.
+    let own = t.path().join("own");
+    for _ in 0..2 {
+        let o = matrix(&own);
+        assert!(o.status.success(), "{}", text(&o));
+        assert!(!own.join("data").exists(), "{}", text(&o));
+        assert!(own.join("report.md").exists());
+    }
+    for name in ["..", ".", "/tmp/x", "a/b", ""] {
+        std::fs::write(&spec, format!("name = {name:?}\n{body}")).unwrap();
+        let o = run(&["--engine", "memory", "matrix"], &[("--spec", &spec)]);
+        assert_eq!(o.status.code(), Some(2), "name {name:?}: {}", text(&o));
+        assert!(text(&o).contains("name"), "{}", text(&o));
+    }
+}
+
+/// `run` never creates a store: a mistyped `--dir` is refused and stays absent (it used to
+/// become an empty store that `load` then refused as not empty); its default results go
+/// beside the store even when `--dir` ends with `/` (not into the store as `DIR/-results`).
+#[test]
+fn run_creates_no_store_and_puts_results_beside_the_store() {
+    let t = tempfile::tempdir().unwrap();
+    let typo = t.path().join("typo");
+    let o = run(
+        &["run", "-t", "1", "--duration", "1", "--set", POOL],
+        &[("--dir", &typo)],
+    );
+    assert_ne!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(text(&o).contains("does not exist"), "{}", text(&o));
+    assert!(!typo.exists(), "run created {}", typo.display());
+    let empty = t.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let o = run(
+        &["run", "-t", "1", "--duration", "1", "--set", POOL],
+        &[("--dir", &empty)],
+    );
+    assert_ne!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(
+        std::fs::read_dir(&empty).unwrap().count(),
+        0,
+        "{}",
+        text(&o)
+    );
+
+    let dir = t.path().join("m1");
+    let o = run(
+        &[
+            "--engine",
+            "memory",
+            "load",
+            "-w",
+            "1",
+            "--test-items",
+            "200",
+        ],
+        &[("--dir", &dir)],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let slash = format!("{}/", dir.display());
+    let o = run(
+        &[
+            "--engine",
+            "memory",
+            "run",
+            "-t",
+            "1",
+            "--duration",
+            "1",
+            "--warmup",
+            "0",
+            "--interval",
+            "1",
+            "--no-check",
+            "--dir",
+            &slash,
+        ],
+        &[],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        !dir.join("-results").exists(),
+        "results went into the store"
+    );
+    assert!(t.path().join("m1-results").exists(), "{}", text(&o));
+}

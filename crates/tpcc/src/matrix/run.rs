@@ -153,6 +153,9 @@ pub fn creation_knobs(s: &StoreConfig) -> StoreConfig {
     s.creation_keys()
 }
 
+/// The file that marks `OUT/data` as the matrix's own (it may replace and remove it).
+const MATRIX_TAG: &str = ".keel-tpcc-matrix";
+
 fn load_into<F: Engine>(
     dir: &Path,
     store: &StoreConfig,
@@ -219,8 +222,24 @@ pub fn run_matrix<E: Engine>(
     let interval = opts.interval.unwrap_or(spec.interval);
     let repeats = opts.repeats.unwrap_or(spec.repeats).max(1);
     let out = &opts.out;
-    std::fs::create_dir_all(out).map_err(|e| TpccError::io(out, e))?;
     let data = out.join("data");
+    // The loads and runs go to OUT/data, removed at the end: never a directory the matrix did
+    // not make (`--out .` in a project with its own `data/`).
+    let tag = data.join(MATRIX_TAG);
+    let foreign = std::fs::read_dir(&data).is_ok_and(|mut d| d.next().is_some());
+    if foreign && !tag.exists() {
+        return Err(TpccError::Usage(format!(
+            "{} exists and was not made by `keel-tpcc matrix`, which loads into it and removes \
+             it afterwards: pick another --out",
+            data.display()
+        )));
+    }
+    std::fs::create_dir_all(&data).map_err(|e| TpccError::io(&data, e))?;
+    std::fs::write(
+        &tag,
+        b"made by keel-tpcc matrix; this directory is removed when the matrix ends\n",
+    )
+    .map_err(|e| TpccError::io(&tag, e))?;
 
     // File systems.
     let mut mounts: Vec<Mounted> = Vec::new();

@@ -170,6 +170,18 @@ impl MatrixSpec {
         if name.is_empty() {
             return Err(spec_err(file, "missing `name`"));
         }
+        // The name is the default output directory's last component (`tpcc-matrix/NAME`),
+        // which the matrix writes into and whose `data/` it removes: one plain component.
+        let plain = matches!(
+            std::path::Path::new(&name).components().collect::<Vec<_>>()[..],
+            [std::path::Component::Normal(_)]
+        );
+        if !plain || name.contains('/') {
+            return Err(spec_err(
+                file,
+                format!("name {name:?} must be a plain file name (no `/`, `.` or `..`)"),
+            ));
+        }
         let warehouses = get_u64(&t, "warehouses", 1, file)?;
         if !(1..=u16::MAX as u64).contains(&warehouses) {
             return Err(spec_err(file, "warehouses must be 1..=65535"));
