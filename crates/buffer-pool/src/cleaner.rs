@@ -237,7 +237,8 @@ impl PageCleaner {
             self.pool.cv.notify_all();
         }
         if let Some(t) = self.thread.take() {
-            let _ = t.join();
+            // The last handle may drop on the cleaner (a future's waker run there).
+            keel_io::join_unless_current(t);
         }
     }
 }

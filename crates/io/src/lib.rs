@@ -39,6 +39,7 @@ mod poison;
 mod read_only;
 #[cfg(any(test, feature = "sim"))]
 pub mod sim;
+mod threads;
 
 pub use aligned::{AlignedBuf, HUGE_PAGE, PAGE_ALIGN};
 pub use caps::{AtomicSupport, AtomicWriteLimits, Capabilities, DirectIoAlignment};
@@ -54,6 +55,7 @@ pub use sim::{
     CrashPolicy, CrashReport, Fates, Fault, FaultStats, FileSnapshot, PendingWrite, SimConfig,
     SimFile, SimFs,
 };
+pub use threads::join_unless_current;
 
 use serde::{Deserialize, Serialize};
 use std::fmt::Debug;

@@ -700,7 +700,8 @@ impl Inner {
             cv.notify_all();
         }
         if let Some(h) = self.checkpointer.lock().take() {
-            let _ = h.join();
+            // The last handle may drop on the checkpointer (a future's waker run there).
+            keel_io::join_unless_current(h);
         }
         if let Some(c) = self.cleaner.lock().take() {
             c.stop();

@@ -184,6 +184,12 @@ fn take_upto(q: &mut WaitQueue, upto: u64, out: &mut Vec<Arc<Parker>>) {
 struct Sig {
     /// Futures: id → (lsn, only the write is awaited, waker).
     wakers: BTreeMap<u64, (u64, bool, Waker)>,
+    /// Wakers of futures now ready, taken out of `wakers` and woken once no lock of the log is
+    /// held ([`Shared::wake_ready`]): waking (or dropping) a waker runs the executor's code,
+    /// which may drop the last handle of the log — its teardown then runs on this thread, and
+    /// must find the writer free (test `wakeups.rs`
+    /// `a_waker_that_drops_the_last_handle_on_the_flusher_thread_neither_hangs_nor_panics`).
+    ready: Vec<Waker>,
     next_id: u64,
     want_durable: u64,
     want_written: u64,
@@ -305,7 +311,9 @@ impl Handle {
         sh.sig.lock().shutdown = true;
         sh.work_cv.notify_all();
         if let Some(t) = self.flusher.lock().take() {
-            let _ = t.join();
+            // The last handle may drop on the flusher itself (a future's waker run there): it
+            // then exits when it returns to its loop.
+            keel_io::join_unless_current(t);
         }
         r
     }
@@ -624,6 +632,11 @@ impl Shared {
         self.space_cv.notify_all();
         self.publish();
         self.work_cv.notify_all();
+        // Whoever holds the writer wakes the futures when it lets go (`io_released`); if
+        // nobody does, now.
+        if !self.io.is_locked() {
+            self.wake_ready();
+        }
         LogError::Poisoned { cause }
     }
 

@@ -132,7 +132,8 @@ impl Future for Durable {
                 id
             }
         };
-        g.wakers
+        let old = g
+            .wakers
             .insert(id, (lsn, this.written_only, cx.waker().clone()));
         if this.written_only {
             g.want_written = g.want_written.max(lsn);
@@ -140,6 +141,9 @@ impl Future for Durable {
             g.want_durable = g.want_durable.max(lsn);
         }
         sh.work_cv.notify_all();
+        // A waker is dropped with no lock of the log held (see `Sig::ready`).
+        drop(g);
+        drop(old);
         Poll::Pending
     }
 }
@@ -147,7 +151,9 @@ impl Future for Durable {
 impl Drop for Durable {
     fn drop(&mut self) {
         if let Some(id) = self.id {
-            self.sh.sig.lock().wakers.remove(&id);
+            // Dropped after the lock (see `Sig::ready`).
+            let waker = self.sh.sig.lock().wakers.remove(&id);
+            drop(waker);
         }
     }
 }

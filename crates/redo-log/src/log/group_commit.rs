@@ -47,18 +47,23 @@ impl Shared {
         let d = self.durable.load(SeqCst);
         let w = self.written.load(SeqCst);
         let poisoned = self.poison.is_poisoned();
-        let mut wake = Vec::new();
         let mut threads = Vec::new();
         {
             let mut g = self.sig.lock();
             if !g.wakers.is_empty() {
-                g.wakers.retain(|_, (lsn, written_only, waker)| {
-                    let ready = poisoned || if *written_only { w >= *lsn } else { d >= *lsn };
-                    if ready {
-                        wake.push(waker.clone());
+                let ready: Vec<u64> = g
+                    .wakers
+                    .iter()
+                    .filter(|(_, (lsn, written_only, _))| {
+                        poisoned || if *written_only { w >= *lsn } else { d >= *lsn }
+                    })
+                    .map(|(&id, _)| id)
+                    .collect();
+                for id in ready {
+                    if let Some((_, _, waker)) = g.wakers.remove(&id) {
+                        g.ready.push(waker);
                     }
-                    !ready
-                });
+                }
             }
             let (d, w) = if poisoned {
                 (u64::MAX, u64::MAX)
@@ -79,7 +84,14 @@ impl Shared {
         for p in threads {
             p.wake();
         }
-        for w in wake {
+    }
+
+    /// Wakes the futures [`Shared::publish_but`] found ready. Called with no lock of the log
+    /// held (after the writer is released, `io_released`): a waker may run any code of the
+    /// executor's, dropping the last handle of the log or of the store on this thread.
+    pub(super) fn wake_ready(&self) {
+        let ready = std::mem::take(&mut self.sig.lock().ready);
+        for w in ready {
             w.wake();
         }
     }
@@ -127,6 +139,7 @@ impl Shared {
             }
         }
         Parker::wake_all(ready);
+        self.wake_ready();
     }
 
     /// Seals the tail before a sync (`SealOnSync`): the rest of a partly filled last block is
