@@ -40,6 +40,15 @@
 //!    close it. The doublewrite area is not copied: every data page of the copy is verified, and
 //!    the copy gets its own area.
 //!
+//!    A store nobody has open is at rest: the backup then holds its lock (shared) throughout, so
+//!    nobody writes it meanwhile. Its torn pages are what a crash left — pages the store itself
+//!    repairs at its next open, from its doublewrite area or from redo — and stay torn however
+//!    often they are read: they are copied as they are, with the doublewrite area, and the
+//!    copy's recovery repairs them as the source's would (or fails as it would). Before this a
+//!    backup taken after a crash and before any reopen failed, naming the source damaged, for
+//!    15 of 80 power-loss images of a store that opened with every acknowledged row (test
+//!    `a_backup_of_a_crashed_store_repairs_its_torn_pages_as_the_store_would`).
+//!
 //! 5. Sync the directory DEST was created in (and each directory above it the backup created),
 //!    so that DEST's own name survives a power loss after "backup OK" (test
 //!    `a_backup_syncs_the_directories_it_created`).
@@ -104,6 +113,11 @@ struct Report {
     groups_replayed: u64,
     /// Problems `Store::check` found in the copy (none in a good backup).
     check_problems: Vec<String>,
+    /// Nobody had the source open: the backup held its lock, and copied its doublewrite area.
+    at_rest: bool,
+    /// Pages of a source at rest that failed verification (torn by a crash), copied as they
+    /// were for the copy's recovery to repair.
+    torn_pages_left_for_recovery: Vec<u64>,
     seconds: f64,
 }
 
@@ -127,12 +141,21 @@ pub fn run(dir: &Path, dest: &Path, json: bool) -> ExitCode {
     } else {
         match &result {
             Ok(()) => println!(
-                "backup of {} to {}: {} pages ({} re-read, {} read again after a split), log from checkpoint LSN {} copied {} time(s); consistent at LSN {} ({} transactions replayed); check: {}; {:.2} s",
+                "backup of {} to {}{}: {} pages ({} re-read, {} read again after a split{}), log from checkpoint LSN {} copied {} time(s); consistent at LSN {} ({} transactions replayed); check: {}; {:.2} s",
                 dir.display(),
                 dest.display(),
+                if report.at_rest { " (not open: held at rest)" } else { "" },
                 report.pages,
                 report.pages_reread,
                 report.split_pages_reread,
+                if report.torn_pages_left_for_recovery.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        ", torn pages {:?} left for recovery to repair",
+                        report.torn_pages_left_for_recovery
+                    )
+                },
                 report.checkpoint_lsn,
                 report.log_copies,
                 report.consistent_lsn,
@@ -205,6 +228,14 @@ fn backup(dir: &Path, dest: &Path, report: &mut Report) -> Result<(), String> {
             dest.display()
         ));
     }
+    // Nobody has the store open: it stays at rest while the lock is held (dropped at the end).
+    let at_rest = keel_io::FileSystem::lock(
+        &keel_io::OsFs::new(keel_io::Backend::Pwrite),
+        &dir.join(keel::layout::LOCK_FILE),
+        keel_io::LockMode::Shared,
+    )
+    .ok();
+    report.at_rest = at_rest.is_some();
     let log_dir = dir.join(keel::LOG_DIR);
     // Step 1: the log files held open (before the checkpoint is read: every file from its scan
     // start on is then held or made later), the checkpoint the copy recovers from, and the log
@@ -247,6 +278,13 @@ fn backup(dir: &Path, dest: &Path, report: &mut Report) -> Result<(), String> {
         &dest.join(keel::layout::IDENTITY_FILE),
     )?;
     copy_data(dir, dest, identity.page_size, identity.checksum, report)?;
+    if report.at_rest {
+        // The area a crash left repairs the torn pages copied as they were, as in the source.
+        let area = dir.join(keel::layout::DOUBLEWRITE_FILE_NAME);
+        if area.exists() {
+            copy_file(&area, &dest.join(keel::layout::DOUBLEWRITE_FILE_NAME))?;
+        }
+    }
     finish(dir, dest, &identity, &held, &st0, &slot0, report)?;
     // The entries of the directories the backup made: without this sync a power loss after
     // "backup OK" may lose DEST's own name on a file system that does not order a new
@@ -290,7 +328,13 @@ fn finish(
             files,
             scanned,
         } = copy_log(&log_dir, held, st0, slot0, report)?;
-        let late = copies_read_early(dest, &scanned.groups, identity.page_size, identity.checksum)?;
+        // A source at rest was copied at one moment: nothing read out of order (and its torn
+        // pages, left for recovery, have no LSN to compare).
+        let late = if report.at_rest {
+            Vec::new()
+        } else {
+            copies_read_early(dest, &scanned.groups, identity.page_size, identity.checksum)?
+        };
         if late.is_empty() {
             report.log_files_removed = held.removed();
             for (_, name, bytes) in &files {
@@ -579,6 +623,12 @@ fn verified(
                 return Ok(());
             }
             Ok(PageState::Unwritten) => return Ok(()),
+            Err(_) if report.at_rest => {
+                // No writer: rereading changes nothing. Recovery of the copy repairs it, or
+                // fails as the source's would.
+                report.torn_pages_left_for_recovery.push(id.0);
+                return Ok(());
+            }
             Err(e) => {
                 one_more_read(&mut tries, report, || {
                     format!(

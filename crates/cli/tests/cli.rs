@@ -669,3 +669,115 @@ fn synced_after_mkdir(trace: &str, dir: &Path, child: &Path) -> bool {
         false
     })
 }
+
+/// Writes the files of the store at `/db` on `fs` (a SimFs after a crash) into `to`.
+fn dump_sim(fs: &keel_io::SimFs, to: &Path) {
+    for f in fs.files().unwrap() {
+        let rel = f.strip_prefix("/db").unwrap();
+        if rel.as_os_str() == keel::layout::LOCK_FILE {
+            continue;
+        }
+        let p = to.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, fs.contents(&f).unwrap()).unwrap();
+    }
+    std::fs::create_dir_all(to.join(keel::LOG_DIR)).unwrap();
+}
+
+/// The rows of table `t` of the store in `dir`, opened read-write (recovered) and checked.
+fn rows_after_recovery(dir: &Path) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let s = Store::open(dir, Config::for_store(dir).unwrap()).unwrap();
+    let r = s.read().unwrap();
+    let rows = match r.table("t") {
+        Ok(t) => t.range(..).unwrap().map(|kv| kv.unwrap()).collect(),
+        Err(keel::Error::TableNotFound(_)) => Vec::new(),
+        Err(e) => panic!("{e}"),
+    };
+    let check = s.check().unwrap();
+    assert!(check.is_ok(), "{:?}", check.problems);
+    rows
+}
+
+/// A store that lost power and was not opened since is at rest: its torn pages stay torn
+/// however often they are read, and the store repairs them at its next open (from its
+/// doublewrite area or from redo). `keel backup` of it used to fail, naming the source damaged
+/// ("page N stays damaged in the source after 100 re-reads"), for a store `keel check` passes
+/// and that opens with every acknowledged row (a tester: 15 of 80 power-loss images). It now
+/// holds the store's lock, copies the torn pages and the doublewrite area, and the copy's
+/// recovery repairs them as the source's would: the copy holds exactly the rows the source
+/// recovers to.
+#[test]
+fn a_backup_of_a_crashed_store_repairs_its_torn_pages_as_the_store_would() {
+    use keel_io::{CrashPolicy, SimConfig, SimFs};
+    use std::sync::Arc;
+    let mut torn_seen = 0;
+    for seed in 0..12u64 {
+        let cfg = Config {
+            page_size: 4096,
+            pool_size: 24 * 4096,
+            torn_page: if seed % 3 == 2 {
+                TornPage::FullPageWrites
+            } else {
+                TornPage::Doublewrite
+            },
+            doublewrite_batch: 4,
+            log_file_size: 512 * 1024,
+            inline_maintenance: true,
+            ..Config::default()
+        };
+        let fs = SimFs::new(SimConfig::seeded(seed).hardware_atomic());
+        let store = Store::open_with_fs(Arc::new(fs.clone()), "/db", cfg).unwrap();
+        fs.crash_at_call(200 + seed * 7 % 800, Some(CrashPolicy::tear_all()));
+        let mut x = seed;
+        for i in 0..400u64 {
+            let r = (|| {
+                let tx = store.write()?;
+                {
+                    let mut t = tx.table("t")?;
+                    for _ in 0..4 {
+                        x = x
+                            .wrapping_mul(6364136223846793005)
+                            .wrapping_add(1442695040888963407);
+                        let k = format!("k{:04}", (x >> 33) % 400).into_bytes();
+                        t.insert(&k, &vec![i as u8; ((x >> 20) % 900) as usize])?;
+                    }
+                }
+                tx.commit()
+            })();
+            if r.is_err() {
+                break;
+            }
+        }
+        let post = fs.crash_or_crashed_into();
+        drop(store);
+        let tmp = tempfile::tempdir().unwrap();
+        let (src, twin, dest) = (
+            tmp.path().join("src"),
+            tmp.path().join("twin"),
+            tmp.path().join("copy"),
+        );
+        dump_sim(&post, &src);
+        dump_sim(&post, &twin);
+        let o = keel(&[
+            "backup",
+            src.to_str().unwrap(),
+            dest.to_str().unwrap(),
+            "--json",
+        ]);
+        assert!(o.status.success(), "seed {seed}: {}", text(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(v["at_rest"], true, "{v}");
+        torn_seen += v["torn_pages_left_for_recovery"]
+            .as_array()
+            .map_or(0, Vec::len);
+        assert_eq!(
+            rows_after_recovery(&dest),
+            rows_after_recovery(&twin),
+            "seed {seed}: the copy differs from the source's own recovery"
+        );
+    }
+    assert!(
+        torn_seen > 0,
+        "no case left a torn page: the test tests nothing"
+    );
+}
