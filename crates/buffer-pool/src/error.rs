@@ -47,6 +47,9 @@ pub enum PoolError {
     TxnFailed {
         /// What failed.
         reason: String,
+        /// The operation failed for being too large (the pool's or the log's limit per
+        /// transaction): a smaller transaction may succeed.
+        too_large: bool,
     },
     /// No frame can be freed: every frame is pinned (or held by an uncommitted transaction).
     #[error("no frame can be freed for {page_id}: {pinned} of {frames} frames are pinned, {txn_pages} held by uncommitted transactions")]

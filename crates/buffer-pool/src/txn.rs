@@ -185,7 +185,7 @@ pub struct PageTxn<'p> {
     /// Pages taken for writing, made or freed so far (see [`PageTxn::changes`]).
     changes: Cell<u64>,
     /// Why the transaction failed ([`PageTxn::fail`]): it can only be rolled back.
-    failed: RefCell<Option<String>>,
+    failed: RefCell<Option<(String, bool)>>,
 }
 
 impl std::fmt::Debug for PageTxn<'_> {
@@ -300,12 +300,13 @@ impl<'p> PageTxn<'p> {
     /// Marks the transaction failed: an operation of the caller (a B-tree insert, a table's
     /// drop) failed after changing some of its pages, which may now hold part of it. Every
     /// later read, write, new page, free and the commit is then [`PoolError::TxnFailed`]
-    /// naming `reason` (the first one given); only the rollback remains (drop or
-    /// [`abort`](Self::abort)). PostgreSQL's "current transaction is aborted".
-    pub fn fail(&self, reason: impl Into<String>) {
+    /// naming `reason` (the first one given) and whether the operation was refused for its
+    /// size (`too_large`: a smaller transaction may succeed); only the rollback remains (drop
+    /// or [`abort`](Self::abort)). PostgreSQL's "current transaction is aborted".
+    pub fn fail(&self, reason: impl Into<String>, too_large: bool) {
         let mut f = self.failed.borrow_mut();
         if f.is_none() {
-            *f = Some(reason.into());
+            *f = Some((reason.into(), too_large));
         }
     }
 
@@ -317,8 +318,9 @@ impl<'p> PageTxn<'p> {
     pub fn check_failed(&self) -> Result<()> {
         match &*self.failed.borrow() {
             None => Ok(()),
-            Some(reason) => Err(PoolError::TxnFailed {
+            Some((reason, too_large)) => Err(PoolError::TxnFailed {
                 reason: reason.clone(),
+                too_large: *too_large,
             }),
         }
     }

@@ -394,8 +394,10 @@ impl Error {
 
     /// True when a transaction was refused for its size: [`Error::TxnTooLargeForLog`],
     /// [`Error::ValueTooLargeForPool`] (that row refused, the transaction usable), or the
-    /// pool's `TxnTooLarge` (more pages than the pool lets one transaction hold) at any depth.
-    /// Nothing of the transaction is committed; a smaller one, or a larger pool or log, works.
+    /// pool's `TxnTooLarge` (more pages than the pool lets one transaction hold) at any depth,
+    /// also as the cause of a transaction failed part-way (`TxnFailed`, what every later use
+    /// and the commit return). Nothing of the transaction is committed; a smaller one, or a
+    /// larger pool or log, works.
     pub fn is_too_large(&self) -> bool {
         matches!(
             self,
@@ -403,7 +405,13 @@ impl Error {
         ) || self.chain().any(|e| {
             matches!(
                 e.downcast_ref(),
-                Some(keel_buffer_pool::PoolError::TxnTooLarge { .. })
+                Some(
+                    keel_buffer_pool::PoolError::TxnTooLarge { .. }
+                        | keel_buffer_pool::PoolError::TxnFailed {
+                            too_large: true,
+                            ..
+                        }
+                )
             ) || e
                 .downcast_ref::<Error>()
                 .is_some_and(|inner| !std::ptr::eq(inner, self) && inner.is_too_large())

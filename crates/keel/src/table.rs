@@ -285,7 +285,7 @@ pub(crate) fn whole<T>(txn: &PageTxn<'_>, what: &str, op: impl FnOnce() -> Resul
     let r = op();
     if let Err(e) = &r {
         if txn.changes() != before {
-            txn.fail(format!("{what} failed: {e}"));
+            txn.fail(format!("{what} failed: {e}"), e.is_too_large());
         }
     }
     r

@@ -294,7 +294,10 @@ fn a_transaction_an_operation_failed_part_way_through_commits_nothing() {
                 match tx.commit() {
                     Err(c) => {
                         assert!(c.is_txn_failed(), "{c}");
-                        assert!(c.to_string().contains("can only be rolled back"), "{c}")
+                        assert!(c.to_string().contains("can only be rolled back"), "{c}");
+                        // The commit's error still says why: a caller that retries smaller
+                        // on `is_too_large` must see it here too.
+                        assert!(c.is_too_large(), "{c}");
                     }
                     Ok(()) => panic!("round {round}: a transaction that failed committed"),
                 }
