@@ -192,7 +192,7 @@ impl PageWriter {
                     found,
                 }
             })?;
-        let direct_io = resolve_direct_io(config.direct_io, config.page_size, caps.as_ref());
+        let mut direct_io = resolve_direct_io(config.direct_io, config.page_size, caps.as_ref());
         let direct = direct_io.in_force;
         let data_path = dir.join(DATA_FILE_NAME);
         let data_options = |direct: bool| {
@@ -228,6 +228,17 @@ impl PageWriter {
                 drop(data);
                 data = fs.open(&data_path, &data_options(direct))?;
             }
+        }
+        if resolved.mode == ResolvedMode::Atomic && !direct_io.in_force {
+            // What is in force, not what was asked: RWF_ATOMIC needs O_DIRECT.
+            direct_io = DirectIo {
+                in_force: true,
+                reason: format!(
+                    "O_DIRECT, which atomic writes need, whatever direct_io says (it alone \
+                     would have been: {})",
+                    direct_io.reason
+                ),
+            };
         }
         // Recovery reads what the device holds, not what a failed sync left in the page cache
         // (keel_io::File::drop_cache; test `keel/tests/io_faults.rs`, same-boot reopens).

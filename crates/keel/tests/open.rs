@@ -1077,3 +1077,30 @@ fn a_file_in_place_of_the_directory_is_refused_as_not_a_directory() {
     }
     assert_eq!(std::fs::read(&path).unwrap(), b"someone's file");
 }
+
+/// Atomic writes need O_DIRECT: the data file is opened with it whatever `direct_io` says, and
+/// [`keel::Store::effective`] says so (it reported `direct_io: false, "configured off ...: the
+/// data file goes through the OS page cache"` for an O_DIRECT file: a tester).
+#[test]
+fn atomic_writes_report_the_o_direct_they_open_the_data_file_with() {
+    let fs = keel_io::SimFs::new(keel_io::SimConfig::seeded(5).hardware_atomic());
+    let s = Store::open_with_fs(
+        std::sync::Arc::new(fs),
+        "/db",
+        Config {
+            torn_page: keel::TornPage::Atomic,
+            direct_io: false,
+            page_size: 4096,
+            ..Config::default()
+        },
+    )
+    .unwrap();
+    let e = s.effective();
+    assert!(e.torn_page.contains("Atomic"), "{}", e.torn_page);
+    assert!(e.direct_io, "{}", e.direct_io_reason);
+    assert!(
+        e.direct_io_reason.contains("atomic writes need"),
+        "{}",
+        e.direct_io_reason
+    );
+}
