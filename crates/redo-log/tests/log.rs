@@ -1243,3 +1243,34 @@ fn a_full_log_reopens_with_a_larger_write_ahead() {
         log.wait_durable(r.end).unwrap();
     }
 }
+
+/// Under `Durability::Lazy` the future of a commit answers as `wait_committed` does: a log
+/// poisoned since the append is an error (the future said Ok while `commit` said `Poisoned`).
+#[test]
+fn a_lazy_commit_future_reports_a_poisoned_log_as_wait_committed_does() {
+    let sim = SimFs::with_seed(9);
+    let c = keel_redo_log::LogConfig {
+        durability: keel_redo_log::Durability::Lazy,
+        ..cfg(
+            LogBlockSize::B512,
+            prealloc(64 << 10, 2),
+            SyncMethod::Fdatasync,
+        )
+    };
+    let (log, _) = RedoLog::open(Arc::new(sim.clone()), Path::new("/log"), c).unwrap();
+    let lsn = log.append(&group(1, 10)).unwrap();
+    let mut before = std::pin::pin!(log.committed(lsn));
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    assert!(matches!(
+        std::future::Future::poll(before.as_mut(), &mut cx),
+        std::task::Poll::Ready(Ok(()))
+    ));
+    sim.inject(keel_io::Fault::SyncFailsNth(1));
+    assert!(log.wait_durable(lsn).unwrap_err().is_poisoned());
+    let sync = log.wait_committed(lsn).unwrap_err();
+    let mut after = std::pin::pin!(log.committed(lsn));
+    match std::future::Future::poll(after.as_mut(), &mut cx) {
+        std::task::Poll::Ready(Err(e)) => assert!(e.is_poisoned(), "{e} / {sync}"),
+        other => panic!("the future answered {other:?} where wait_committed said {sync}"),
+    }
+}

@@ -101,6 +101,11 @@ impl Future for Durable {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<()>> {
         let this = self.get_mut();
         let sh = &this.sh;
+        if this.lsn == 0 {
+            // `Durability::Lazy` (nothing to wait for): as `wait_committed`, which reports a
+            // poisoned log (the future said Ok where `commit` said `Poisoned`).
+            return Poll::Ready(sh.check_poison());
+        }
         let lsn = this.lsn.min(sh.reserved.load(SeqCst));
         let reached = |sh: &Shared| {
             if this.written_only {
