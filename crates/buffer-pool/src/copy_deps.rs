@@ -33,15 +33,16 @@ impl crate::BufferPool {
     /// The group ending at `end` made the copies `made` (source, copy) and freed the pages
     /// `freed`: the pending copies change as the commit (and the replay of its group at
     /// recovery, so that the pending copies after recovery are those a run would have) says.
+    /// `made` holds (source, copy, assumed: see [`Copy::assumed`]).
     pub(crate) fn note_copies(
         &self,
-        made: impl Iterator<Item = (PageId, PageId)>,
+        made: impl Iterator<Item = (PageId, PageId, bool)>,
         freed: &[PageId],
         end: Lsn,
     ) {
         let mut d = self.copy_deps.lock();
-        for (src, dst) in made {
-            d.add(src, dst, end);
+        for (src, dst, assumed) in made {
+            d.add_copy(src, dst, end, assumed);
         }
         for &p in freed {
             d.freed(p, end);
@@ -63,6 +64,12 @@ pub(crate) struct Copy {
     /// End LSN of the group that freed `dst` since, if one did: then the source may be written
     /// once the log is durable there (recovery finds `dst`'s content dead).
     pub freed: Option<Lsn>,
+    /// Noted by recovery for a copy it skipped (`dst` read from disk already past the copy):
+    /// the run may have resolved it long since — the skip shows `dst` was written past it — and
+    /// recovery keeps it pending only so that `dst`'s rewrite precedes its source's (the write
+    /// read back may not have been durable). A cycle through such a copy is no sign of damage:
+    /// recovery resolves the assumed copy instead (`recovery.rs`, `GroupCopies::break_assumed`).
+    pub assumed: bool,
 }
 
 /// The pending copies of every page.
@@ -83,11 +90,18 @@ impl CopyDeps {
     }
 
     /// Records that page `dst` was made a copy of `src` by the group ending at `at`.
+    #[cfg(test)]
     pub fn add(&mut self, src: PageId, dst: PageId, at: Lsn) {
+        self.add_copy(src, dst, at, false);
+    }
+
+    /// [`CopyDeps::add`], `assumed` as [`Copy::assumed`] says.
+    pub fn add_copy(&mut self, src: PageId, dst: PageId, at: Lsn, assumed: bool) {
         self.by_src.entry(src).or_default().push(Copy {
             dst,
             at,
             freed: None,
+            assumed,
         });
         let srcs = self.by_dst.entry(dst).or_default();
         if !srcs.contains(&src) {

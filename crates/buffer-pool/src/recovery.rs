@@ -75,41 +75,115 @@ enum PState {
 /// (`tests/page_copies.rs`: `a_page_made_a_copy_again_in_one_transaction_replays`).
 #[derive(Default)]
 struct GroupCopies {
-    /// (source, copy), in the order each copy was first made.
-    made: Vec<(PageId, PageId)>,
+    /// (source, copy, assumed: a skipped copy, see `copy_deps::Copy::assumed`), in the order
+    /// each copy was first made.
+    made: Vec<(PageId, PageId, bool)>,
     /// Copy → its index in `made`.
     at: HashMap<PageId, usize>,
 }
 
+/// One wait on a path of [`GroupCopies::path`]: a pending copy (its source and entry) or this
+/// group's copy (its index in `made`).
+enum Wait {
+    Pending(PageId, crate::copy_deps::Copy),
+    Group(usize),
+}
+
 impl GroupCopies {
     /// Page `dst` is now a copy of `src` (its earlier source in this group, if any, forgotten).
-    fn set(&mut self, src: PageId, dst: PageId) {
+    fn set(&mut self, src: PageId, dst: PageId, assumed: bool) {
         match self.at.get(&dst) {
-            Some(&i) => self.made[i] = (src, dst),
+            Some(&i) => self.made[i] = (src, dst, assumed),
             None => {
                 self.at.insert(dst, self.made.len());
-                self.made.push((src, dst));
+                self.made.push((src, dst, assumed));
             }
         }
     }
 
     /// Whether page `from` waits for page `to` (directly or through copies of copies) through
-    /// the pending copies `deps` and this group's copies (a source waits for its copy).
-    /// Recovery refuses a copy that would close a cycle: a run never makes one
+    /// the pending copies `deps` and this group's copies (a source waits for its copy),
+    /// counting the copies recovery only assumed pending when `assumed`. Recovery refuses a
+    /// copy that would close a cycle of copies the run noted: a run never makes one
     /// (`PageTxn::copy_page`), so only damaged redo can.
-    fn reaches(&self, deps: &crate::copy_deps::CopyDeps, from: PageId, to: PageId) -> bool {
-        let mut seen = std::collections::HashSet::new();
+    fn reaches(
+        &self,
+        deps: &crate::copy_deps::CopyDeps,
+        from: PageId,
+        to: PageId,
+        assumed: bool,
+    ) -> bool {
+        self.path(deps, from, to, assumed).is_some()
+    }
+
+    /// A path of waits from `from` to `to` (see [`GroupCopies::reaches`]).
+    fn path(
+        &self,
+        deps: &crate::copy_deps::CopyDeps,
+        from: PageId,
+        to: PageId,
+        assumed: bool,
+    ) -> Option<Vec<Wait>> {
+        let mut came: HashMap<PageId, (PageId, Wait)> = HashMap::new();
+        let mut seen = std::collections::HashSet::from([from]);
         let mut stack = vec![from];
         while let Some(p) = stack.pop() {
             if p == to {
-                return true;
+                let mut path = Vec::new();
+                let mut at = to;
+                while let Some((prev, w)) = came.remove(&at) {
+                    path.push(w);
+                    at = prev;
+                }
+                return Some(path);
             }
-            if seen.insert(p) {
-                stack.extend(deps.of(p).iter().map(|c| c.dst));
-                stack.extend(self.made.iter().filter(|(s, _)| *s == p).map(|(_, d)| *d));
+            let pending = deps
+                .of(p)
+                .iter()
+                .filter(|c| assumed || !c.assumed)
+                .map(|c| (c.dst, Wait::Pending(p, *c)));
+            let group = self
+                .made
+                .iter()
+                .enumerate()
+                .filter(|(_, (s, _, a))| *s == p && (assumed || !*a))
+                .map(|(i, (_, d, _))| (*d, Wait::Group(i)));
+            for (next, w) in pending.chain(group).collect::<Vec<_>>() {
+                if seen.insert(next) {
+                    came.insert(next, (p, w));
+                    stack.push(next);
+                }
             }
         }
-        false
+        None
+    }
+
+    /// Resolves copies recovery only assumed pending until `from` no longer waits for `to`:
+    /// each lies where the run had written the copy past its group (the skip showed it), so
+    /// the cycle they close is one the run never had. Call only when no path of noted copies
+    /// joins the two (each path then holds an assumed copy). A group copy resolved is dropped
+    /// from `made`.
+    fn break_assumed(&mut self, deps: &mut crate::copy_deps::CopyDeps, from: PageId, to: PageId) {
+        while let Some(path) = self.path(deps, from, to, true) {
+            let assumed = path.iter().find(|w| match w {
+                Wait::Pending(_, c) => c.assumed,
+                Wait::Group(i) => self.made.get(*i).is_some_and(|m| m.2),
+            });
+            match assumed {
+                Some(Wait::Pending(src, c)) => deps.resolve(*src, *c),
+                Some(Wait::Group(i)) => {
+                    let (_, dst, _) = self.made.remove(*i);
+                    self.at.remove(&dst);
+                    for j in self.at.values_mut() {
+                        if *j > *i {
+                            *j -= 1;
+                        }
+                    }
+                }
+                // Not called so (see above): nothing to break.
+                None => return,
+            }
+        }
     }
 }
 
@@ -485,10 +559,19 @@ impl BufferPool {
                             // The source will wait for this page: if this page already waits
                             // for the source, the two could never be written (no run makes a
                             // cycle: `PageTxn::copy_page` refuses one).
-                            if copies.reaches(&self.copy_deps.lock(), pid, *from) {
-                                return Err(bad(format!(
-                                    "made a copy of {from}, which already waits for this page through pending copies: a cycle no run makes (damaged redo)"
-                                )));
+                            {
+                                let mut deps = self.copy_deps.lock();
+                                if copies.reaches(&deps, pid, *from, false) {
+                                    return Err(bad(format!(
+                                        "made a copy of {from}, which already waits for this page through pending copies: a cycle no run makes (damaged redo)"
+                                    )));
+                                }
+                                // A cycle through copies recovery skipped (written past their
+                                // group in the run, so resolved there) is none the run had:
+                                // they are resolved (crash matrix seed 50240891).
+                                copies.break_assumed(&mut deps, pid, *from);
+                                self.copy_deps_len
+                                    .store(deps.len(), std::sync::atomic::Ordering::Release);
                             }
                             let s = self.frames[sf as usize].shared();
                             if s.bytes().len() != page.len() {
@@ -498,7 +581,7 @@ impl BufferPool {
                             drop(s);
                             // Redo rebuilds it only with its source: never written unprotected.
                             init = false;
-                            copies.set(*from, pid);
+                            copies.set(*from, pid, false);
                         }
                         Record::Logical { .. } => {}
                     }
@@ -537,8 +620,8 @@ impl BufferPool {
                         // copies the run had resolved since (then the two were both written
                         // past the group, which the run's order allowed).
                         if let Record::PageCopy { from, .. } = r {
-                            if !copies.reaches(&self.copy_deps.lock(), pid, *from) {
-                                copies.set(*from, pid);
+                            if !copies.reaches(&self.copy_deps.lock(), pid, *from, true) {
+                                copies.set(*from, pid, true);
                             }
                         }
                         rep.records_skipped += 1;
@@ -746,14 +829,36 @@ mod tests {
         deps.add(PageId(1), PageId(2), Lsn(100));
         let mut g = GroupCopies::default();
         // 46 made a copy of 27, then (freed, started afresh) a copy of 58: its source is 58.
-        g.set(PageId(27), PageId(46));
-        g.set(PageId(58), PageId(46));
-        assert_eq!(g.made, [(PageId(58), PageId(46))]);
+        g.set(PageId(27), PageId(46), false);
+        g.set(PageId(58), PageId(46), false);
+        assert_eq!(g.made, [(PageId(58), PageId(46), false)]);
         // So 27 may now be made a copy of 46: 27 does not wait for 46.
-        assert!(!g.reaches(&deps, PageId(27), PageId(46)));
+        assert!(!g.reaches(&deps, PageId(27), PageId(46), true));
         // Through both: 1 waits for 2 (the earlier group), 2 for its copy 5 (this group).
-        g.set(PageId(2), PageId(5));
-        assert!(g.reaches(&deps, PageId(1), PageId(5)));
-        assert!(!g.reaches(&deps, PageId(5), PageId(1)));
+        g.set(PageId(2), PageId(5), false);
+        assert!(g.reaches(&deps, PageId(1), PageId(5), true));
+        assert!(!g.reaches(&deps, PageId(5), PageId(1), true));
+    }
+
+    /// Copies recovery only assumed pending (skipped ones) are left out of the damage check
+    /// and resolved when they close a cycle; copies the run noted are kept.
+    #[test]
+    fn a_cycle_through_assumed_copies_is_broken_there() {
+        let mut deps = CopyDeps::default();
+        // 10 waits for 8 (assumed: recovery skipped the copy), 20 for 21 (noted).
+        deps.add_copy(PageId(10), PageId(8), Lsn(100), true);
+        deps.add(PageId(20), PageId(21), Lsn(100));
+        let mut g = GroupCopies::default();
+        // This group: 8 waits for 16 (noted), 21 for 22 (assumed).
+        g.set(PageId(8), PageId(16), false);
+        g.set(PageId(21), PageId(22), true);
+        assert!(g.reaches(&deps, PageId(10), PageId(16), true));
+        assert!(!g.reaches(&deps, PageId(10), PageId(16), false));
+        g.break_assumed(&mut deps, PageId(10), PageId(16));
+        assert!(!g.reaches(&deps, PageId(10), PageId(16), true));
+        assert!(!deps.waits(PageId(10)) && deps.waits(PageId(20)));
+        g.break_assumed(&mut deps, PageId(20), PageId(22));
+        assert_eq!(g.made, [(PageId(8), PageId(16), false)]);
+        assert!(deps.waits(PageId(20)), "a noted copy stays");
     }
 }

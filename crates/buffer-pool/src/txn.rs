@@ -960,7 +960,7 @@ impl<'p> PageTxn<'p> {
             let copies = st
                 .entries
                 .iter()
-                .filter_map(|e| e.copied_from.map(|src| (src, e.page_id)));
+                .filter_map(|e| e.copied_from.map(|src| (src, e.page_id, false)));
             pool.note_copies(copies, &freed, end);
             bump(&pool.c.page_copies, made as u64);
         }
