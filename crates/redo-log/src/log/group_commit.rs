@@ -182,14 +182,20 @@ impl Shared {
         loop {
             let c = self.completed.load(SeqCst);
             let mut upto = c.min(target);
-            // Never more than UNSYNCED_MAX written past the durable end: sync first, then write
-            // on in steps (a large group, a burst of Buffered commits).
-            let cap = io.durable.saturating_add(self.unsynced_max);
-            if upto > cap {
-                if io.w > io.durable {
+            // Never more than UNSYNCED_MAX written past the durable end (a large group, a burst
+            // of Buffered commits): the write stops at the last block boundary within it, the
+            // log is synced there — a whole block, so no durable block is written again
+            // (invariant 4; a sync mid-block, unsealed, let the next write tear an
+            // acknowledged group: test `corrupt_middle.rs`
+            // `the_capped_sync_never_leaves_a_durable_block_to_be_written_again`) — and the
+            // write goes on.
+            let p = self.geo.payload as u64;
+            let cap = |durable: u64| durable.saturating_add(self.unsynced_max) / p * p;
+            if upto > cap(io.durable) {
+                if io.w >= cap(io.durable) {
                     self.sync_written(io)?;
                 }
-                upto = upto.min(io.durable.saturating_add(self.unsynced_max));
+                upto = upto.min(cap(io.durable));
             }
             if upto > io.w {
                 if let Err(f) = io.emit(&self.ring, upto, &self.stats) {
