@@ -256,10 +256,11 @@ impl Config {
     /// The settings fixed when the store in `dir` was created, read from its files: page size
     /// and checksum from the identity file (`store.keel`), log block size, file layout, file
     /// size and file count from the log header, and the doublewrite batch size from the
-    /// doublewrite area (`torn_page` is `Doublewrite` when the store has an area, else `None`,
-    /// so a read-only open neither creates nor reformats one); every other field has its
-    /// default. Use it to open a store whatever settings it was made with (the `keel` tool
-    /// does).
+    /// doublewrite area (`torn_page` is `Doublewrite` when the store has an area, else
+    /// `FullPageWrites`, which protects a read-write open without creating or reformatting an
+    /// area — `None` ran such opens unprotected, whatever protection the store was made with);
+    /// every other field has its default. Use it to open a store whatever settings it was made
+    /// with (the `keel` tool does).
     ///
     /// # Errors
     ///
@@ -285,10 +286,9 @@ impl Config {
         }
         // The doublewrite area's geometry, where the store has one: opening with the same batch
         // size reads the area as it is, where another size would reformat it. Without an area
-        // (or with one whose header does not decode), no protection mode that would create or
-        // reformat one.
+        // (or with one whose header does not decode), the protection that needs none.
         let area = dir.join(keel_flush::DOUBLEWRITE_FILE_NAME);
-        c.torn_page = TornPage::None;
+        c.torn_page = TornPage::FullPageWrites;
         if fs.exists(&area)? {
             let f = fs.open(&area, &OpenOptions::new(FileClass::Other).read_only(true))?;
             let mut h = vec![0u8; keel_flush::AREA_HEADER_BYTES];

@@ -1104,3 +1104,35 @@ fn atomic_writes_report_the_o_direct_they_open_the_data_file_with() {
         e.direct_io_reason
     );
 }
+
+/// `Config::for_store` never opens a store unprotected: a store without a doublewrite area
+/// (made with full-page writes, atomic writes or none) gets full-page writes, which need no
+/// file; one with an area gets doublewrite with the area's batch. (It gave `None`, so a
+/// read-write open with it — "whatever settings it was made with" — wrote pages unprotected:
+/// a tester.)
+#[test]
+fn for_store_protects_a_store_without_a_doublewrite_area() {
+    for (made, want) in [
+        (TornPage::FullPageWrites, TornPage::FullPageWrites),
+        (TornPage::None, TornPage::FullPageWrites),
+        (TornPage::Doublewrite, TornPage::Doublewrite),
+    ] {
+        let d = tempfile::tempdir().unwrap();
+        let s = Store::open(
+            d.path(),
+            Config {
+                torn_page: made,
+                doublewrite_batch: 8,
+                ..small()
+            },
+        )
+        .unwrap();
+        s.close().unwrap();
+        let c = Config::for_store(d.path()).unwrap();
+        assert_eq!(c.torn_page, want, "made with {made:?}");
+        if want == TornPage::Doublewrite {
+            assert_eq!(c.doublewrite_batch, 8);
+        }
+        Store::open(d.path(), c).unwrap().close().unwrap();
+    }
+}
