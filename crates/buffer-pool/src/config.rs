@@ -47,6 +47,10 @@ pub struct PoolConfig {
     /// page that waits for them. Keys ascending below a greatest key would otherwise grow a
     /// chain by one copy per split until a write cut it.
     pub max_copy_chain: usize,
+    /// The store writes nothing (a read-only open): the pool never writes a page. Frames are
+    /// taken only from clean pages — a page request waits for readers' pins, never writes a
+    /// dirty page (redo replayed in memory) to free one (module `eviction`).
+    pub read_only: bool,
 }
 
 impl Default for PoolConfig {
@@ -62,6 +66,7 @@ impl Default for PoolConfig {
             frame_wait_ms: 5000,
             version_budget: 64 << 20,
             max_copy_chain: 32,
+            read_only: false,
         }
     }
 }

@@ -4,7 +4,8 @@
 //! a user thread claiming a frame and the cleaner refilling the free reserve use), how a clean
 //! page is dropped from its frame (`try_evict`), and what a thread that needs a frame does
 //! when none is clean (`claim_frame`'s slow path: it writes one cold dirty page itself, the
-//! first of up to [`SLOW_PATH_PAGES`] the hand met that can be written).
+//! first of up to [`SLOW_PATH_PAGES`] the hand met that can be written — except in a read-only
+//! pool, which writes nothing and waits for readers' pins instead).
 //!
 //! Invariants kept:
 //! - **Only clean, unpinned frames are evicted**: `try_evict` takes the page's shard lock
@@ -152,7 +153,10 @@ impl BufferPool {
             if let Some(f) = self.pop_free() {
                 return Ok(f);
             }
-            if dirty_victims.is_empty() {
+            if dirty_victims.is_empty() || self.cfg.read_only {
+                // (A read-only pool writes nothing: its dirty pages are redo replayed in memory,
+                // and a write would be refused and poison the page writer — "sync refused" on
+                // every later read: found by a tester with 12 readers in a 16-frame pool.)
                 std::thread::yield_now();
             } else {
                 // Slow path: no clean frame anywhere; write a cold dirty page ourselves, the

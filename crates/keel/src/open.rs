@@ -375,6 +375,7 @@ fn recover_pages(
             page_size: config.page_size(),
             pool_bytes: config.pool_size,
             version_budget: config.snapshot_budget,
+            read_only,
             ..PoolConfig::default()
         },
         writer.clone() as Arc<dyn PoolPageStore>,
