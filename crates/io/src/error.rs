@@ -114,12 +114,14 @@ pub enum IoError {
         path: PathBuf,
     },
     /// A lock file is locked by another holder (another process, or another open in this one).
-    #[error("{path} is locked by {}", holder.map_or_else(|| "another opener".to_string(), |p| format!("process {p}")))]
+    #[error("{path} is locked by {}", if *readers { "read-only openers".to_string() } else { holder.map_or_else(|| "another opener".to_string(), |p| format!("process {p}")) })]
     Locked {
         /// The lock file.
         path: PathBuf,
         /// The holder's process id, where the lock file records it.
         holder: Option<u32>,
+        /// The holders are shared (read-only) openers, which record no pid.
+        readers: bool,
     },
     /// A write, sync, creation or removal was attempted through a read-only file system or
     /// handle ([`crate::ReadOnlyFs`], or a file opened read-only).

@@ -150,12 +150,14 @@ pub enum Error {
     },
     /// Another `Store` holds the directory: another process (`pid`) or another open in this
     /// process. A store has one opener at a time (read-only opens share).
-    #[error("{dir}: the store is already open{}", holder(*pid))]
+    #[error("{dir}: the store is already open{}", if *readers { " read-only (keel check, keel info, keel backup or a read-only Store)".to_string() } else { holder(*pid) })]
     AlreadyOpen {
         /// The store directory.
         dir: PathBuf,
         /// The holder's process id, where known.
         pid: Option<u32>,
+        /// The holders are read-only openers (which record no pid).
+        readers: bool,
     },
     /// The directory holds no store, and the open was not allowed to create one
     /// (`create = false`, or `read_only`). Nothing was created.

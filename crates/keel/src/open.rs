@@ -602,9 +602,12 @@ fn lock_and_classify(fs: Arc<dyn FileSystem>, dir: &Path, config: &Config) -> Re
     let dir_lock = fs
         .lock(&layout::lock_path(&dir), lock_mode)
         .map_err(|e| match e {
-            keel_io::IoError::Locked { holder, .. } => Error::AlreadyOpen {
+            keel_io::IoError::Locked {
+                holder, readers, ..
+            } => Error::AlreadyOpen {
                 dir: dir.clone(),
                 pid: holder,
+                readers,
             },
             other => Error::Io(other),
         })?;

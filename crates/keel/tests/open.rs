@@ -48,7 +48,7 @@ fn a_second_open_in_the_same_process_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let a = Store::open(dir.path(), small()).unwrap();
     match Store::open(dir.path(), small()) {
-        Err(Error::AlreadyOpen { dir: d, pid }) => {
+        Err(Error::AlreadyOpen { dir: d, pid, .. }) => {
             assert_eq!(d, dir.path());
             assert_eq!(pid, Some(std::process::id()));
         }
@@ -97,6 +97,64 @@ fn a_second_open_in_the_same_process_is_refused() {
         Store::open(dir.path(), small()),
         Err(Error::AlreadyOpen { .. })
     ));
+}
+
+/// The lock is the store directory's, not only its lock file's: deleting `LOCK`, or renaming
+/// another file over it, while a store holds it let a second writer lock the new file and open
+/// the same store — both wrote, and acknowledged commits were lost without an error (a tester).
+/// A writer refused by read-only openers is told so (it named a long-gone writer's pid, even
+/// this process's: "a Store of it ... is still alive"); a read-only open creates no lock file.
+#[test]
+fn the_lock_file_swapped_under_a_writer_lets_no_second_writer_in() {
+    let dir = tempfile::tempdir().unwrap();
+    let lock = dir.path().join(keel::layout::LOCK_FILE);
+    let a = Store::open(dir.path(), small()).unwrap();
+    fill(&a, 2);
+    std::fs::remove_file(&lock).unwrap();
+    assert!(
+        matches!(
+            Store::open(dir.path(), small()),
+            Err(Error::AlreadyOpen { .. })
+        ),
+        "a second writer after LOCK was deleted"
+    );
+    let other = dir.path().join("LOCK.other");
+    std::fs::write(&other, b"").unwrap();
+    std::fs::rename(&other, &lock).unwrap();
+    assert!(
+        matches!(
+            Store::open(dir.path(), small()),
+            Err(Error::AlreadyOpen { .. })
+        ),
+        "a second writer after LOCK was replaced"
+    );
+    a.close().unwrap();
+    let ro = Config {
+        read_only: true,
+        ..small()
+    };
+    let reader = Store::open(dir.path(), ro.clone()).unwrap();
+    assert_eq!(count(&reader), 2);
+    match Store::open(dir.path(), small()) {
+        Err(
+            e @ Error::AlreadyOpen {
+                readers: true,
+                pid: None,
+                ..
+            },
+        ) => {
+            assert!(e.to_string().contains("read-only"), "{e}")
+        }
+        other => panic!("a writer beside a reader: {other:?}"),
+    }
+    drop(reader);
+    std::fs::remove_file(&lock).unwrap();
+    let reader = Store::open(dir.path(), ro).unwrap();
+    assert_eq!(count(&reader), 2);
+    assert!(!lock.exists(), "a read-only open created the lock file");
+    drop(reader);
+    let b = Store::open(dir.path(), small()).unwrap();
+    assert_eq!(count(&b), 2);
 }
 
 #[test]

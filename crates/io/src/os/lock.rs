@@ -1,11 +1,21 @@
-//! How is a lock file held? With `flock` on an open file description of its own, so that two
-//! holders conflict across processes and within one process alike; an exclusive holder records
-//! its process id in the file for the next opener's error message.
+//! How is a store locked? With `flock` on the store's directory itself, then on its lock file,
+//! each on an open file description of its own, so that two holders conflict across processes
+//! and within one process alike; an exclusive holder records its process id in the lock file for
+//! the next opener's error message.
+//!
+//! Why the directory: a lock on the lock file alone held the file's inode, not its name. Deleting
+//! `LOCK`, or renaming another file over it, while a store held it let a second writer lock the
+//! new file and open the same store: both wrote, and acknowledged commits were lost without an
+//! error (a tester). A directory cannot be swapped under its open descriptor: the name resolves
+//! to the same inode through symlinks, `..` and bind mounts, and a lock on it needs no write
+//! permission. The lock file is still locked (older builds lock only it) and still holds a
+//! writer's pid; a shared opener that cannot open it (a read-only mount, no permission, none
+//! there) relies on the directory's lock and creates nothing.
 //!
 //! Invariants: a conflicting lock is refused with [`IoError::Locked`] after a grace of at most
-//! [`LOCK_GRACE`] (never waited for beyond it); the lock lives exactly as long as the returned
-//! guard; on a read-only mount a shared lock is taken on an existing lock file, and none is
-//! needed where no lock file can exist.
+//! [`LOCK_GRACE`] (never waited for beyond it), naming a writer's pid or saying that the holders
+//! are readers; the lock lives exactly as long as the returned guard; a shared lock writes and
+//! creates nothing.
 //!
 //! Why a grace: a flock belongs to the open file description, and a child process being spawned
 //! (fork, then exec) holds a copy of every descriptor until its exec closes the close-on-exec
@@ -22,47 +32,18 @@ use std::time::{Duration, Instant};
 /// process between fork and exec to close its copy of the lock's file description.
 pub(crate) const LOCK_GRACE: Duration = Duration::from_millis(200);
 
-/// A lock held with `flock` on an open file description; closing the file releases it.
+/// A lock held with `flock` on open file descriptions: the store's directory and, where it
+/// could be opened, its lock file; closing them releases it.
 #[derive(Debug)]
 struct FlockGuard {
-    _file: fs::File,
+    _dir: fs::File,
+    _file: Option<fs::File>,
 }
 
 impl crate::LockGuard for FlockGuard {}
 
-/// No lock could be taken because none is needed (see `lock_file`).
-#[derive(Debug)]
-struct NoLock;
-
-impl crate::LockGuard for NoLock {}
-
-/// Takes the lock [`FileSystem::lock`](crate::FileSystem::lock) describes on `path` with `flock`.
-pub(super) fn lock_file(path: &Path, mode: crate::LockMode) -> Result<Box<dyn crate::LockGuard>> {
-    use std::io::{Read, Seek, SeekFrom, Write};
-    let exclusive = mode == crate::LockMode::Exclusive;
-    let opened = fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(path);
-    let mut file = match opened {
-        Ok(f) => f,
-        // A read-only mount: a shared lock can still be taken on an existing lock file.
-        Err(e) if !exclusive && e.raw_os_error() == Some(libc::EROFS) => match fs::File::open(path)
-        {
-            Ok(f) => f,
-            // No lock file on a read-only mount: nothing can write there, so there is no writer
-            // to exclude.
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Ok(Box::new(NoLock));
-            }
-            Err(e) => return Err(IoError::os("open lock file", path, e)),
-        },
-        Err(e) => return Err(IoError::os("open lock file", path, e)),
-    };
-    // std's flock-based file locks (one lock per open file description, so two opens in one
-    // process conflict too).
+/// Takes `file`'s flock (exclusive or shared), retrying a conflict for [`LOCK_GRACE`].
+fn flock(file: &fs::File, exclusive: bool) -> std::result::Result<(), fs::TryLockError> {
     let try_once = |file: &fs::File| {
         if exclusive {
             file.try_lock()
@@ -71,26 +52,85 @@ pub(super) fn lock_file(path: &Path, mode: crate::LockMode) -> Result<Box<dyn cr
         }
     };
     let start = Instant::now();
-    let mut taken = try_once(&file);
+    let mut taken = try_once(file);
     while matches!(taken, Err(fs::TryLockError::WouldBlock)) && start.elapsed() < LOCK_GRACE {
         std::thread::sleep(Duration::from_millis(5));
-        taken = try_once(&file);
+        taken = try_once(file);
     }
-    match taken {
+    taken
+}
+
+/// The refusal of a conflicting lock on `path` in `dir`: the holders are readers when a shared
+/// lock of the directory can be had now (they record no pid: the lock file's is a past
+/// writer's); else the writer the lock file names.
+fn refused(path: &Path, dir: &Path, exclusive: bool) -> IoError {
+    let readers = exclusive && fs::File::open(dir).is_ok_and(|d| d.try_lock_shared().is_ok());
+    let holder = if readers {
+        None
+    } else {
+        fs::read_to_string(path)
+            .ok()
+            .and_then(|t| t.trim().parse::<u32>().ok())
+    };
+    IoError::Locked {
+        path: path.to_path_buf(),
+        holder,
+        readers,
+    }
+}
+
+/// Takes the lock [`FileSystem::lock`](crate::FileSystem::lock) describes on `path` with
+/// `flock`: on the directory holding `path`, then on `path` itself.
+pub(super) fn lock_file(path: &Path, mode: crate::LockMode) -> Result<Box<dyn crate::LockGuard>> {
+    use std::io::{Seek, SeekFrom, Write};
+    let exclusive = mode == crate::LockMode::Exclusive;
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let dir_file =
+        fs::File::open(dir).map_err(|e| IoError::os("open directory to lock", dir, e))?;
+    match flock(&dir_file, exclusive) {
         Ok(()) => {}
-        Err(fs::TryLockError::WouldBlock) => {
-            let mut text = String::new();
-            let holder = file
-                .read_to_string(&mut text)
-                .ok()
-                .and_then(|_| text.trim().parse::<u32>().ok());
-            return Err(IoError::Locked {
-                path: path.to_path_buf(),
-                holder,
-            });
+        Err(fs::TryLockError::WouldBlock) => return Err(refused(path, dir, exclusive)),
+        Err(fs::TryLockError::Error(e)) => return Err(IoError::os("flock", dir, e)),
+    }
+    let opened = if exclusive {
+        fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+    } else {
+        fs::File::open(path)
+    };
+    let file = match opened {
+        Ok(f) => f,
+        // A shared opener that cannot open the lock file (a read-only mount, no permission,
+        // no lock file) holds the directory's lock only: it creates and writes nothing.
+        Err(e)
+            if !exclusive
+                && (e.kind() == std::io::ErrorKind::NotFound
+                    || matches!(
+                        e.raw_os_error(),
+                        Some(libc::EROFS | libc::EACCES | libc::EPERM)
+                    )) =>
+        {
+            return Ok(Box::new(FlockGuard {
+                _dir: dir_file,
+                _file: None,
+            }));
         }
+        Err(e) => return Err(IoError::os("open lock file", path, e)),
+    };
+    // The lock file too: an older build's opener locks only it.
+    match flock(&file, exclusive) {
+        Ok(()) => {}
+        Err(fs::TryLockError::WouldBlock) => return Err(refused(path, dir, exclusive)),
         Err(fs::TryLockError::Error(e)) => return Err(IoError::os("flock", path, e)),
     }
+    let mut file = file;
     if exclusive {
         // Record the holder for the next opener's message (best effort: the lock itself is the
         // flock, not these bytes).
@@ -100,5 +140,8 @@ pub(super) fn lock_file(path: &Path, mode: crate::LockMode) -> Result<Box<dyn cr
             .and_then(|()| file.seek(SeekFrom::Start(0)))
             .and_then(|_| file.write_all(pid.as_bytes()));
     }
-    Ok(Box::new(FlockGuard { _file: file }))
+    Ok(Box::new(FlockGuard {
+        _dir: dir_file,
+        _file: Some(file),
+    }))
 }

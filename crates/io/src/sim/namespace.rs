@@ -337,6 +337,7 @@ impl FileSystem for SimFs {
                 return Err(IoError::Locked {
                     path,
                     holder: Some(std::process::id()),
+                    readers: false,
                 })
             }
         }
