@@ -458,3 +458,59 @@ fn a_cycle_of_free_list_trunks_is_reported_once() {
     assert!(got.len() < 10, "{} problem lines", got.len());
     assert!(got.iter().any(|l| l.contains("cycle")), "{got:?}");
 }
+
+/// A leaf cell claiming 2^40 bytes over a chain whose first page names itself as next: `get`
+/// and `check` read 2.7 x 10^8 pages and grew a vector toward a terabyte (a tester: killed by
+/// a 20 s timeout). A length past any value's and a chain coming back to a page it passed are
+/// corruption at once; so is a loop under a length a value may have.
+#[test]
+fn an_overflow_chain_looping_under_an_absurd_length_is_refused_at_once() {
+    for huge in [1u64 << 40, u64::from(u32::MAX)] {
+        let dir = tempfile::tempdir().unwrap();
+        two_big_values(dir.path());
+        let (leaf, o1) = find_key(dir.path(), b"big1");
+        let (first, _) = o1.unwrap();
+        let mut p = read_page(dir.path(), first);
+        p[OVF_NEXT..OVF_NEXT + 8].copy_from_slice(&first.to_le_bytes());
+        resealed(dir.path(), first, &mut p);
+        let mut l = read_page(dir.path(), leaf);
+        let (off, key, _) = leaf_cells(&l)
+            .into_iter()
+            .find(|(_, k, _)| k == b"big1")
+            .unwrap();
+        let v = off + 8 + key.len() + 8;
+        l[v..v + 8].copy_from_slice(&huge.to_le_bytes());
+        resealed(dir.path(), leaf, &mut l);
+        let t0 = std::time::Instant::now();
+        let store = Store::open(dir.path(), cfg()).unwrap();
+        let got = store.read().unwrap().table("a").unwrap().get(b"big1");
+        assert!(got.as_ref().is_err_and(|e| e.is_corruption()), "{got:?}");
+        let r = store.check().unwrap();
+        assert!(!r.is_ok(), "a looping chain passed the check");
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(10),
+            "{huge}: {:?}",
+            t0.elapsed()
+        );
+    }
+}
+
+/// A meta page claiming 2^40 pages (checksum valid): the check counts the leaked ids instead
+/// of listing each (it aborted on a failed 4 GiB allocation: a tester), and says how many the
+/// meta page counts.
+#[test]
+fn a_meta_page_claiming_absurdly_many_pages_is_reported_not_walked() {
+    let dir = tempfile::tempdir().unwrap();
+    build(dir.path(), false);
+    let real = page_count(dir.path());
+    edit_meta(dir.path(), |p| {
+        p[M_PAGE_COUNT..M_PAGE_COUNT + 8].copy_from_slice(&(1u64 << 40).to_le_bytes())
+    });
+    let got = problems(dir.path());
+    let want = (1u64 << 40) - real;
+    assert!(
+        got.iter()
+            .any(|l| l.contains(&format!("{want} page(s) leaked")) && l.contains(&real.to_string())),
+        "{got:?}"
+    );
+}

@@ -127,22 +127,9 @@ impl BTree {
         for (slot, c) in children.into_iter().enumerate() {
             self.collect_pages(store, c, Some((id, slot)), depth + 1, out)?;
         }
-        let cap = self.limits.overflow_capacity() as u64;
+        // Each chain walked as a read walks it (lengths bounded, loops refused).
         for (first, len) in overflow {
-            let mut page = first;
-            for _ in 0..len.div_ceil(cap.max(1)) {
-                if page == PageId(0) {
-                    return Err(BTreeError::Corrupt {
-                        page_id: id,
-                        detail: format!(
-                            "the overflow chain at {first} of a {len}-byte value ends early"
-                        ),
-                    });
-                }
-                let (next, _) = self.overflow_page(store, page)?;
-                out.push(page);
-                page = next;
-            }
+            self.walk_overflow(store, first, len, |page, _| out.push(page))?;
         }
         Ok(())
     }

@@ -67,7 +67,8 @@ impl BTree {
         first: PageId,
         len: u64,
     ) -> Result<Vec<u8>> {
-        let mut out = Vec::with_capacity(len.min(1 << 30) as usize);
+        // Reserved up to 64 MiB: a damaged length must not allocate what the chain never holds.
+        let mut out = Vec::with_capacity(len.min(1 << 26) as usize);
         self.walk_overflow(store, first, len, |_, data| out.extend_from_slice(data))?;
         Ok(out)
     }
@@ -76,7 +77,9 @@ impl BTree {
     /// bytes to `each`; checks that the chain holds exactly `len` bytes, has no empty page, and
     /// ends neither earlier nor later (its last page names no next page: a chain whose tail
     /// points into another chain, or back into itself, passed every check, and freeing it freed
-    /// the other value's pages). Returns the pages walked.
+    /// the other value's pages), is no longer than any value can be, and never comes back to a
+    /// page it passed (a damaged leaf claiming 2^40 bytes over a chain looping on itself read
+    /// 2.7 x 10^8 pages and grew a vector toward a terabyte: a tester). Returns the pages walked.
     pub(super) fn walk_overflow<S: PageRead>(
         &self,
         store: &S,
@@ -84,11 +87,28 @@ impl BTree {
         len: u64,
         mut each: impl FnMut(PageId, &[u8]),
     ) -> Result<u64> {
+        if len > u64::from(u32::MAX) {
+            return Err(BTreeError::Corrupt {
+                page_id: first,
+                detail: format!(
+                    "an overflow value of {len} bytes: longer than any value (4 GiB - 1)"
+                ),
+            });
+        }
         let mut got = 0u64;
         let mut pages = 0u64;
         let mut id = first;
         let mut prev = first;
+        let mut seen = std::collections::HashSet::new();
         while got < len {
+            if !seen.insert(id) {
+                return Err(BTreeError::Corrupt {
+                    page_id: prev,
+                    detail: format!(
+                        "the overflow chain from {first} comes back to page {id} after {got} of {len} bytes"
+                    ),
+                });
+            }
             if id == PageId(0) {
                 return Err(BTreeError::Corrupt {
                     page_id: first,
@@ -144,7 +164,8 @@ impl BTree {
         first: PageId,
         len: u64,
     ) -> Result<Vec<u8>> {
-        let mut out = Vec::with_capacity(len.min(1 << 30) as usize);
+        // Reserved up to 64 MiB: a damaged length must not allocate what the chain never holds.
+        let mut out = Vec::with_capacity(len.min(1 << 26) as usize);
         self.free_walked(store, first, len, |data| out.extend_from_slice(data))?;
         Ok(out)
     }
