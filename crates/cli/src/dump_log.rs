@@ -61,7 +61,7 @@ pub fn log(dir: &Path, from: u64, limit: usize, json_out: bool) -> ExitCode {
         eprintln!("keel dump log: {what}");
         ExitCode::FAILURE
     };
-    let header = match std::fs::read(&header_path) {
+    let header = match crate::log_files::read_header_bytes(&header_path) {
         Ok(b) if b.len() >= HEADER_BYTES => b,
         Ok(b) => {
             return fail(format!(

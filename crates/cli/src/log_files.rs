@@ -42,6 +42,21 @@ pub fn read(log_dir: &Path, st: &StaticHeader) -> Result<Vec<(usize, String, Vec
     held.read_all()
 }
 
+/// The first `HEADER_BYTES` of the log header file at `path` (all of it when shorter): the
+/// header is that long, and a damaged directory can put a 64 GiB file, or `/dev/zero`, in its
+/// place (`std::fs::read` then aborted on the allocation or never ended: a tester).
+///
+/// # Errors
+/// The file cannot be opened or read.
+pub fn read_header_bytes(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut bytes = Vec::with_capacity(keel_redo_log::inspect::HEADER_BYTES);
+    File::open(path)?
+        .take(keel_redo_log::inspect::HEADER_BYTES as u64)
+        .read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
 /// How often [`HeldFiles`] looks for new log files.
 pub const POLL: Duration = Duration::from_millis(1);
 
@@ -86,7 +101,9 @@ impl Held {
         for (n, (name, f)) in &self.files {
             let path = self.dir.join(name);
             let io = |e: std::io::Error| format!("{}: {e}", path.display());
-            let len = f.metadata().map_err(io)?.len();
+            // No more than the header's file size: a log file grown past it (damage) is read
+            // no further than the log uses.
+            let len = f.metadata().map_err(io)?.len().min(self.st.file_size);
             let len = usize::try_from(len).map_err(|e| format!("{}: {e}", path.display()))?;
             let mut bytes = vec![0u8; len];
             f.read_exact_at(&mut bytes, 0).map_err(io)?;

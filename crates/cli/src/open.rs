@@ -16,7 +16,13 @@ pub fn open_read_only(dir: &Path) -> Result<(Store, StoreIdentity), keel::Error>
     // can be read; else the defaults, and the open reports why the directory is not a usable
     // store (no identity file, an interrupted creation, a missing piece) more precisely than
     // a bare read error would.
-    let found = Config::for_store(dir);
+    // A store whose identity file reads but whose settings do not (a missing or damaged log
+    // header): that is the error. The fallback below opened with the default page size and
+    // blamed it ("created with page_size 4096, the configuration says 16384": a tester).
+    let found = match Config::for_store(dir) {
+        Err(e) if keel::read_identity(dir).is_ok() => return Err(e),
+        other => other,
+    };
     // Without the store's settings, no protection mode that would create a doublewrite area.
     let base = found.as_ref().map_or_else(
         |_| Config {

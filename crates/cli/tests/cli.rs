@@ -781,3 +781,70 @@ fn a_backup_of_a_crashed_store_repairs_its_torn_pages_as_the_store_would() {
         "no case left a torn page: the test tests nothing"
     );
 }
+
+/// Damage the tools met with the wrong words or with an abort (a tester): a missing log header
+/// was reported as a page-size mismatch (the tool fell back to the default page size and
+/// blamed it); a damaged checkpoint block of a store nobody has open made `backup` blame a
+/// writer filling the log too fast; a log file grown (sparse) to 64 GiB made `dump log` and
+/// `backup` allocate 64 GiB, and aborted them.
+#[test]
+fn damaged_logs_are_named_as_damage_and_never_read_past_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    logged_store(dir.path(), 12, 50);
+    let d = dir.path().to_str().unwrap();
+    let log = dir.path().join(keel::LOG_DIR);
+
+    // A log file grown far past the header's file size: read no further than the log.
+    let f0 = log.join("log.0000000000");
+    let len = std::fs::metadata(&f0).unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&f0)
+        .unwrap()
+        .set_len(64 << 30)
+        .unwrap();
+    let o = keel(&["dump", "log", d]);
+    assert!(o.status.success(), "{}", text(&o));
+    let dest = dir.path().with_extension("copy");
+    let o = keel(&["backup", d, dest.to_str().unwrap()]);
+    assert!(!text(&o).contains("memory allocation"), "{}", text(&o));
+    let _ = std::fs::remove_dir_all(&dest);
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&f0)
+        .unwrap()
+        .set_len(len)
+        .unwrap();
+
+    // The checkpoint's block damaged, nobody writing: damage, not a race.
+    let header = std::fs::read(log.join("log.header")).unwrap();
+    let mut bytes = std::fs::read(&f0).unwrap();
+    let saved = bytes.clone();
+    let first = 0;
+    bytes[first + 200] ^= 1;
+    std::fs::write(&f0, &bytes).unwrap();
+    let o = keel(&["backup", d, dest.to_str().unwrap()]);
+    assert!(!o.status.success());
+    assert!(
+        text(&o).contains("damaged") && !text(&o).contains("faster"),
+        "{}",
+        text(&o)
+    );
+    let _ = std::fs::remove_dir_all(&dest);
+    std::fs::write(&f0, &saved).unwrap();
+
+    // The log header missing: named, not the page size.
+    std::fs::remove_file(log.join("log.header")).unwrap();
+    for cmd in ["info", "check"] {
+        let o = keel(&[cmd, d]);
+        assert!(!o.status.success());
+        assert!(
+            text(&o).contains("log.header") && !text(&o).contains("page_size"),
+            "{cmd}: {}",
+            text(&o)
+        );
+    }
+    std::fs::write(log.join("log.header"), header).unwrap();
+    let o = keel(&["check", d]);
+    assert!(o.status.success(), "{}", text(&o));
+}
