@@ -105,6 +105,24 @@ pub(crate) struct FileState {
     pub(crate) linked: bool,
 }
 
+/// `ranges` without `start..end` (a range straddling it split in two).
+fn minus(ranges: &[(u64, u64)], start: u64, end: u64) -> Vec<(u64, u64)> {
+    let mut out = Vec::with_capacity(ranges.len() + 1);
+    for &(a, b) in ranges {
+        if b <= start || a >= end {
+            out.push((a, b));
+            continue;
+        }
+        if a < start {
+            out.push((a, start));
+        }
+        if b > end {
+            out.push((end, b));
+        }
+    }
+    out
+}
+
 /// Removes bytes `start..end` from every pending write (splitting writes that straddle it).
 fn cut_writes(pending: &mut Vec<Op>, start: u64, end: u64) {
     if start >= end {
@@ -185,45 +203,16 @@ impl FileState {
 
     /// Removes `start..end` from the stale ranges.
     fn unstale(&mut self, start: u64, end: u64) {
-        if self.stale.is_empty() {
-            return;
+        if !self.stale.is_empty() {
+            self.stale = minus(&self.stale, start, end);
         }
-        let mut out = Vec::with_capacity(self.stale.len() + 1);
-        for &(a, b) in &self.stale {
-            if b <= start || a >= end {
-                out.push((a, b));
-                continue;
-            }
-            if a < start {
-                out.push((a, start));
-            }
-            if b > end {
-                out.push((end, b));
-            }
-        }
-        self.stale = out;
     }
 
     /// The parts of `start..end` outside every stale range, in order.
     fn fresh_parts(&self, start: u64, end: u64) -> Vec<(u64, u64)> {
-        let mut parts = vec![(start, end)];
-        for &(a, b) in &self.stale {
-            let mut next = Vec::with_capacity(parts.len() + 1);
-            for (s, e) in parts {
-                if e <= a || s >= b {
-                    next.push((s, e));
-                    continue;
-                }
-                if s < a {
-                    next.push((s, a));
-                }
-                if e > b {
-                    next.push((b, e));
-                }
-            }
-            parts = next;
-        }
-        parts
+        self.stale
+            .iter()
+            .fold(vec![(start, end)], |parts, &(a, b)| minus(&parts, a, b))
     }
 
     /// The pending operations, taken for a crash to decide their fates: without the bytes of
