@@ -245,6 +245,16 @@ impl PageWriter {
         data.drop_cache()?;
         let area_path = dir.join(DOUBLEWRITE_FILE_NAME);
         let area_options = OpenOptions::new(FileClass::Doublewrite).direct(direct);
+        // The area as the device holds it (its cached pages dropped, as the data file's), where
+        // the store has one.
+        let existing_area = |g: Option<Geometry>| -> Result<Option<DoublewriteArea>> {
+            if !fs.exists(&area_path)? {
+                return Ok(None);
+            }
+            let file = fs.open(&area_path, &area_options)?;
+            file.drop_cache()?;
+            Ok(Some(DoublewriteArea::open(file, g, config.store)?))
+        };
         let (area, scheme): (Option<Arc<DoublewriteArea>>, Box<dyn ProtectionScheme>) =
             match resolved.mode {
                 ResolvedMode::Doublewrite { batch_pages } => {
@@ -255,18 +265,15 @@ impl PageWriter {
                     };
                     // A missing area is created when it is first formatted (after the
                     // store's open checks): a refused open adds no file.
-                    let area = Arc::new(if fs.exists(&area_path)? {
-                        let file = fs.open(&area_path, &area_options)?;
-                        file.drop_cache()?;
-                        DoublewriteArea::open(file, Some(g), config.store)?
-                    } else {
-                        DoublewriteArea::open_missing(
+                    let area = Arc::new(match existing_area(Some(g))? {
+                        Some(area) => area,
+                        None => DoublewriteArea::open_missing(
                             fs.clone(),
                             area_path.clone(),
                             area_options,
                             Some(g),
                             config.store,
-                        )?
+                        )?,
                     });
                     let scheme = scheme::Doublewrite {
                         area: area.clone(),
@@ -277,13 +284,7 @@ impl PageWriter {
                     (Some(area), Box::new(scheme))
                 }
                 mode => {
-                    let area = if fs.exists(&area_path)? {
-                        let file = fs.open(&area_path, &area_options)?;
-                        file.drop_cache()?;
-                        Some(Arc::new(DoublewriteArea::open(file, None, config.store)?))
-                    } else {
-                        None
-                    };
+                    let area = existing_area(None)?.map(Arc::new);
                     let scheme: Box<dyn ProtectionScheme> = match mode {
                         ResolvedMode::Atomic => Box::new(scheme::Atomic),
                         ResolvedMode::FullPageWrites => Box::new(scheme::InPlace {

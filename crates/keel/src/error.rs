@@ -150,7 +150,7 @@ pub enum Error {
     },
     /// Another `Store` holds the directory: another process (`pid`) or another open in this
     /// process. A store has one opener at a time (read-only opens share).
-    #[error("{dir}: the store is already open{}", if *readers { " read-only (keel check, keel info, keel backup or a read-only Store)".to_string() } else { holder(*pid) })]
+    #[error("{dir}: the store is already open{}", holder(*pid, *readers))]
     AlreadyOpen {
         /// The store directory.
         dir: PathBuf,
@@ -458,9 +458,13 @@ impl Error {
     }
 }
 
-/// Who holds a store, for [`Error::AlreadyOpen`]: this process (a `Store` not yet dropped, or a
-/// `ReadTxn` of one, which keeps it open), another process, or unknown.
-fn holder(pid: Option<u32>) -> String {
+/// Who holds a store, for [`Error::AlreadyOpen`]: read-only openers (which record no pid), this
+/// process (a `Store` not yet dropped, or a `ReadTxn` of one, which keeps it open), another
+/// process, or unknown.
+fn holder(pid: Option<u32>, readers: bool) -> String {
+    if readers {
+        return " read-only (keel check, keel info, keel backup or a read-only Store)".to_string();
+    }
     match pid {
         Some(p) if p == std::process::id() => format!(
             " by this process ({p}): a Store of it, or a ReadTxn that outlives its Store, is still alive"

@@ -105,7 +105,7 @@ pub(super) fn lock_file(path: &Path, mode: crate::LockMode) -> Result<Box<dyn cr
     } else {
         fs::File::open(path)
     };
-    let file = match opened {
+    let mut file = match opened {
         Ok(f) => f,
         // A shared opener that cannot open the lock file (a read-only mount, no permission,
         // no lock file) holds the directory's lock only: it creates and writes nothing.
@@ -130,7 +130,6 @@ pub(super) fn lock_file(path: &Path, mode: crate::LockMode) -> Result<Box<dyn cr
         Err(fs::TryLockError::WouldBlock) => return Err(refused(path, dir, exclusive)),
         Err(fs::TryLockError::Error(e)) => return Err(IoError::os("flock", path, e)),
     }
-    let mut file = file;
     if exclusive {
         // Record the holder for the next opener's message (best effort: the lock itself is the
         // flock, not these bytes).

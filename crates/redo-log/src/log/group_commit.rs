@@ -51,19 +51,14 @@ impl Shared {
         {
             let mut g = self.sig.lock();
             if !g.wakers.is_empty() {
-                let ready: Vec<u64> = g
+                let sig = &mut *g;
+                let ready = sig
                     .wakers
-                    .iter()
-                    .filter(|(_, (lsn, written_only, _))| {
+                    .extract_if(.., |_, (lsn, written_only, _)| {
                         poisoned || if *written_only { w >= *lsn } else { d >= *lsn }
                     })
-                    .map(|(&id, _)| id)
-                    .collect();
-                for id in ready {
-                    if let Some((_, _, waker)) = g.wakers.remove(&id) {
-                        g.ready.push(waker);
-                    }
-                }
+                    .map(|(_, (_, _, waker))| waker);
+                sig.ready.extend(ready);
             }
             let (d, w) = if poisoned {
                 (u64::MAX, u64::MAX)
@@ -190,12 +185,14 @@ impl Shared {
             // `the_capped_sync_never_leaves_a_durable_block_to_be_written_again`) — and the
             // write goes on.
             let p = self.geo.payload as u64;
-            let cap = |durable: u64| durable.saturating_add(self.unsynced_max) / p * p;
-            if upto > cap(io.durable) {
-                if io.w >= cap(io.durable) {
+            let cap_of = |durable: u64| durable.saturating_add(self.unsynced_max) / p * p;
+            let mut cap = cap_of(io.durable);
+            if upto > cap {
+                if io.w >= cap {
                     self.sync_written(io)?;
+                    cap = cap_of(io.durable);
                 }
-                upto = upto.min(cap(io.durable));
+                upto = upto.min(cap);
             }
             if upto > io.w {
                 if let Err(f) = io.emit(&self.ring, upto, &self.stats) {
