@@ -107,6 +107,18 @@ pub enum IoError {
         /// The file.
         path: PathBuf,
     },
+    /// A request on a file opened before this process was forked from the one that opened it:
+    /// a store does not cross `fork` (its memory, descriptors and rings are the parent's; a
+    /// write through the copy would overwrite the parent's log and pages). Open the store again
+    /// in the child once the parent has released it.
+    #[error(
+        "{path}: this process is a fork of the one that opened the file; a store does not \
+         cross fork (open it again in this process once the parent has released it)"
+    )]
+    Forked {
+        /// The file.
+        path: PathBuf,
+    },
     /// The file does not exist.
     #[error("{path}: no such file")]
     NotFound {

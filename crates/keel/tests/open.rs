@@ -227,6 +227,84 @@ fn a_second_process_is_refused_with_the_holders_pid() {
     assert_eq!(count(&s), 1);
 }
 
+/// Run in a process of its own by `a_forked_child_cannot_write_the_parents_store` (a fork is
+/// safe only where no other test's threads run): opens a store, forks, and has the child
+/// commit through the parent's `Store`.
+#[test]
+fn fork_child() {
+    let Some(dir) = std::env::var_os("KEEL_FORK_CHILD_DIR") else {
+        return;
+    };
+    let s = Store::open(&dir, small()).unwrap();
+    fill(&s, 10);
+    // SAFETY: the child only commits through the store (its threads' locks were free at the
+    // fork: no transaction ran), reports through its exit code, and leaves with `_exit`.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0);
+    if pid == 0 {
+        // SAFETY: a timer for this process; SIGALRM's default action ends a hung child.
+        unsafe { libc::alarm(20) };
+        let put = || -> keel::Result<()> {
+            let tx = s.write()?;
+            tx.table("t")?.insert(b"forked child", &[9; 300])?;
+            tx.commit()
+        };
+        let code = match put() {
+            Ok(()) => 1,
+            Err(e) if e.to_string().contains("fork") => 0,
+            Err(_) => 2,
+        };
+        // SAFETY: ends the child without running the parent's exit handlers or destructors.
+        unsafe { libc::_exit(code) }
+    }
+    let mut status = 0;
+    // SAFETY: waits for our own child with a live status slot.
+    assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+    let child = if libc::WIFEXITED(status) {
+        match libc::WEXITSTATUS(status) {
+            0 => "refused".to_string(),
+            1 => "committed".to_string(),
+            c => format!("failed with another error (exit {c})"),
+        }
+    } else {
+        format!(
+            "died of signal {} (a hang ends with 14)",
+            libc::WTERMSIG(status)
+        )
+    };
+    // The parent goes on, and every one of its commits is there after a reopen.
+    fill(&s, 50);
+    s.close().unwrap();
+    let s = Store::open(&dir, small()).unwrap();
+    let r = s.read().unwrap();
+    let forked = r.table("t").unwrap().get(b"forked child").unwrap();
+    println!(
+        "child: {child}; parent: {} rows; child's row: {}",
+        count(&s),
+        forked.is_some()
+    );
+}
+
+#[test]
+fn a_forked_child_cannot_write_the_parents_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "fork_child", "--nocapture", "--test-threads=1"])
+        .env("KEEL_FORK_CHILD_DIR", dir.path())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("child: refused; parent: 50 rows; child's row: false"),
+        "{text}"
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // Item 4: missing or zeroed metadata never re-creates a store.
 

@@ -112,6 +112,7 @@ mod tests {
                 align: DirectIoAlignment::default(),
                 rings: fs.rings.clone(),
                 sync_failed: AtomicBool::new(false),
+                born: crate::os::fork::generation(),
             };
             check_mapping(&os);
         }

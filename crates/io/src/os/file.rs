@@ -32,12 +32,19 @@ pub struct OsFile {
     pub(super) align: DirectIoAlignment,
     pub(super) rings: Option<Arc<RingPool>>,
     pub(super) sync_failed: AtomicBool,
+    /// The fork generation the file was opened in (see the `fork` module).
+    pub(super) born: u64,
 }
 
 impl OsFile {
     /// The direct-I/O alignment enforced on this file (probed at open; meaningful when direct).
     pub fn direct_io_alignment(&self) -> DirectIoAlignment {
         self.align
+    }
+
+    /// Refuses any request in a fork of the process that opened the file (the `fork` module).
+    pub(super) fn not_forked(&self) -> Result<()> {
+        super::fork::check(self.born, &self.path)
     }
 
     /// The pre-I/O contract of this file (see the `contract` module).
@@ -140,6 +147,7 @@ impl OsFile {
             align,
             rings: fs.rings.clone(),
             sync_failed: AtomicBool::new(false),
+            born: super::fork::generation(),
         }
     }
 }
@@ -154,6 +162,7 @@ impl File for OsFile {
     }
 
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+        self.not_forked()?;
         self.contract().check_read(&self.path, buf, offset)?;
         let len = buf.len();
         // One request: a system call (see `ring_for`).
@@ -164,16 +173,19 @@ impl File for OsFile {
     }
 
     fn write_all_at(&self, buf: &[u8], offset: u64) -> Result<()> {
+        self.not_forked()?;
         self.contract().check_write(&self.path, buf, offset)?;
         self.write_ops(&[WriteOp { offset, buf }], Kind::Write)
     }
 
     fn write_batch(&self, writes: &[WriteOp<'_>]) -> Result<()> {
+        self.not_forked()?;
         self.contract().check_writes(&self.path, writes)?;
         self.write_ops(writes, Kind::Write)
     }
 
     fn read_batch(&self, reads: &mut [ReadOp<'_>]) -> Result<()> {
+        self.not_forked()?;
         self.contract().check_reads(&self.path, reads)?;
         match self.ring_for(reads.len()) {
             Some(pool) => {
@@ -196,11 +208,13 @@ impl File for OsFile {
     }
 
     fn write_atomic(&self, buf: &[u8], offset: u64) -> Result<()> {
+        self.not_forked()?;
         self.contract().check_atomic(&self.path, buf, offset)?;
         self.write_ops(&[WriteOp { offset, buf }], Kind::AtomicWrite)
     }
 
     fn write_atomic_batch(&self, writes: &[WriteOp<'_>]) -> Result<()> {
+        self.not_forked()?;
         self.contract().check_atomic_writes(&self.path, writes)?;
         self.write_ops(writes, Kind::AtomicWrite)
     }
@@ -214,6 +228,7 @@ impl File for OsFile {
     }
 
     fn allocate(&self, offset: u64, len: u64) -> Result<()> {
+        self.not_forked()?;
         contract::end_of(&self.path, offset, len)?;
         // SAFETY: plain syscall on a file descriptor we own; no memory is passed.
         let rc = unsafe {
@@ -239,6 +254,7 @@ impl File for OsFile {
     }
 
     fn set_len(&self, len: u64) -> Result<()> {
+        self.not_forked()?;
         contract::end_of(&self.path, 0, len)?;
         self.file.set_len(len).map_err(|e| match e.raw_os_error() {
             Some(libc::ENOSPC) => IoError::NoSpace {
@@ -267,6 +283,7 @@ impl File for OsFile {
     }
 
     fn drop_cache(&self) -> Result<()> {
+        self.not_forked()?;
         // SAFETY: plain syscall on a file descriptor we own; no memory is passed.
         let rc =
             unsafe { libc::posix_fadvise(self.file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
@@ -320,6 +337,7 @@ mod tests {
                 },
                 rings: None,
                 sync_failed: AtomicBool::new(false),
+                born: crate::os::fork::generation(),
             };
             let e = direct.write_atomic(&page, 0).unwrap_err();
             assert!(matches!(e, IoError::AtomicUnsupported { .. }), "{e}");
@@ -436,6 +454,7 @@ mod tests {
                 },
                 rings: fs.rings.clone(),
                 sync_failed: AtomicBool::new(false),
+                born: crate::os::fork::generation(),
             };
             let e = os.write_atomic(&page, 0).unwrap_err();
             assert!(matches!(e, IoError::AtomicUnsupported { .. }), "{e}");

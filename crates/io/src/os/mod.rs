@@ -47,6 +47,9 @@
 //! 4. Counters count each request once, when it completes: a batch whose request N failed counts
 //!    exactly the requests that completed. Tests: the conformance suite's counter checks,
 //!    `uring::tests::an_error_mid_batch_still_reaps_every_completion`.
+//! 5. A file opened before a `fork` does no I/O in the child: every data request, sync,
+//!    preallocation, truncation and cache drop there fails with [`IoError::Forked`] before any
+//!    system call. Test: `fork::tests::a_forked_child_is_refused_every_request`.
 //!
 //! # Files (one question each)
 //!
@@ -55,6 +58,7 @@
 //!   backend, the counters)?
 //! - `request.rs`: what is one data request as the two engines see it?
 //! - `failure.rs`: how does a failed request become the [`IoError`] both backends report?
+//! - `fork.rs`: is this process a fork of the one that opened a file (invariant 5)?
 //! - `sync.rs`: when is a sync of an [`OsFile`] reported as done (invariant 3)?
 //! - `open.rs`: how are files opened and directory changes made durable ([`FileSystem`] for
 //!   [`OsFs`])?
@@ -66,6 +70,7 @@
 mod device;
 mod failure;
 mod file;
+mod fork;
 mod lock;
 mod open;
 mod probe;

@@ -58,6 +58,7 @@ impl FileSystem for OsFs {
             align,
             rings: self.rings.clone(),
             sync_failed: AtomicBool::new(false),
+            born: super::fork::generation(),
         }))
     }
 

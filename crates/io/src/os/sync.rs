@@ -19,6 +19,7 @@ impl OsFile {
         what: &'static str,
         f: impl FnOnce(&fs::File) -> std::io::Result<()>,
     ) -> Result<()> {
+        self.not_forked()?;
         if self.sync_failed.load(Ordering::Acquire) {
             return Err(IoError::SyncFailed {
                 path: self.path.clone(),
@@ -65,6 +66,7 @@ mod tests {
                 align: DirectIoAlignment::default(),
                 rings: None,
                 sync_failed: AtomicBool::new(false),
+                born: crate::os::fork::generation(),
             };
             let eio = os.sync_with("fsync", |_| {
                 Err(std::io::Error::from_raw_os_error(libc::EIO))
