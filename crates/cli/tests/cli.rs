@@ -848,3 +848,99 @@ fn damaged_logs_are_named_as_damage_and_never_read_past_the_log() {
     let o = keel(&["check", d]);
     assert!(o.status.success(), "{}", text(&o));
 }
+
+/// Runs `keel args`, killing it after 30 s: `None` if it had to be killed (it hung).
+fn keel_within_30s(args: &[&str]) -> Option<Output> {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_keel"))
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run keel");
+    let start = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > std::time::Duration::from_secs(30) {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            return None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    Some(child.wait_with_output().unwrap())
+}
+
+#[test]
+fn a_fifo_in_place_of_a_store_file_is_refused_not_waited_on() {
+    if !Command::new("mkfifo")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+    {
+        println!("SKIPPED: mkfifo is not available");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    logged_store(dir.path(), 12, 50);
+    let d = dir.path().to_str().unwrap();
+    let files = [
+        "store.keel".to_string(),
+        "data.keel".to_string(),
+        "doublewrite.keel".to_string(),
+        "LOCK".to_string(),
+        format!("{}/log.header", keel::LOG_DIR),
+        format!("{}/log.0000000000", keel::LOG_DIR),
+    ];
+    for name in &files {
+        let path = dir.path().join(name);
+        assert!(path.exists(), "{name}");
+        let saved = path.with_extension("saved");
+        std::fs::rename(&path, &saved).unwrap();
+        assert!(Command::new("mkfifo")
+            .arg(&path)
+            .status()
+            .unwrap()
+            .success());
+        let dest = dir.path().with_extension("copy");
+        for args in [
+            vec!["info", d],
+            vec!["check", d],
+            vec!["dump", "log", d],
+            vec!["dump", "page", d, "0"],
+            vec!["backup", d, dest.to_str().unwrap()],
+        ] {
+            let o = keel_within_30s(&args)
+                .unwrap_or_else(|| panic!("keel {args:?} hung on a FIFO as {name}"));
+            // LOCK is not read by `dump`; every other file a command reads is refused.
+            if o.status.success() {
+                assert!(!text(&o).contains("FIFO"), "{args:?}: {}", text(&o));
+            } else if !text(&o).contains("FIFO") {
+                panic!("keel {args:?} with a FIFO as {name}: {}", text(&o));
+            }
+            let _ = std::fs::remove_dir_all(&dest);
+        }
+        // The store itself, read-only and read-write: refused, not hung.
+        for read_only in [true, false] {
+            let p = dir.path().to_path_buf();
+            let (tx, rx) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                let cfg = Config {
+                    read_only,
+                    page_size: 4096,
+                    pool_size: 1 << 20,
+                    log_file_size: 4 << 20,
+                    ..Config::default()
+                };
+                let _ = tx.send(Store::open(&p, cfg).map(drop).map_err(|e| e.to_string()));
+            });
+            let r = rx
+                .recv_timeout(std::time::Duration::from_secs(30))
+                .unwrap_or_else(|_| panic!("Store::open (read_only {read_only}) hung on {name}"));
+            let e = r.expect_err("a store with a FIFO for a file opened");
+            assert!(e.contains("FIFO"), "{name}: {e}");
+        }
+        std::fs::remove_file(&path).unwrap();
+        std::fs::rename(&saved, &path).unwrap();
+    }
+    let o = keel(&["check", d]);
+    assert!(o.status.success(), "{}", text(&o));
+}

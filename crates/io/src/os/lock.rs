@@ -96,14 +96,17 @@ pub(super) fn lock_file(path: &Path, mode: crate::LockMode) -> Result<Box<dyn cr
         Err(fs::TryLockError::Error(e)) => return Err(IoError::os("flock", dir, e)),
     }
     let opened = if exclusive {
-        fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(path)
+        super::open_regular(
+            path,
+            fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false),
+            0,
+        )
     } else {
-        fs::File::open(path)
+        super::open_regular_read(path)
     };
     let mut file = match opened {
         Ok(f) => f,

@@ -82,6 +82,7 @@ mod uring;
 
 pub use device::{device_info, filesystem_name, DeviceInfo};
 pub use file::OsFile;
+pub use open::{open_regular, open_regular_read};
 pub use probe::{probe, probe_device};
 pub use uring::io_uring_status;
 

@@ -3,6 +3,9 @@
 //! alignment and atomic limits; creating, renaming and removing entries sync the directories they
 //! change.
 //!
+//! Every file is opened with [`open_regular`]: anything but a regular file is refused, without
+//! blocking (test `a_fifo_in_place_of_a_file_is_refused_without_blocking`).
+//!
 //! Invariant: a call that adds, renames or removes a directory entry returns Ok only once every
 //! directory it changed was synced (`fsync` of the directory), so the change survives a crash.
 
@@ -14,6 +17,7 @@ use crate::{
     OpenOptions, Result,
 };
 use std::fs;
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
@@ -29,13 +33,15 @@ impl FileSystem for OsFs {
         if options.write_through {
             flags |= libc::O_DSYNC;
         }
-        let file = fs::OpenOptions::new()
-            .read(true)
-            .write(!options.read_only)
-            .create(options.create && !options.read_only)
-            .custom_flags(flags)
-            .open(path)
-            .map_err(|e| IoError::os("open", path, e))?;
+        let file = open_regular(
+            path,
+            fs::OpenOptions::new()
+                .read(true)
+                .write(!options.read_only)
+                .create(options.create && !options.read_only),
+            flags,
+        )
+        .map_err(|e| IoError::os("open", path, e))?;
         if options.create && !existed {
             self.sync_dir(&parent_of(path))?;
         }
@@ -138,9 +144,129 @@ impl FileSystem for OsFs {
     }
 }
 
+/// Opens `path` with `options` plus the open flags `flags`, refusing anything but a regular
+/// file, without blocking: a FIFO (or a device) put in place of a store's file made the tools
+/// and read-only opens hang in `open(2)` (a FIFO opened for reading waits for a writer: a
+/// tester). The file is opened `O_NONBLOCK`, checked with `fstat`, then set blocking again (a
+/// regular file's I/O ignores the flag, but io_uring would return `EAGAIN` instead of waiting).
+///
+/// # Errors
+///
+/// The open, `fstat` or `fcntl` failed; or the file is not a regular file (`InvalidInput`,
+/// naming what it is).
+pub fn open_regular(
+    path: &Path,
+    options: &mut fs::OpenOptions,
+    flags: i32,
+) -> std::io::Result<fs::File> {
+    // Looked at first too: `open` itself may fail on such a file for another reason (O_DIRECT
+    // on a FIFO is EINVAL), which would name the wrong cause.
+    if let Ok(meta) = fs::metadata(path) {
+        not_regular(meta.file_type())?;
+    }
+    let file = options.custom_flags(flags | libc::O_NONBLOCK).open(path)?;
+    not_regular(file.metadata()?.file_type())?;
+    let fd = file.as_raw_fd();
+    // SAFETY: `fcntl` on a descriptor we own, with integer arguments only.
+    let fl = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    if fl < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: as above.
+    if unsafe { libc::fcntl(fd, libc::F_SETFL, fl & !libc::O_NONBLOCK) } < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(file)
+}
+
+/// `InvalidInput` naming what `kind` is, unless it is a regular file.
+fn not_regular(kind: fs::FileType) -> std::io::Result<()> {
+    use std::os::unix::fs::FileTypeExt;
+    if kind.is_file() {
+        return Ok(());
+    }
+    let what = if kind.is_fifo() {
+        "a FIFO"
+    } else if kind.is_dir() {
+        "a directory"
+    } else if kind.is_block_device() {
+        "a block device"
+    } else if kind.is_char_device() {
+        "a character device"
+    } else if kind.is_socket() {
+        "a socket"
+    } else {
+        "not a file"
+    };
+    Err(std::io::Error::new(
+        std::io::ErrorKind::InvalidInput,
+        format!("not a regular file ({what})"),
+    ))
+}
+
+/// [`open_regular`] for reading only.
+///
+/// # Errors
+///
+/// As [`open_regular`].
+pub fn open_regular_read(path: &Path) -> std::io::Result<fs::File> {
+    open_regular(path, fs::OpenOptions::new().read(true), 0)
+}
+
 fn parent_of(path: &Path) -> PathBuf {
     match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    /// Runs `f` on a thread; `None` if it has not returned within 10 s (it hangs).
+    fn within_10s<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(f());
+        });
+        rx.recv_timeout(Duration::from_secs(10)).ok()
+    }
+
+    #[test]
+    fn a_fifo_in_place_of_a_file_is_refused_without_blocking() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("data.keel");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        if !made.is_ok_and(|s| s.success()) {
+            println!("SKIPPED: mkfifo is not available");
+            return;
+        }
+        for read_only in [true, false] {
+            let p = fifo.clone();
+            let r = within_10s(move || {
+                let opts = OpenOptions::new(crate::FileClass::Data).read_only(read_only);
+                OsFs::auto().open(&p, &opts).map(|_| ())
+            })
+            .unwrap_or_else(|| panic!("open (read_only {read_only}) of a FIFO hung"));
+            let e = r.expect_err("a FIFO was opened as a store file");
+            assert!(e.to_string().contains("FIFO"), "{e}");
+            assert!(e.to_string().contains("data.keel"), "{e}");
+        }
+        let p = fifo.clone();
+        let r = within_10s(move || open_regular_read(&p).map(|_| ())).expect("hung");
+        assert!(r.unwrap_err().to_string().contains("FIFO"));
+        let d = dir.path().to_path_buf();
+        let r = within_10s(move || open_regular_read(&d).map(|_| ())).expect("hung");
+        assert!(r.unwrap_err().to_string().contains("directory"));
+        // A regular file opens, and is blocking again (io_uring would say EAGAIN otherwise).
+        let f = dir.path().join("f");
+        fs::write(&f, b"x").unwrap();
+        let file = open_regular_read(&f).unwrap();
+        // SAFETY: `fcntl` on a descriptor we own, integer arguments only.
+        let fl = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_GETFL) };
+        assert_eq!(fl & libc::O_NONBLOCK, 0, "the file was left non-blocking");
     }
 }
