@@ -493,7 +493,7 @@ fn copies_read_early(
     checksum: Checksum,
 ) -> Result<Vec<PageId>, String> {
     let path = dest.join(keel::layout::DATA_FILE_NAME);
-    let file = keel_io::os::open_regular_read(&path).map_err(|e| io(&path, "open", e))?;
+    let file = keel_io::os::open_without_waiting_read(&path).map_err(|e| io(&path, "open", e))?;
     let len = file.metadata().map_err(|e| io(&path, "stat", e))?.len();
     let mut lsns: HashMap<PageId, u64> = HashMap::new();
     let mut lsn_of = |id: PageId| -> Result<u64, String> {
@@ -671,7 +671,8 @@ fn one_more_read(
 /// The source data file's path, the file opened to read, and DEST's data file path.
 fn open_data(dir: &Path, dest: &Path) -> Result<(PathBuf, File, PathBuf), String> {
     let src_path = dir.join(keel::layout::DATA_FILE_NAME);
-    let src = keel_io::os::open_regular_read(&src_path).map_err(|e| io(&src_path, "open", e))?;
+    let src =
+        keel_io::os::open_without_waiting_read(&src_path).map_err(|e| io(&src_path, "open", e))?;
     Ok((src_path, src, dest.join(keel::layout::DATA_FILE_NAME)))
 }
 
@@ -715,7 +716,7 @@ fn copy_data(
 
 fn copy_file(from: &Path, to: &Path) -> Result<(), String> {
     let mut bytes = Vec::new();
-    keel_io::os::open_regular_read(from)
+    keel_io::os::open_without_waiting_read(from)
         .and_then(|mut f| std::io::Read::read_to_end(&mut f, &mut bytes))
         .map_err(|e| io(from, "read", e))?;
     write_file(to, &bytes)

@@ -95,8 +95,8 @@ pub fn page(dir: &Path, n: u64, json_out: bool) -> ExitCode {
         return ExitCode::FAILURE;
     };
     let mut page = vec![0u8; ps];
-    let read =
-        keel_io::os::open_regular_read(&file).and_then(|f| f.read_exact_at(&mut page, offset));
+    let read = keel_io::os::open_without_waiting_read(&file)
+        .and_then(|f| f.read_exact_at(&mut page, offset));
     if let Err(e) = read {
         eprintln!(
             "keel dump page: {}: cannot read page {n} ({ps} bytes at offset {offset}): {e}",

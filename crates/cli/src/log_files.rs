@@ -51,7 +51,7 @@ pub fn read(log_dir: &Path, st: &StaticHeader) -> Result<Vec<(usize, String, Vec
 pub fn read_header_bytes(path: &Path) -> std::io::Result<Vec<u8>> {
     use std::io::Read;
     let mut bytes = Vec::with_capacity(keel_redo_log::inspect::HEADER_BYTES);
-    keel_io::os::open_regular_read(path)?
+    keel_io::os::open_without_waiting_read(path)?
         .take(keel_redo_log::inspect::HEADER_BYTES as u64)
         .read_to_end(&mut bytes)?;
     Ok(bytes)
@@ -125,7 +125,7 @@ impl Held {
             if self.files.contains_key(&n) {
                 continue;
             }
-            match keel_io::os::open_regular_read(&e.path()) {
+            match keel_io::os::open_without_waiting_read(&e.path()) {
                 Ok(f) => {
                     self.files.insert(n, (name, f));
                 }

@@ -96,7 +96,7 @@ pub(super) fn lock_file(path: &Path, mode: crate::LockMode) -> Result<Box<dyn cr
         Err(fs::TryLockError::Error(e)) => return Err(IoError::os("flock", dir, e)),
     }
     let opened = if exclusive {
-        super::open_regular(
+        super::open_without_waiting(
             path,
             fs::OpenOptions::new()
                 .read(true)
@@ -106,7 +106,7 @@ pub(super) fn lock_file(path: &Path, mode: crate::LockMode) -> Result<Box<dyn cr
             0,
         )
     } else {
-        super::open_regular_read(path)
+        super::open_without_waiting_read(path)
     };
     let mut file = match opened {
         Ok(f) => f,

@@ -82,7 +82,7 @@ mod uring;
 
 pub use device::{device_info, filesystem_name, DeviceInfo};
 pub use file::OsFile;
-pub use open::{open_regular, open_regular_read};
+pub use open::{open_without_waiting, open_without_waiting_read};
 pub use probe::{probe, probe_device};
 pub use uring::io_uring_status;
 
