@@ -944,3 +944,40 @@ fn a_fifo_in_place_of_a_store_file_is_refused_not_waited_on() {
     let o = keel(&["check", d]);
     assert!(o.status.success(), "{}", text(&o));
 }
+
+#[test]
+fn a_backup_is_a_store_of_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    build(dir.path());
+    let d = dir.path().to_str().unwrap();
+    let dest = dir.path().with_extension("own");
+    let o = keel(&["backup", d, dest.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("identity 0x"), "{}", text(&o));
+    let salt = |d: &Path| {
+        let h = std::fs::read(d.join(keel::LOG_DIR).join("log.header")).unwrap();
+        keel_redo_log::inspect::decode_header(d, &h).unwrap().0.salt
+    };
+    assert_ne!(salt(dir.path()), salt(&dest));
+    let cfg = || Config {
+        page_size: 4096,
+        pool_size: 1 << 20,
+        log_file_size: 4 << 20,
+        torn_page: TornPage::None,
+        ..Config::default()
+    };
+    // The backup opens with the source's rows; its data file put in the source is refused.
+    let rows = |d: &Path| -> Vec<(Vec<u8>, Vec<u8>)> {
+        let s = Store::open(d, cfg()).unwrap();
+        let r = s.read().unwrap();
+        let t = r.table("orders").unwrap();
+        t.range(..).unwrap().map(|kv| kv.unwrap()).collect()
+    };
+    assert_eq!(rows(dir.path()), rows(&dest));
+    std::fs::copy(dest.join("data.keel"), dir.path().join("data.keel")).unwrap();
+    let e = Store::open(dir.path(), cfg())
+        .map(drop)
+        .expect_err("the backup's data file was opened");
+    assert!(e.to_string().contains("another store"), "{e}");
+    let _ = std::fs::remove_dir_all(&dest);
+}

@@ -158,6 +158,49 @@ impl Geometry {
 /// The largest batch a slot may hold.
 pub const MAX_BATCH_PAGES: usize = 4096;
 
+/// Formats the doublewrite area at `path`, which records store `old` (or no store), for store
+/// `store`: for a copy of a closed store given an identity of its own
+/// (`keel::give_new_identity`). The header keeps its geometry and records `store`; every
+/// slot's directory is zeroed, so no image is left: recovery restores an image over a valid
+/// home page of the same LSN whose bytes differ (a torn page that passes every check), and the
+/// meta page's bytes are changed in place. The caller holds the store's exclusive lock and
+/// knows every page home and synced (a clean close). The file is synced.
+///
+/// # Errors
+///
+/// [`FlushError::DoublewriteArea`] if the header does not decode or records another store than
+/// `old`; an I/O error of the read, write or sync.
+pub fn reformat_area(fs: &dyn FileSystem, path: &Path, old: u32, store: u32) -> Result<()> {
+    let bad = |reason: String| FlushError::DoublewriteArea {
+        file: path.to_path_buf(),
+        reason,
+    };
+    let file = fs.open(path, &OpenOptions::new(keel_io::FileClass::Doublewrite))?;
+    // An area never formatted (created empty, or its header never written) holds no image and
+    // records no store: the next open formats it for the log's store.
+    if file.len()? < AREA_HEADER_LEN as u64 {
+        return Ok(());
+    }
+    let mut h = AlignedBuf::page(AREA_HEADER_LEN);
+    file.read_exact_at(&mut h, 0)?;
+    let Some(g) = Geometry::decode_header(&h).map_err(bad)? else {
+        return Ok(());
+    };
+    let recorded = get_u32(&h, HEADER_STORE);
+    if recorded != 0 && recorded != old {
+        return Err(bad(format!(
+            "the area records store {recorded:#010x}, not {old:#010x}"
+        )));
+    }
+    let zero = AlignedBuf::page(g.dir_len());
+    for i in 0..g.slots {
+        file.write_all_at(&zero, g.slot_offset(i))?;
+    }
+    file.write_all_at(&g.encode_header(store), 0)?;
+    file.sync_data()?;
+    Ok(())
+}
+
 /// A valid image found by the recovery scan.
 #[derive(Debug)]
 pub(crate) struct Candidate {

@@ -90,7 +90,9 @@ mod wal;
 #[cfg(test)]
 mod tests;
 
-pub use area::{area_batch_pages, AREA_HEADER_BYTES, DOUBLEWRITE_SLOTS, MAX_BATCH_PAGES};
+pub use area::{
+    area_batch_pages, reformat_area, AREA_HEADER_BYTES, DOUBLEWRITE_SLOTS, MAX_BATCH_PAGES,
+};
 pub use config::{
     DirectIo, PageWriterConfig, ResolvedMode, ResolvedProtection, TornPageProtection,
     DEFAULT_BATCH_PAGES,

@@ -69,6 +69,7 @@ mod knobs;
 pub mod layout;
 mod merged;
 mod meta;
+mod new_identity;
 mod open;
 mod optimistic;
 mod poison;
@@ -88,6 +89,7 @@ pub use keel_flush::{DoublewriteInspection, FlushError};
 pub use keel_io::{Capabilities, IoError};
 pub use keel_redo_log::LogError;
 pub use meta::{read_identity, MetaInfo, StoreIdentity};
+pub use new_identity::{give_new_identity, NewIdentity};
 
 /// Low-level access to the data file's format for tools (`keel dump page`), tests and fuzzing:
 /// decoders of the meta page and of free-list trunk pages that work on bytes read from the

@@ -39,7 +39,7 @@ const M_PAGE_COUNT: usize = PAGE_HEADER_SIZE + 16;
 const M_CATALOG_ROOT: usize = PAGE_HEADER_SIZE + 24;
 const M_FREE_COUNT: usize = PAGE_HEADER_SIZE + 32;
 /// The store the data file belongs to: its log's salt (0: not recorded, a store made before).
-const M_STORE: usize = PAGE_HEADER_SIZE + 36;
+pub(crate) const M_STORE: usize = PAGE_HEADER_SIZE + 36;
 const M_TRUNK: usize = PAGE_HEADER_SIZE + 40;
 // Trunk page payload: next trunk u64, id count u32, reserved u32, then the ids.
 const T_NEXT: usize = PAGE_HEADER_SIZE;

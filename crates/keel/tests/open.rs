@@ -1337,3 +1337,131 @@ fn a_read_only_store_recovered_in_memory_serves_many_readers_in_a_small_pool() {
     assert!(!s.is_poisoned());
     assert_eq!(fs.total_bytes(), before, "a read-only store wrote");
 }
+
+/// Every row of table "t", in order.
+fn rows(store: &Store) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let r = store.read().unwrap();
+    let t = r.table("t").unwrap();
+    t.range(..).unwrap().map(|kv| kv.unwrap()).collect()
+}
+
+/// Writes `n` rows of `byte` over keys 0..n in one transaction per row.
+fn overwrite(store: &Store, n: u32, byte: u8) {
+    for i in 0..n {
+        let tx = store.write().unwrap();
+        tx.table("t")
+            .unwrap()
+            .insert(&i.to_be_bytes(), &[byte; 300])
+            .unwrap();
+        tx.commit().unwrap();
+    }
+}
+
+/// `cp -r from to`.
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_dir() {
+            copy_tree(&e.path(), &to.join(e.file_name()));
+        } else {
+            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
+    }
+}
+
+#[test]
+fn a_copy_given_its_own_identity_refuses_the_originals_files() {
+    let root = tempfile::tempdir().unwrap();
+    let (orig, copy) = (root.path().join("orig"), root.path().join("copy"));
+    let s = Store::open(&orig, small()).unwrap();
+    fill(&s, 60);
+    s.close().unwrap();
+    copy_tree(&orig, &copy);
+    let changed = keel::give_new_identity(&copy).unwrap();
+    assert_ne!(changed.old, changed.new);
+    // The copy is the same store, with every row, and a store of its own.
+    let (s, c) = (
+        Store::open(&orig, small()).unwrap(),
+        Store::open(&copy, small()).unwrap(),
+    );
+    assert_eq!(rows(&s), rows(&c));
+    // Both go on alike in shape (the same LSNs), with other values.
+    overwrite(&s, 60, 1);
+    overwrite(&c, 60, 2);
+    let (want, theirs) = (rows(&s), rows(&c));
+    s.close().unwrap();
+    c.close().unwrap();
+    // Each of the copy's files put in the original (and the data file with its area, a
+    // restore of "the data" from a backup): refused, or the original's own rows; never the
+    // copy's. Before the copy had its own identity, the data file with its area opened with
+    // the copy's rows.
+    let log0 = format!("{LOG_DIR}/log.0000000000");
+    for names in [
+        vec!["data.keel"],
+        vec!["doublewrite.keel"],
+        vec![log0.as_str()],
+        vec!["data.keel", "doublewrite.keel"],
+    ] {
+        let saved: Vec<_> = names
+            .iter()
+            .map(|n| std::fs::read(orig.join(n)).unwrap())
+            .collect();
+        for n in &names {
+            std::fs::copy(copy.join(n), orig.join(n)).unwrap();
+        }
+        match Store::open(&orig, small()) {
+            Err(e) => println!("{names:?}: refused: {e}"),
+            Ok(s) => {
+                let got = rows(&s);
+                assert_ne!(
+                    got, theirs,
+                    "{names:?}: the original opened with the copy's rows"
+                );
+                assert_eq!(got, want, "{names:?}: the original opened with other rows");
+                drop(s);
+            }
+        }
+        for (n, bytes) in names.iter().zip(saved) {
+            std::fs::write(orig.join(n), bytes).unwrap();
+        }
+    }
+    // The data file, the file that carries the rows, is refused by name.
+    std::fs::copy(copy.join("data.keel"), orig.join("data.keel")).unwrap();
+    let e = Store::open(&orig, small())
+        .map(drop)
+        .expect_err("the copy's data file was opened");
+    assert!(e.to_string().contains("another store"), "{e}");
+    // A store that was not closed cleanly is refused (its redo may carry the old salt), and
+    // left as it was.
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "unclean_exit_child",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("KEEL_UNCLEAN_CHILD_DIR", &copy)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let before = snapshot(&copy);
+    let e = keel::give_new_identity(&copy).unwrap_err();
+    assert!(e.to_string().contains("not closed cleanly"), "{e}");
+    assert_unchanged(&copy, &before, "a refused new identity");
+    let c = Store::open(&copy, small()).unwrap();
+    assert_eq!(rows(&c).len(), 60);
+    assert!(rows(&c).iter().take(5).all(|(_, v)| v[0] == 3));
+}
+
+/// Run by `a_copy_given_its_own_identity_refuses_the_originals_files`: commits to the store in
+/// `KEEL_UNCLEAN_CHILD_DIR` and exits without closing it.
+#[test]
+fn unclean_exit_child() {
+    let Some(dir) = std::env::var_os("KEEL_UNCLEAN_CHILD_DIR") else {
+        return;
+    };
+    let s = Store::open(&dir, small()).unwrap();
+    overwrite(&s, 5, 3);
+    std::process::exit(0);
+}

@@ -104,6 +104,7 @@ mod log;
 mod log_writer;
 mod record;
 mod ring;
+mod salt;
 mod scan;
 mod stats;
 
@@ -113,6 +114,7 @@ pub use error::{LogError, Result};
 pub use log::TestSwitches;
 pub use log::{Durable, LogOpenMode, Recovered, RecoveredGroup, RedoLog};
 pub use record::{Record, WriteBytes, WRITE_INLINE};
+pub use salt::{change_salt, fresh_salt, SaltChange};
 pub use stats::{HistogramSummary, LogStats};
 
 /// Low-level access to the on-disk format, for tools, tests and fuzzing.

@@ -46,6 +46,7 @@ mod open;
 use append::limit_for;
 use flusher::flusher_main;
 pub use flusher::Durable;
+pub(crate) use open::salt_now;
 pub use open::{LogOpenMode, Recovered, RecoveredGroup};
 
 use crate::block::Geometry;

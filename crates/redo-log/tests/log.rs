@@ -1274,3 +1274,65 @@ fn a_lazy_commit_future_reports_a_poisoned_log_as_wait_committed_does() {
         other => panic!("the future answered {other:?} where wait_committed said {sync}"),
     }
 }
+
+/// Copies every file of `from` into `to` (created).
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for (p, bytes) in files_of(from) {
+        std::fs::write(to.join(p.file_name().unwrap()), bytes).unwrap();
+    }
+}
+
+#[test]
+fn a_changed_salt_keeps_every_block_and_refuses_the_old_one() {
+    for block in LogBlockSize::ALL {
+        for files in [
+            prealloc(256 << 10, 2),
+            LogFiles::Growing {
+                file_size: 64 << 10,
+            },
+        ] {
+            let c = cfg(block, files, SyncMethod::Fdatasync);
+            let dir = tempfile::tempdir().unwrap();
+            let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+            let (log, _) = RedoLog::open(os(), &a, c.clone()).unwrap();
+            let written = fill(&log, 1, 40);
+            log.close().unwrap();
+            drop(log);
+            copy_dir(&a, &b);
+            let salt_of = |d: &Path| {
+                let bytes = std::fs::read(d.join(inspect::HEADER_FILE)).unwrap();
+                inspect::decode_header(d, &bytes).unwrap().0.salt
+            };
+            let old = salt_of(&a);
+            let new = keel_redo_log::fresh_salt(&b, old);
+            let change = keel_redo_log::change_salt(&OsFs::default(), &b, new).unwrap();
+            assert_eq!(change.old, old);
+            assert_ne!(change.new, old);
+            assert_eq!(salt_of(&b), change.new);
+            assert!(change.blocks > 0);
+            // The copy recovers every group, and goes on.
+            let (log, rec) = RedoLog::open(os(), &b, c.clone()).unwrap();
+            same(&rec.groups, &written);
+            fill(&log, 100, 3);
+            drop(log);
+            // A file of the copy put back into the original is not the original's.
+            let first = std::fs::read_dir(&b)
+                .unwrap()
+                .map(|e| e.unwrap().path())
+                .filter(|p| {
+                    inspect::parse_file_name(p.file_name().unwrap().to_str().unwrap()).is_some()
+                })
+                .min()
+                .unwrap();
+            std::fs::copy(&first, a.join(first.file_name().unwrap())).unwrap();
+            match RedoLog::open(os(), &a, c.clone()) {
+                Err(_) => {}
+                Ok((_, rec)) => assert!(
+                    rec.groups.len() < written.len(),
+                    "{block:?} {files:?}: the original read the copy's file as its own"
+                ),
+            }
+        }
+    }
+}

@@ -53,7 +53,7 @@ pub struct Recovered {
     pub log_loss: Option<String>,
 }
 
-pub(super) fn salt_now(dir: &Path) -> u32 {
+pub(crate) fn salt_now(dir: &Path) -> u32 {
     // SplitMix64 over time, process id and the directory name: distinct per creation.
     let t = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
