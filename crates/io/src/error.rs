@@ -119,6 +119,19 @@ pub enum IoError {
         /// The file.
         path: PathBuf,
     },
+    /// A path under a store's directory whose path no longer names the directory the store
+    /// locked (moved, renamed or replaced while open): files are never created, opened or
+    /// removed by the old path, which may now hold another store.
+    #[error(
+        "{path}: the store directory {dir} was moved or replaced while the store was open; \
+         refusing to reach its files by the old path (reopen the store where it now is)"
+    )]
+    Moved {
+        /// The directory the store locked, by the path it was opened with.
+        dir: PathBuf,
+        /// The path of the refused call.
+        path: PathBuf,
+    },
     /// The file does not exist.
     #[error("{path}: no such file")]
     NotFound {

@@ -1465,3 +1465,63 @@ fn unclean_exit_child() {
     overwrite(&s, 5, 3);
     std::process::exit(0);
 }
+
+#[test]
+fn a_store_directory_moved_while_open_leaves_the_new_store_at_its_path_alone() {
+    let growing = || Config {
+        page_size: 4096,
+        pool_size: 1 << 20,
+        log_files: keel::LogFileMode::Growing,
+        log_file_size: 64 << 10,
+        ..Config::default()
+    };
+    let put = |s: &Store, k: &str, v: u8| -> keel::Result<()> {
+        let tx = s.write()?;
+        tx.table("t")?.insert(k.as_bytes(), &[v; 500])?;
+        tx.commit()
+    };
+    let keys = |s: &Store| -> Vec<String> {
+        rows(s)
+            .into_iter()
+            .map(|(k, _)| String::from_utf8(k).unwrap())
+            .collect()
+    };
+    let root = tempfile::tempdir().unwrap();
+    let (a, b) = (root.path().join("a"), root.path().join("b"));
+    let old = Store::open(&a, growing()).unwrap();
+    let mut old_acked = Vec::new();
+    for i in 0..50 {
+        let k = format!("o{i:05}");
+        put(&old, &k, 1).unwrap();
+        old_acked.push(k);
+    }
+    // The directory moved under the open store; a new store made at its old path.
+    std::fs::rename(&a, &b).unwrap();
+    let new = Store::open(&a, growing()).unwrap();
+    let new_acked: Vec<String> = (0..50).map(|i| format!("n{i:05}")).collect();
+    for k in &new_acked {
+        put(&new, k, 2).unwrap();
+    }
+    // The old store goes on until it needs a file by path: then it refuses, saying why.
+    let mut refusal = None;
+    for i in 50..1500 {
+        let k = format!("o{i:05}");
+        match put(&old, &k, 1) {
+            Ok(()) => old_acked.push(k),
+            Err(e) => {
+                refusal = Some(e.to_string());
+                break;
+            }
+        }
+    }
+    let refusal = refusal.expect("the moved store created files by its old path");
+    assert!(refusal.contains("moved"), "{refusal}");
+    drop(old);
+    new.close().unwrap();
+    // Each store opens where it is, with exactly its own acknowledged rows.
+    let s = Store::open(&a, growing()).unwrap();
+    assert_eq!(keys(&s), new_acked);
+    drop(s);
+    let s = Store::open(&b, growing()).unwrap();
+    assert_eq!(keys(&s), old_acked);
+}

@@ -26,6 +26,7 @@
 use crate::{IoError, Result};
 use std::fs;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How long a conflicting lock is retried before it is reported: long enough for a child
@@ -38,6 +39,8 @@ pub(crate) const LOCK_GRACE: Duration = Duration::from_millis(200);
 struct FlockGuard {
     _dir: fs::File,
     _file: Option<fs::File>,
+    /// The directory's pin (see the `pin` module), removed with the lock.
+    _pin: super::pin::PinGuard,
 }
 
 impl crate::LockGuard for FlockGuard {}
@@ -81,7 +84,11 @@ fn refused(path: &Path, dir: &Path, exclusive: bool) -> IoError {
 
 /// Takes the lock [`FileSystem::lock`](crate::FileSystem::lock) describes on `path` with
 /// `flock`: on the directory holding `path`, then on `path` itself.
-pub(super) fn lock_file(path: &Path, mode: crate::LockMode) -> Result<Box<dyn crate::LockGuard>> {
+pub(super) fn lock_file(
+    path: &Path,
+    mode: crate::LockMode,
+    pins: &Arc<super::pin::Pins>,
+) -> Result<Box<dyn crate::LockGuard>> {
     use std::io::{Seek, SeekFrom, Write};
     let exclusive = mode == crate::LockMode::Exclusive;
     let dir = path
@@ -120,9 +127,11 @@ pub(super) fn lock_file(path: &Path, mode: crate::LockMode) -> Result<Box<dyn cr
                         Some(libc::EROFS | libc::EACCES | libc::EPERM)
                     )) =>
         {
+            let _pin = pin(pins, dir, &dir_file)?;
             return Ok(Box::new(FlockGuard {
                 _dir: dir_file,
                 _file: None,
+                _pin,
             }));
         }
         Err(e) => return Err(IoError::os("open lock file", path, e)),
@@ -142,8 +151,18 @@ pub(super) fn lock_file(path: &Path, mode: crate::LockMode) -> Result<Box<dyn cr
             .and_then(|()| file.seek(SeekFrom::Start(0)))
             .and_then(|_| file.write_all(pid.as_bytes()));
     }
+    let _pin = pin(pins, dir, &dir_file)?;
     Ok(Box::new(FlockGuard {
         _dir: dir_file,
         _file: Some(file),
+        _pin,
     }))
+}
+
+/// Pins the locked directory `dir` (open as `file`) in `pins`.
+fn pin(pins: &Arc<super::pin::Pins>, dir: &Path, file: &fs::File) -> Result<super::pin::PinGuard> {
+    Ok(super::pin::PinGuard {
+        pins: pins.clone(),
+        id: pins.pin(dir, file)?,
+    })
 }

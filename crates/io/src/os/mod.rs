@@ -50,6 +50,9 @@
 //! 5. A file opened before a `fork` does no I/O in the child: every data request, sync,
 //!    preallocation, truncation and cache drop there fails with [`IoError::Forked`] before any
 //!    system call. Test: `fork::tests::a_forked_child_is_refused_every_request`.
+//! 6. A call naming a path under a directory locked through this file system whose path no
+//!    longer resolves to that directory (moved or replaced while open) fails with
+//!    [`IoError::Moved`] before touching anything. Test: `pin::tests`.
 //!
 //! # Files (one question each)
 //!
@@ -64,6 +67,7 @@
 //!   [`OsFs`])?
 //! - `probe.rs`: what can the file system holding a path do ([`probe()`], [`probe_device`])?
 //! - `lock.rs`: how is a lock file held ([`FileSystem::lock`])?
+//! - `pin.rs`: is a locked directory still where its path says (invariant 6)?
 //! - `pwrite.rs`, `uring.rs`: the two engines; `statx.rs`, `device.rs`: the kernel interfaces
 //!   the probe reads.
 
@@ -73,6 +77,7 @@ mod file;
 mod fork;
 mod lock;
 mod open;
+mod pin;
 mod probe;
 mod pwrite;
 mod request;
@@ -162,6 +167,8 @@ pub struct OsFs {
     backend: Backend,
     counters: Arc<IoCounters>,
     rings: Option<Arc<RingPool>>,
+    /// The directories locked through this file system (see the `pin` module).
+    pins: Arc<pin::Pins>,
 }
 
 impl Default for OsFs {
@@ -180,6 +187,7 @@ impl OsFs {
             backend,
             counters: Arc::new(IoCounters::default()),
             rings: (backend == Backend::IoUring).then(|| Arc::new(RingPool::new())),
+            pins: Arc::default(),
         }
     }
 

@@ -25,6 +25,7 @@ use std::sync::Arc;
 
 impl FileSystem for OsFs {
     fn open(&self, path: &Path, options: &OpenOptions) -> Result<Arc<dyn File>> {
+        self.pins.check(path)?;
         let existed = path.exists();
         let mut flags = 0;
         if options.direct {
@@ -69,10 +70,12 @@ impl FileSystem for OsFs {
     }
 
     fn exists(&self, path: &Path) -> Result<bool> {
+        self.pins.check(path)?;
         path.try_exists().map_err(|e| IoError::os("stat", path, e))
     }
 
     fn create_dir_all(&self, path: &Path) -> Result<()> {
+        self.pins.check(path)?;
         if path.is_dir() {
             return Ok(());
         }
@@ -100,6 +103,7 @@ impl FileSystem for OsFs {
     }
 
     fn list_dir(&self, dir: &Path) -> Result<Vec<PathBuf>> {
+        self.pins.check(dir)?;
         let mut out = Vec::new();
         for entry in fs::read_dir(dir).map_err(|e| IoError::os("readdir", dir, e))? {
             out.push(entry.map_err(|e| IoError::os("readdir", dir, e))?.path());
@@ -109,11 +113,14 @@ impl FileSystem for OsFs {
     }
 
     fn remove_file(&self, path: &Path) -> Result<()> {
+        self.pins.check(path)?;
         fs::remove_file(path).map_err(|e| IoError::os("unlink", path, e))?;
         self.sync_dir(&parent_of(path))
     }
 
     fn rename(&self, from: &Path, to: &Path) -> Result<()> {
+        self.pins.check(from)?;
+        self.pins.check(to)?;
         fs::rename(from, to).map_err(|e| IoError::os("rename", from, e))?;
         let (a, b) = (parent_of(from), parent_of(to));
         self.sync_dir(&b)?;
@@ -124,6 +131,7 @@ impl FileSystem for OsFs {
     }
 
     fn sync_dir(&self, dir: &Path) -> Result<()> {
+        self.pins.check(dir)?;
         let d = fs::File::open(dir).map_err(|e| IoError::os("open dir", dir, e))?;
         d.sync_all().map_err(|source| IoError::SyncFailed {
             path: dir.to_path_buf(),
@@ -132,11 +140,13 @@ impl FileSystem for OsFs {
     }
 
     fn capabilities(&self, path: &Path) -> Result<Capabilities> {
+        self.pins.check(path)?;
         probe(path)
     }
 
     fn lock(&self, path: &Path, mode: crate::LockMode) -> Result<Box<dyn crate::LockGuard>> {
-        lock_file(path, mode)
+        self.pins.check(path)?;
+        lock_file(path, mode, &self.pins)
     }
 
     fn counters(&self) -> Arc<IoCounters> {
