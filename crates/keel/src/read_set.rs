@@ -306,13 +306,24 @@ pub(crate) struct RangeMut<'a> {
     pub(crate) digest: &'a mut DefaultHasher,
 }
 
-/// A key for an error message: text if it is printable ASCII, else hex.
+/// The most bytes of a key an error message shows (a 5,000-byte scan bound made a 5 KB
+/// message: a tester).
+const SHOWN_KEY_BYTES: usize = 64;
+
+/// A key for an error message: text if it is printable ASCII, else hex; past
+/// [`SHOWN_KEY_BYTES`] its first bytes and its length.
 fn show(key: &[u8]) -> String {
-    if key.iter().all(|b| b.is_ascii_graphic() || *b == b' ') {
-        format!("{:?}", String::from_utf8_lossy(key))
+    let head = key.get(..SHOWN_KEY_BYTES).unwrap_or(key);
+    let text = if head.iter().all(|b| b.is_ascii_graphic() || *b == b' ') {
+        format!("{:?}", String::from_utf8_lossy(head))
     } else {
-        let hex: String = key.iter().map(|b| format!("{b:02x}")).collect();
+        let hex: String = head.iter().map(|b| format!("{b:02x}")).collect();
         format!("0x{hex}")
+    };
+    if head.len() < key.len() {
+        format!("{text}… ({} bytes)", key.len())
+    } else {
+        text
     }
 }
 
@@ -327,6 +338,15 @@ fn show_bound(b: &Bound<Vec<u8>>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn long_keys_are_shown_by_their_first_bytes_and_length() {
+        assert_eq!(show(b"abc"), "\"abc\"");
+        assert_eq!(show(&[0, 1]), "0x0001");
+        let long = show(&[b'k'; 5000]);
+        assert!(long.len() < 100 && long.ends_with("(5000 bytes)"), "{long}");
+        assert!(show(&[7u8; 5000]).starts_with(&format!("0x{}", "07".repeat(64))));
+    }
 
     #[test]
     fn empty_ranges_are_recognised() {
