@@ -555,9 +555,10 @@ impl Store {
     }
 
     /// Whether a failed write or sync has poisoned the store (it takes no more writes; reopen
-    /// it to recover).
+    /// it to recover). A failure in a background thread (the log's flusher, the checkpointer)
+    /// counts as soon as it happened, not only once a write has met it (it did not: a tester).
     pub fn is_poisoned(&self) -> bool {
-        self.inner.poison.is_poisoned()
+        self.inner.check_poison().is_err()
     }
 
     /// Takes a final checkpoint, syncs the data file (pages whose durable copy was still only in
@@ -575,15 +576,21 @@ impl Store {
     ///
     /// # Errors
     ///
-    /// The final checkpoint or data sync failed: nothing committed is lost (the next open
-    /// recovers from the log), but the store was not left clean.
+    /// The final checkpoint or data sync failed, or the store was poisoned before
+    /// ([`Error::Poisoned`]: no final checkpoint is taken): nothing durable is lost (the next
+    /// open recovers from the log), but the store was not left clean. The background threads
+    /// are stopped either way.
     pub fn close(self) -> Result<()> {
-        if !self.is_poisoned() && !self.inner.read_only {
-            self.checkpoint()?;
-            self.inner.writer.sync_data()?;
-        }
+        let last = if self.inner.read_only {
+            Ok(())
+        } else {
+            self.inner
+                .check_poison()
+                .and_then(|()| self.checkpoint().map(drop))
+                .and_then(|()| self.inner.writer.sync_data().map_err(Error::from))
+        };
         self.inner.shutdown();
-        Ok(())
+        last
     }
 
     /// Whether the store was opened read-only.

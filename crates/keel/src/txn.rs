@@ -283,6 +283,14 @@ impl<'s> WriteTxn<'s> {
             lock,
             held,
         } = ex;
+        // No commit after any layer's failure, also for a transaction begun before it — and
+        // said so before the transaction's own failure, which a poisoned layer may have caused
+        // (an eviction's failed write: the commit said `TxnFailed`, `is_poisoned()` false,
+        // where the docs promise `Poisoned`: a tester).
+        if let Err(e) = inner.check_poison() {
+            txn.abort();
+            return Err(e);
+        }
         // A transaction an operation failed part-way through is only rolled back (module
         // `table`, `whole`): nothing of it is committed.
         if let Err(e) = txn.check_failed() {

@@ -637,3 +637,80 @@ fn an_open_whose_unlink_of_an_old_log_file_fails_still_opens() {
         "exactly one of the calls was the old file's unlink"
     );
 }
+
+/// A transaction whose insert met the page writer's failure (an eviction's write) commits
+/// nothing, and its commit says the store is poisoned, as `WriteTxn::commit`'s docs promise
+/// (it said `TxnFailed`, `is_poisoned()` false: a tester).
+#[test]
+fn the_commit_of_a_transaction_a_failed_eviction_broke_says_poisoned() {
+    let fs = SimFs::new(SimConfig::seeded(93));
+    let config = Config {
+        pool_size: 32 * 4096,
+        log_file_size: 1 << 20,
+        inline_maintenance: true,
+        ..small()
+    };
+    let store = Store::open_with_fs(Arc::new(fs.clone()), Path::new("/db"), config).unwrap();
+    // More committed dirty pages than frames.
+    for b in 0..10u32 {
+        let tx = store.write().unwrap();
+        let mut t = tx.table("t").unwrap();
+        for i in 0..40u32 {
+            t.insert(&(b * 40 + i).to_be_bytes(), &[1u8; 300]).unwrap();
+        }
+        drop(t);
+        tx.commit().unwrap();
+    }
+    fs.inject(Fault::WriteFailsNth(1));
+    // Rewriting every row needs frames: an eviction writes a dirty page, and fails.
+    let tx = store.write().unwrap();
+    let mut met = None;
+    for i in 0..400u32 {
+        let r = tx
+            .table("t")
+            .and_then(|mut t| t.insert(&i.to_be_bytes(), &[2u8; 300]));
+        if let Err(e) = r {
+            met = Some(e);
+            break;
+        }
+    }
+    let met = met.expect("an eviction met the failed write");
+    assert!(met.is_poisoned(), "{met}");
+    let e = tx.commit().expect_err("a broken transaction committed");
+    assert!(e.is_poisoned(), "{e}");
+    assert!(store.is_poisoned());
+}
+
+/// A failure in a background thread (the log's flusher syncing `Buffered` commits) poisons the
+/// store as far as `is_poisoned` tells, before any write has met it; `close` then says so
+/// instead of Ok without its final checkpoint (both were not so: a tester).
+#[test]
+fn a_background_failure_is_reported_by_is_poisoned_and_close() {
+    let fs = SimFs::new(SimConfig::seeded(13));
+    let config = Config {
+        durability: keel::Durability::Buffered,
+        flush_interval: std::time::Duration::from_millis(20),
+        ..small()
+    };
+    let store = Store::open_with_fs(Arc::new(fs.clone()), Path::new("/db"), config).unwrap();
+    let put = |k: &[u8]| -> keel::Result<()> {
+        let tx = store.write()?;
+        tx.table("t")?.insert(k, b"v")?;
+        tx.commit()
+    };
+    put(b"a").unwrap();
+    fs.inject(Fault::SyncFailsNth(1));
+    put(b"b").unwrap();
+    let t0 = std::time::Instant::now();
+    while !store.is_poisoned() {
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(20),
+            "the flusher's failed sync never showed in is_poisoned"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let e = store
+        .close()
+        .expect_err("close of a poisoned store said Ok");
+    assert!(e.is_poisoned(), "{e}");
+}
