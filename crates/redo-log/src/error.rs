@@ -159,8 +159,11 @@ impl LogError {
         matches!(self, LogError::Poisoned { .. })
     }
 
-    /// True when durable log bytes are damaged: [`LogError::Corrupt`] (a block recovery needs
-    /// fails verification), [`LogError::CorruptHeader`] or [`LogError::Missing`].
+    /// True when durable log bytes are damaged or gone: [`LogError::Corrupt`] (a block recovery
+    /// needs fails verification), [`LogError::CorruptMiddle`], [`LogError::CorruptHeader`],
+    /// [`LogError::Missing`] or [`LogError::BadFile`] (a log file missing or of the wrong size:
+    /// it was `false`, where the design promises every missing or damaged store file is
+    /// corruption — a tester).
     pub fn is_corruption(&self) -> bool {
         matches!(
             self,
@@ -168,6 +171,7 @@ impl LogError {
                 | LogError::CorruptHeader { .. }
                 | LogError::Missing { .. }
                 | LogError::CorruptMiddle { .. }
+                | LogError::BadFile { .. }
         )
     }
 }
