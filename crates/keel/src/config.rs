@@ -216,6 +216,27 @@ fn read_log_header(
     Ok(decode_header(&path, &bytes)?.0)
 }
 
+/// A refusal of the log's own configuration check, told in this schema's keys (it named the
+/// log crate's fields — `buffer_size`, `file_size`, "Preallocated" — that no `Config` or
+/// `--set` has: a tester).
+fn in_config_keys(reason: &str) -> String {
+    if reason == "Preallocated needs at least one file" {
+        return "log_file_count 0: a preallocated log needs at least one file".into();
+    }
+    if reason.starts_with("the log holds") || reason.contains(" files of ") {
+        return format!("log_file_size × log_file_count: {reason}");
+    }
+    for (theirs, ours) in [
+        ("buffer_size ", "log_buffer_size "),
+        ("file_size ", "log_file_size "),
+    ] {
+        if let Some(rest) = reason.strip_prefix(theirs) {
+            return format!("{ours}{rest}");
+        }
+    }
+    reason.to_string()
+}
+
 impl Config {
     /// The bytes per log file a store created with this configuration gets: `log_file_size`,
     /// or when it is 0, the pool's size clamped to [`AUTO_LOG_MIN`]..=[`AUTO_LOG_MAX`] and
@@ -397,9 +418,12 @@ impl Config {
                 ));
             }
         }
-        self.log_config()
-            .validate()
-            .map_err(|e| Error::Config(e.to_string()))?;
+        self.log_config().validate().map_err(|e| match e {
+            keel_redo_log::LogError::InvalidConfig { reason } => {
+                Error::Config(in_config_keys(&reason))
+            }
+            other => Error::Config(other.to_string()),
+        })?;
         Ok(())
     }
 
@@ -457,6 +481,43 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn refusals_of_log_settings_name_the_config_keys() {
+        for (config, key) in [
+            (
+                Config {
+                    log_buffer_size: 65_535,
+                    ..Config::default()
+                },
+                "log_buffer_size",
+            ),
+            (
+                Config {
+                    log_file_size: 1000,
+                    ..Config::default()
+                },
+                "log_file_size",
+            ),
+            (
+                Config {
+                    log_file_size: 12_288,
+                    ..Config::default()
+                },
+                "log_file_size",
+            ),
+            (
+                Config {
+                    log_file_count: 0,
+                    ..Config::default()
+                },
+                "log_file_count",
+            ),
+        ] {
+            let e = config.validate().unwrap_err().to_string();
+            assert!(e.contains(key), "{key}: {e}");
+        }
+    }
 
     #[test]
     fn intervals_below_a_millisecond_are_refused() {

@@ -124,6 +124,25 @@ impl Store {
                 &format!("{what} ({})", path.display()),
                 &layout::present(fs.as_ref(), &dir),
             ),
+            // A setting fixed at creation is a configuration error naming the `Config` key,
+            // as `page_size` and `checksum` are (it was `Error::Log` naming the log's own
+            // field: a tester).
+            keel_redo_log::LogError::ConfigMismatch {
+                path,
+                field,
+                stored,
+                configured,
+            } => Error::Config(format!(
+                "{}: the store was created with {} {stored}, the configuration says {configured}",
+                path.display(),
+                match field {
+                    "log block size" => "log_block_size",
+                    "log files" => "log_files",
+                    "log file size" => "log_file_size",
+                    "number of log files" => "log_file_count",
+                    other => other,
+                }
+            )),
             other => Error::Log(other),
         })?;
         // The recovered redo made durable before anything is built on it (a page the replay

@@ -985,7 +985,51 @@ fn a_pool_sized_log_is_fixed_at_creation() {
     let Err(e) = Store::open(dir.path(), cfg(16 << 20, 64 << 20)) else {
         panic!("an explicit size that differs from the log's is refused");
     };
-    assert!(e.to_string().contains("log file size"), "{e}");
+    assert!(
+        matches!(e, Error::Config(_)) && e.to_string().contains("log_file_size"),
+        "{e}"
+    );
+    // Every setting fixed at creation is a configuration error naming its `Config` key (the
+    // log's were `Error::Log` naming its own fields: a tester).
+    for (key, config) in [
+        (
+            "log_block_size",
+            Config {
+                log_block_size: 512,
+                ..cfg(16 << 20, 0)
+            },
+        ),
+        (
+            "log_file_count",
+            Config {
+                log_file_count: 3,
+                ..cfg(16 << 20, 0)
+            },
+        ),
+        (
+            "log_files",
+            Config {
+                log_files: keel::LogFileMode::Growing,
+                ..cfg(16 << 20, 0)
+            },
+        ),
+    ] {
+        for read_only in [false, true] {
+            let Err(e) = Store::open(
+                dir.path(),
+                Config {
+                    read_only,
+                    ..config.clone()
+                },
+            ) else {
+                panic!("{key} that differs from the store's was accepted");
+            };
+            assert!(
+                matches!(e, Error::Config(_)) && e.to_string().contains(key),
+                "{key}: {e}"
+            );
+        }
+    }
 }
 
 /// Two stores with the same history — the same configuration and the same transactions, so the
