@@ -436,6 +436,14 @@ impl Error {
         matches!(self, Error::Conflict { .. })
     }
 
+    /// Whether the transaction can simply be run again on a new one: a [`Error::Conflict`], or
+    /// a [`Error::SnapshotTooOld`] (a concurrent writer's snapshot dropped for the version
+    /// budget: nothing of it is committed either). A retry loop for concurrent writers asks
+    /// this, not [`is_conflict`](Self::is_conflict) alone.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, Error::Conflict { .. } | Error::SnapshotTooOld { .. })
+    }
+
     /// True for [`Error::Poisoned`], or a lower layer's refusal after its own failed write or
     /// sync: the store takes no more writes until it is reopened.
     pub fn is_poisoned(&self) -> bool {

@@ -314,7 +314,8 @@ impl Store {
 }
 
 impl Store {
-    /// Starts the write transaction (waits while another writer or readers hold the store).
+    /// Starts the exclusive write transaction (waits while another exclusive writer, or a
+    /// concurrent writer's commit, holds the writer lock; readers never delay it).
     ///
     /// ```
     /// # fn main() -> keel::Result<()> {
@@ -380,7 +381,9 @@ impl Store {
     ///
     /// [`Error::ReadOnly`] for a read-only store; [`Error::Poisoned`] after a failed write or
     /// sync. Its reads, writes and commit fail as [`write`](Self::write)'s do, and its commit
-    /// also with [`Error::Conflict`].
+    /// also with [`Error::Conflict`]; its reads with [`Error::SnapshotTooOld`] once its snapshot
+    /// passed the version budget. Both leave nothing applied: run it again
+    /// ([`Error::is_retryable`]).
     pub fn write_concurrent(&self) -> Result<WriteTxn<'_>> {
         self.check_writable()?;
         self.check_poison()?;
@@ -465,8 +468,8 @@ impl Store {
     /// chains), and an account of every page of the data file (each page is the meta page, a
     /// page of exactly one tree, a free-list trunk or a free id: none in two places, none
     /// leaked). Pages are read through the pool, so those not resident are read from the file
-    /// and their checksums verified. Changes nothing; waits while a writer holds the store
-    /// (do not call it on a thread that holds a transaction).
+    /// and their checksums verified. Changes nothing, and checks the newest commit as a
+    /// snapshot: it never waits for a writer and never delays one.
     ///
     /// ```
     /// # fn main() -> keel::Result<()> {

@@ -68,12 +68,12 @@ pub fn keel_config(c: &StoreConfig) -> EngineResult<keel::Config> {
 }
 
 /// Maps a store error onto the workload's error type (atomic writes that the file system cannot
-/// do become [`EngineError::Unsupported`]; a refused concurrent commit becomes
-/// [`EngineError::Conflict`] with the store's message; corruption keeps its file and detail).
+/// do become [`EngineError::Unsupported`]; a refused concurrent commit, or a concurrent
+/// writer's snapshot dropped for the version budget, becomes [`EngineError::Conflict`] with the store's message; corruption keeps its file and detail).
 pub fn engine_error(e: keel::Error) -> EngineError {
     match e {
         e if e.is_atomic_unavailable() => EngineError::Unsupported(e.to_string()),
-        e if e.is_conflict() => EngineError::Conflict(e.to_string()),
+        e if e.is_retryable() => EngineError::Conflict(e.to_string()),
         keel::Error::Corruption {
             file,
             page_id,
