@@ -54,7 +54,11 @@
 //!    swapped between a store and its backup opened with the other's rows (a tester: 15 of 58
 //!    data-file swaps, 10 of 25 doublewrite areas). Now such a file is refused (test
 //!    `a_backup_is_a_store_of_its_own`).
-//! 6. Sync the directory DEST was created in (and each directory above it the backup created),
+//! 6. Move the copy up into DEST: steps 2 to 5 build it in `DEST/backup.partial`
+//!    ([`keel::layout::BACKUP_STAGING_DIR`]), which every open refuses as an interrupted
+//!    backup (a backup killed early left an empty-looking DEST in which the next open made a
+//!    new, empty store; one killed during step 5 left files refused as "copied here by
+//!    mistake": a tester). The identity moves last. Then sync the directory DEST was created in (and each directory above it the backup created),
 //!    so that DEST's own name survives a power loss after "backup OK" (test
 //!    `a_backup_syncs_the_directories_it_created`).
 //!
@@ -289,6 +293,51 @@ fn backup(dir: &Path, dest: &Path, report: &mut Report) -> Result<(), String> {
     report.checkpoint_lsn = slot0.checkpoint_lsn;
     report.start_log_end = start_end;
     let created = missing_dirs(dest);
+    // The copy is built in a staging directory inside DEST and moved up once it is recovered,
+    // checked and given its own identity (step 6): a backup stopped before that leaves a
+    // directory every open refuses as an interrupted backup (`keel::layout::BACKUP_STAGING_DIR`).
+    let staging = dest.join(keel::layout::BACKUP_STAGING_DIR);
+    build(dir, &staging, &identity, &held, &st0, &slot0, report)?;
+    publish(&staging, dest)?;
+    // The entries of the directories the backup made: without this sync a power loss after
+    // "backup OK" may lose DEST's own name on a file system that does not order a new
+    // directory's entry before later fsyncs (ext4 and XFS do; the standard does not promise it).
+    for d in &created {
+        if let Some(parent) = d.parent().filter(|p| !p.as_os_str().is_empty()) {
+            sync_dir(parent)?;
+        }
+    }
+    Ok(())
+}
+
+/// Moves the finished copy up from `staging` into `dest`, the identity last (until it is there
+/// the directory is no store), then removes `staging` and syncs `dest`.
+fn publish(staging: &Path, dest: &Path) -> Result<(), String> {
+    let identity = keel::layout::IDENTITY_FILE;
+    for e in std::fs::read_dir(staging).map_err(|e| io(staging, "list", e))? {
+        let e = e.map_err(|e| io(staging, "list", e))?;
+        if e.file_name() != identity {
+            let to = dest.join(e.file_name());
+            std::fs::rename(e.path(), &to).map_err(|e| io(&to, "rename", e))?;
+        }
+    }
+    sync_dir(dest)?;
+    let to = dest.join(identity);
+    std::fs::rename(staging.join(identity), &to).map_err(|e| io(&to, "rename", e))?;
+    std::fs::remove_dir(staging).map_err(|e| io(staging, "remove", e))?;
+    sync_dir(dest)
+}
+
+/// Steps 2 to 5 into `dest` (the staging directory).
+fn build(
+    dir: &Path,
+    dest: &Path,
+    identity: &keel::StoreIdentity,
+    held: &HeldFiles,
+    st0: &StaticHeader,
+    slot0: &Slot,
+    report: &mut Report,
+) -> Result<(), String> {
     std::fs::create_dir_all(dest.join(keel::LOG_DIR)).map_err(|e| io(dest, "create", e))?;
     // Step 2: identity, then the data file.
     copy_file(
@@ -303,16 +352,7 @@ fn backup(dir: &Path, dest: &Path, report: &mut Report) -> Result<(), String> {
             copy_file(&area, &dest.join(keel::layout::DOUBLEWRITE_FILE_NAME))?;
         }
     }
-    finish(dir, dest, &identity, &held, &st0, &slot0, report)?;
-    // The entries of the directories the backup made: without this sync a power loss after
-    // "backup OK" may lose DEST's own name on a file system that does not order a new
-    // directory's entry before later fsyncs (ext4 and XFS do; the standard does not promise it).
-    for d in &created {
-        if let Some(parent) = d.parent().filter(|p| !p.as_os_str().is_empty()) {
-            sync_dir(parent)?;
-        }
-    }
-    Ok(())
+    finish(dir, dest, identity, held, st0, slot0, report)
 }
 
 /// `dir` and those of its ancestors that do not exist, deepest first: what `create_dir_all`

@@ -974,6 +974,19 @@ fn a_backup_is_a_store_of_its_own() {
         t.range(..).unwrap().map(|kv| kv.unwrap()).collect()
     };
     assert_eq!(rows(dir.path()), rows(&dest));
+    assert!(!dest.join(keel::layout::BACKUP_STAGING_DIR).exists());
+    // A backup stopped before it moved the copy up leaves its staging directory: no open takes
+    // that for an empty directory (one made a new, empty store there: a tester).
+    let stopped = dir.path().with_extension("stopped");
+    let staging = stopped.join(keel::layout::BACKUP_STAGING_DIR);
+    std::fs::create_dir_all(staging.join(keel::LOG_DIR)).unwrap();
+    std::fs::copy(dest.join("data.keel"), staging.join("data.keel")).unwrap();
+    let e = Store::open(&stopped, cfg())
+        .map(drop)
+        .expect_err("an interrupted backup opened as a new store");
+    assert!(e.to_string().contains("interrupted"), "{e}");
+    assert!(!stopped.join("store.keel").exists() && !stopped.join("data.keel").exists());
+    let _ = std::fs::remove_dir_all(&stopped);
     std::fs::copy(dest.join("data.keel"), dir.path().join("data.keel")).unwrap();
     let e = Store::open(dir.path(), cfg())
         .map(drop)

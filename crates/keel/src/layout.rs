@@ -23,6 +23,9 @@
 //! - A directory without `store.keel` and without the marker that holds any other piece of a
 //!   store (data file, doublewrite area, log) is refused ([`Error::IncompleteStore`]): something
 //!   deleted the identity of a store that held data.
+//! - A directory holding [`BACKUP_STAGING_DIR`] (without `store.keel`) is an interrupted
+//!   `keel backup`, refused the same way (a backup killed early left an empty-looking
+//!   directory in which the next open created a new, empty store: a tester).
 //! - Anything else (no Keel piece) is empty: a store may be created there; files that are not
 //!   Keel's are left alone.
 
@@ -38,6 +41,10 @@ pub const LOCK_FILE: &str = "LOCK";
 pub const CREATING_FILE: &str = "store.keel.creating";
 /// The identity's temporary name during creation.
 pub const IDENTITY_TMP_FILE: &str = "store.keel.tmp";
+/// Where `keel backup DIR DEST` builds the copy, inside DEST, until it is done (then its
+/// entries move up into DEST, the identity last): a directory holding it is an interrupted
+/// backup, never an empty directory a store may be created in.
+pub const BACKUP_STAGING_DIR: &str = "backup.partial";
 
 /// What a directory holds.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -94,6 +101,12 @@ pub(crate) fn classify(fs: &dyn FileSystem, dir: &Path) -> Result<DirState> {
         .filter(|n| has(n))
         .map(|n| n.to_string())
         .collect();
+    if has(BACKUP_STAGING_DIR) {
+        found.push(format!(
+            "{BACKUP_STAGING_DIR}/ (a `keel backup` into this directory was interrupted: remove \
+             the directory and run the backup again)"
+        ));
+    }
     if has(LOG_DIR) {
         let log = fs.list_dir(&dir.join(LOG_DIR)).unwrap_or_default();
         if !log.is_empty() {
