@@ -97,17 +97,15 @@ impl CopyDeps {
 
     /// [`CopyDeps::add`], `assumed` as [`Copy::assumed`] says.
     pub fn add_copy(&mut self, src: PageId, dst: PageId, at: Lsn, assumed: bool) {
-        self.by_src.entry(src).or_default().push(Copy {
-            dst,
-            at,
-            freed: None,
-            assumed,
-        });
-        let srcs = self.by_dst.entry(dst).or_default();
-        if !srcs.contains(&src) {
-            srcs.push(src);
-        }
-        self.len += 1;
+        self.add_edge(
+            src,
+            Copy {
+                dst,
+                at,
+                freed: None,
+                assumed,
+            },
+        );
     }
 
     /// The pending copies page `src` waits for.
@@ -131,18 +129,46 @@ impl CopyDeps {
     }
 
     /// Page `dst` was freed by the group ending at `end`: its pending copies now wait for the
-    /// log to be durable there instead of for a write of `dst`.
+    /// log to be durable there instead of for a write of `dst` — and for `dst`'s own pending
+    /// copies, which its sources inherit. A copy of a copy needs the middle page's content,
+    /// which redo rebuilds only from the first source as it was: freeing the middle page must
+    /// not let the first source be written before the copy of the copy is. (It did: a split's
+    /// right half split again, then emptied and freed, let the left half be written while the
+    /// second right half was not; recovery could then rebuild neither — found by the pool's
+    /// random copy test, reachable once emptied leaves were freed.)
     pub fn freed(&mut self, dst: PageId, end: Lsn) {
-        let Some(srcs) = self.by_dst.get(&dst) else {
+        let Some(srcs) = self.by_dst.get(&dst).cloned() else {
             return;
         };
+        let inherited: Vec<Copy> = self.of(dst).to_vec();
         for src in srcs {
-            for c in self.by_src.get_mut(src).into_iter().flatten() {
+            // Inherited through a copy recovery only assumed pending, a wait is assumed too.
+            let assumed = !self.of(src).iter().any(|c| c.dst == dst && !c.assumed);
+            for c in self.by_src.get_mut(&src).into_iter().flatten() {
                 if c.dst == dst && c.freed.is_none() {
                     c.freed = Some(end);
                 }
             }
+            for c in &inherited {
+                let c = Copy {
+                    assumed: c.assumed || assumed,
+                    ..*c
+                };
+                if c.dst != src && !self.of(src).contains(&c) {
+                    self.add_edge(src, c);
+                }
+            }
         }
+    }
+
+    /// Page `src` waits for the pending copy `c`.
+    fn add_edge(&mut self, src: PageId, c: Copy) {
+        self.by_src.entry(src).or_default().push(c);
+        let srcs = self.by_dst.entry(c.dst).or_default();
+        if !srcs.contains(&src) {
+            srcs.push(src);
+        }
+        self.len += 1;
     }
 
     /// Page `src` was freed by the group ending at `end`: its pending copies that were freed at
@@ -185,6 +211,23 @@ impl CopyDeps {
         }
         if !left.is_empty() {
             self.by_dst.insert(dst, left);
+        }
+    }
+
+    /// Resolves every pending copy freed since it was made (recovery: the frees it replays are
+    /// durable, which is all such a copy waits for).
+    pub fn resolve_freed(&mut self) {
+        let freed: Vec<(PageId, Copy)> = self
+            .by_src
+            .iter()
+            .flat_map(|(&src, v)| {
+                v.iter()
+                    .filter(|c| c.freed.is_some())
+                    .map(move |c| (src, *c))
+            })
+            .collect();
+        for (src, c) in freed {
+            self.resolve(src, c);
         }
     }
 
@@ -248,5 +291,33 @@ mod tests {
         d.written(PageId(2), Lsn(500));
         d.written(PageId(3), Lsn(600));
         assert!(d.by_src.is_empty() && d.by_dst.is_empty());
+    }
+
+    #[test]
+    fn a_freed_copy_passes_its_own_copies_to_its_sources() {
+        let mut d = CopyDeps::default();
+        // 2 a copy of 1, 3 a copy of 2; then 2 freed: 1 waits for 3 (whose content needs 2's,
+        // which needs 1's as it was).
+        d.add(PageId(1), PageId(2), Lsn(100));
+        d.add(PageId(2), PageId(3), Lsn(200));
+        d.freed(PageId(2), Lsn(300));
+        assert!(d
+            .of(PageId(1))
+            .iter()
+            .any(|c| c.dst == PageId(3) && c.freed.is_none()));
+        // Recovery resolves the freed copy (its free is durable), not the inherited wait.
+        d.resolve_freed();
+        assert_eq!(d.of(PageId(1)).len(), 1);
+        d.written(PageId(3), Lsn(200));
+        assert!(!d.waits(PageId(1)));
+        // Inherited through an assumed copy, the wait is assumed.
+        let mut d = CopyDeps::default();
+        d.add_copy(PageId(1), PageId(2), Lsn(100), true);
+        d.add(PageId(2), PageId(3), Lsn(200));
+        d.freed(PageId(2), Lsn(300));
+        assert!(d
+            .of(PageId(1))
+            .iter()
+            .any(|c| c.dst == PageId(3) && c.assumed));
     }
 }
