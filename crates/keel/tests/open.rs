@@ -1569,3 +1569,86 @@ fn a_store_directory_moved_while_open_leaves_the_new_store_at_its_path_alone() {
     let s = Store::open(&b, growing()).unwrap();
     assert_eq!(keys(&s), old_acked);
 }
+
+/// What a build from before page 0's file-checkpoint record leaves after a store has been
+/// back to it (a downgrade): it checkpoints without updating the record (kept stale, as it
+/// read it) and writes checkpoint slots without the mark of builds that keep it. Such a store
+/// opens, every row there — it was refused for good as "a data file older than the log"
+/// (a tester, with builds before 4a1c4d4) — and this build's first checkpoint makes the
+/// record and the slot whole again; a slot with the mark still refuses a stale record.
+#[test]
+fn a_store_an_older_build_checkpointed_opens_and_is_checked_again_after() {
+    use keel_redo_log::inspect::{decode_header, Slot, HEADER_BYTES};
+    let dir = closed_store(10);
+    let (data, header) = (
+        dir.path().join("data.keel"),
+        dir.path().join(LOG_DIR).join("log.header"),
+    );
+    let page0 = |path: &Path| std::fs::read(path).unwrap()[..4096].to_vec();
+    let stale = keel_page::file_checkpoint(&page0(&data)).expect("page 0 records its checkpoint");
+    // The "older build": more commits and a checkpoint, page 0's record put back as it was, the
+    // winning slot unmarked.
+    let s = Store::open(dir.path(), small()).unwrap();
+    fill(&s, 200);
+    s.close().unwrap();
+    let older_build = || {
+        let mut bytes = std::fs::read(&data).unwrap();
+        keel_page::set_file_checkpoint(&mut bytes[..4096], stale);
+        keel_page::seal(&mut bytes[..4096], keel::Checksum::Crc32c);
+        std::fs::write(&data, &bytes).unwrap();
+        let mut h = std::fs::read(&header).unwrap();
+        let (st, slot) = decode_header(&header, &h[..HEADER_BYTES]).unwrap();
+        let unmarked = Slot {
+            checkpoint_kept: false,
+            ..slot
+        };
+        let at = Slot::offset(slot.seq) as usize;
+        let enc = unmarked.encode(st.salt);
+        h[at..at + enc.len()].copy_from_slice(&enc);
+        std::fs::write(&header, &h).unwrap();
+        assert!(
+            !decode_header(&header, &h[..HEADER_BYTES])
+                .unwrap()
+                .1
+                .checkpoint_kept
+        );
+    };
+    older_build();
+    for read_only in [true, false] {
+        let s = Store::open(
+            dir.path(),
+            Config {
+                read_only,
+                ..small()
+            },
+        )
+        .unwrap_or_else(|e| panic!("read_only {read_only}: {e}"));
+        assert_eq!(count(&s), 200);
+        if !read_only {
+            s.close().unwrap();
+        }
+    }
+    // Checkpointed by this build: the record and the mark are back.
+    assert!(keel_page::file_checkpoint(&page0(&data)).unwrap() > stale);
+    let h = std::fs::read(&header).unwrap();
+    assert!(
+        decode_header(&header, &h[..HEADER_BYTES])
+            .unwrap()
+            .1
+            .checkpoint_kept
+    );
+    // A stale record under a marked slot is still an older data file.
+    older_build();
+    let mut h = std::fs::read(&header).unwrap();
+    let (st, slot) = decode_header(&header, &h[..HEADER_BYTES]).unwrap();
+    let marked = Slot {
+        checkpoint_kept: true,
+        ..slot
+    };
+    let at = Slot::offset(slot.seq) as usize;
+    let enc = marked.encode(st.salt);
+    h[at..at + enc.len()].copy_from_slice(&enc);
+    std::fs::write(&header, &h).unwrap();
+    let e = Store::open(dir.path(), small()).map(drop).unwrap_err();
+    assert!(e.to_string().contains("older than the log"), "{e}");
+}

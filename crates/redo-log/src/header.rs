@@ -90,6 +90,19 @@ pub struct Slot {
     pub incarnation: u32,
     /// Growing logs: the newest file the log had created (`None`: not recorded).
     pub newest_file: Option<u64>,
+    /// Written by a build whose checkpoints keep the data file's checkpoint record (page 0),
+    /// or carried from such a slot: `false` in slots older builds wrote. A store's open checks
+    /// page 0's record against the checkpoint only when this is set — builds before the record
+    /// checkpointed without updating it, so after one of them ran the record is stale, not a
+    /// sign of a data file older than the log (a tester: a downgrade and upgrade left a store
+    /// every later open refused).
+    pub checkpoint_kept: bool,
+}
+
+/// The mark of [`Slot::checkpoint_kept`] at bytes 56..60: CRC-32C of the slot's bytes 0..40
+/// followed by `FCKP`.
+fn kept_mark(b: &[u8]) -> u32 {
+    crc32c::crc32c_append(crc(&b[..40]), b"FCKP")
 }
 
 fn crc(bytes: &[u8]) -> u32 {
@@ -212,6 +225,10 @@ impl Slot {
             let c = crc(&b[44..52]);
             b[52..56].copy_from_slice(&c.to_le_bytes());
         }
+        if self.checkpoint_kept {
+            let m = kept_mark(&b);
+            b[56..60].copy_from_slice(&m.to_le_bytes());
+        }
         b
     }
 
@@ -238,6 +255,7 @@ impl Slot {
             scan_start: u64_at(b, 24),
             incarnation: u32_at(b, 32),
             newest_file: (b.len() >= 56 && u32_at(b, 52) == crc(&b[44..52])).then(|| u64_at(b, 44)),
+            checkpoint_kept: b.len() >= 60 && u32_at(b, 56) == kept_mark(b),
         };
         if s.seq == 0 || s.scan_start > s.checkpoint_lsn {
             return Err(format!(
@@ -342,7 +360,27 @@ mod tests {
             scan_start: lsn - 1,
             incarnation: 3,
             newest_file: None,
+            checkpoint_kept: true,
         }
+    }
+
+    /// The mark round-trips, is bound to the slot's fields (another checkpoint LSN under the
+    /// same mark does not verify) and is absent from a slot an older build wrote (zeros).
+    #[test]
+    fn the_checkpoint_kept_mark_is_recorded_only_where_it_checks() {
+        let marked = slot(5, 100);
+        let b = marked.encode(ST.salt);
+        assert!(Slot::decode(&b, ST.salt).unwrap().checkpoint_kept);
+        let unmarked = Slot {
+            checkpoint_kept: false,
+            ..marked
+        };
+        let mut z = unmarked.encode(ST.salt);
+        assert!(!Slot::decode(&z, ST.salt).unwrap().checkpoint_kept);
+        assert_eq!(&z[56..60], &[0; 4]);
+        // Another slot's mark pasted in does not verify.
+        z[56..60].copy_from_slice(&slot(6, 200).encode(ST.salt)[56..60]);
+        assert!(!Slot::decode(&z, ST.salt).unwrap().checkpoint_kept);
     }
 
     /// The newest file round-trips; a slot without it (bytes 44..56 zero, as every slot

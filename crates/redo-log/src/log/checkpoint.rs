@@ -35,6 +35,9 @@ impl Shared {
             s.checkpoint_lsn = lsn;
             s.scan_start = scan_start;
             s.newest_file = s.newest_file.max(newest_file);
+            // A checkpoint of this build: the caller recorded it in its data first (keel's
+            // page 0), which is what the mark says.
+            s.checkpoint_kept = true;
         })?;
         assert_checkpoint_advance(
             ck.checkpoint_lsn,

@@ -51,6 +51,9 @@ pub struct Recovered {
     /// (`accept_loss` of [`RedoLog::open_mode`]): which block, why it was known durable, and
     /// where the recovered log ends. `None` when nothing durable was lost.
     pub log_loss: Option<String>,
+    /// The winning checkpoint slot was written by a build whose checkpoints keep the data
+    /// file's checkpoint record, or carried from one ([`crate::inspect::Slot::checkpoint_kept`]).
+    pub checkpoint_kept: bool,
 }
 
 pub(crate) fn salt_now(dir: &Path) -> u32 {
@@ -144,6 +147,7 @@ pub(super) fn create_log(
         incarnation: 0,
         // A new growing log has no file yet.
         newest_file: None,
+        checkpoint_kept: true,
     };
     let o = Slot::offset(1) as usize;
     img[o..o + SLOT_BYTES].copy_from_slice(&slot.encode(st.salt));
@@ -670,6 +674,7 @@ impl RedoLog {
             end_reason: end.stop,
             incarnation,
             log_loss,
+            checkpoint_kept: slot.checkpoint_kept,
         };
         Ok((
             RedoLog {
