@@ -127,6 +127,9 @@ pub fn page(dir: &Path, n: u64, json_out: bool) -> ExitCode {
             "type_name": type_name(h.page_type),
             "checksum": h.checksum,
             "algorithm_tag": h.algorithm_tag,
+            // Page 0's file checkpoint (flags bit 0 and bytes 24..32), what an open compares
+            // with the log's checkpoint: shown so that a refusal naming it can be looked at.
+            "file_checkpoint": keel_page::file_checkpoint(&page).map(|l| l.0),
         })),
         "body": decoded,
     });
@@ -167,6 +170,9 @@ fn print_text(out: &Value, page: &[u8], id: PageId, ty: PageType, file: &Path) {
             h.checksum,
             h.algorithm_tag
         );
+        if let Some(c) = keel_page::file_checkpoint(page) {
+            println!("  file checkpoint: LSN {}", c.0);
+        }
     }
     match ty {
         PageType::BTREE_LEAF | PageType::BTREE_INNER => match dump_node(page, id) {

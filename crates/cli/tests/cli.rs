@@ -228,6 +228,9 @@ fn dump_page_decodes_the_meta_page_a_node_and_a_damaged_page() {
     assert_eq!(v["verify"], "valid");
     assert_eq!(v["header"]["type_name"], "meta");
     assert!(v["body"]["meta"]["page_count"].as_u64().unwrap() > 3);
+    // The file checkpoint an open compares with the log's (a refusal names it).
+    assert!(v["header"]["file_checkpoint"].as_u64().is_some(), "{v}");
+    assert!(text(&keel(&["dump", "page", d, "0"])).contains("file checkpoint: LSN"));
     // Page 2 is the orders table's root (page 1 is the catalog's): an inner node by now.
     let o = keel(&["dump", "page", d, "2", "--json"]);
     assert!(o.status.success(), "{}", text(&o));
