@@ -610,3 +610,40 @@ fn inline_maintenance_checkpoints_in_the_writers_and_starts_no_threads() {
         assert_eq!(r.table("t").unwrap().len().unwrap(), 3000, "{files:?}");
     }
 }
+
+/// Closing one clone of a store leaves the others working in full: the background
+/// checkpointer goes on for them and stops with the last handle (it stopped at the first
+/// close, and the other clones went on without checkpoints or page cleaning: a tester).
+#[test]
+fn closing_one_clone_leaves_the_others_their_background_threads() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = Config {
+        checkpoint_interval: std::time::Duration::from_millis(20),
+        ..small()
+    };
+    let a = Store::open(dir.path(), config).unwrap();
+    let b = a.clone();
+    a.close().unwrap();
+    let put = |i: u32| {
+        let tx = b.write().unwrap();
+        tx.table("t")
+            .unwrap()
+            .insert(&i.to_be_bytes(), b"v")
+            .unwrap();
+        tx.commit().unwrap();
+    };
+    put(0);
+    let before = b.stats().checkpoints;
+    let t0 = std::time::Instant::now();
+    let mut i = 1;
+    while b.stats().checkpoints == before {
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(20),
+            "no background checkpoint ran after another clone's close"
+        );
+        put(i);
+        i += 1;
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    b.close().unwrap();
+}
