@@ -231,3 +231,22 @@ pub(crate) fn present(fs: &dyn FileSystem, dir: &Path) -> Vec<String> {
 pub(crate) fn lock_path(dir: &Path) -> PathBuf {
     dir.join(LOCK_FILE)
 }
+
+/// Takes the store's lock in `dir` (`mode`: shared for a read-only open); held by someone else,
+/// [`Error::AlreadyOpen`] naming the holder.
+pub(crate) fn lock(
+    fs: &dyn FileSystem,
+    dir: &Path,
+    mode: keel_io::LockMode,
+) -> Result<Box<dyn keel_io::LockGuard>> {
+    fs.lock(&lock_path(dir), mode).map_err(|e| match e {
+        keel_io::IoError::Locked {
+            holder, readers, ..
+        } => Error::AlreadyOpen {
+            dir: dir.to_path_buf(),
+            pid: holder,
+            readers,
+        },
+        other => Error::Io(other),
+    })
+}

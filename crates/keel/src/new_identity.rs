@@ -94,18 +94,7 @@ pub fn give_new_identity(dir: impl AsRef<Path>) -> Result<NewIdentity> {
         }
     }
     // (2) Held, and nobody opened it read-write since (1).
-    let _lock = fs
-        .lock(&layout::lock_path(dir), LockMode::Exclusive)
-        .map_err(|e| match e {
-            keel_io::IoError::Locked {
-                holder, readers, ..
-            } => Error::AlreadyOpen {
-                dir: dir.to_path_buf(),
-                pid: holder,
-                readers,
-            },
-            other => Error::Io(other),
-        })?;
+    let _lock = layout::lock(&fs, dir, LockMode::Exclusive)?;
     if header()? != before {
         return Err(not_clean(
             "the store was opened read-write while it was being given a new identity".into(),

@@ -622,18 +622,7 @@ fn lock_and_classify(fs: Arc<dyn FileSystem>, dir: &Path, config: &Config) -> Re
     } else {
         LockMode::Exclusive
     };
-    let dir_lock = fs
-        .lock(&layout::lock_path(&dir), lock_mode)
-        .map_err(|e| match e {
-            keel_io::IoError::Locked {
-                holder, readers, ..
-            } => Error::AlreadyOpen {
-                dir: dir.clone(),
-                pid: holder,
-                readers,
-            },
-            other => Error::Io(other),
-        })?;
+    let dir_lock = layout::lock(fs.as_ref(), &dir, lock_mode)?;
     let created = match layout::classify(fs.as_ref(), &dir)? {
         DirState::Store { creating } => {
             meta::check_identity(fs.as_ref(), &dir, config.page_size, config.checksum)?;
