@@ -208,6 +208,9 @@ pub(crate) struct Inner {
     /// This open's process-unique serial, which names it in [`held`] (an address could be
     /// reused by a later open).
     serial: u64,
+    /// The fork generation the store was opened in (`keel_io::os::fork`): in a forked child
+    /// every operation is refused before it takes a lock.
+    pub(crate) born: u64,
 }
 
 /// An open store. Cheap to clone; every clone is the same store. Dropping the last clone stops
@@ -215,6 +218,17 @@ pub(crate) struct Inner {
 #[derive(Clone)]
 pub struct Store {
     pub(crate) inner: Arc<Inner>,
+}
+
+impl Drop for Store {
+    /// In a forked child the store's memory is a copy of the parent's, its locks maybe held by
+    /// threads that do not exist here: it is leaked rather than torn down (a teardown would
+    /// take those locks and join those threads, and wait for good).
+    fn drop(&mut self) {
+        if keel_io::os::fork::forked_since(self.inner.born) {
+            std::mem::forget(self.inner.clone());
+        }
+    }
 }
 
 impl std::fmt::Debug for Store {
@@ -304,6 +318,7 @@ impl Store {
             read_only,
             _dir_lock: dir_lock,
             serial: held::next_serial(),
+            born: keel_io::os::fork::generation(),
         });
         if !read_only && !inner.config.inline_maintenance {
             let handle = spawn_checkpointer(&inner.ckpt, &inner.stop, &inner.config, &inner.dir)?;
@@ -406,6 +421,7 @@ impl Store {
     ///
     /// None today (the signature leaves room for limits on snapshots).
     pub fn read(&self) -> Result<ReadTxn> {
+        self.inner.check_fork()?;
         Ok(ReadTxn {
             inner: self.inner.clone(),
             snap: self.inner.pool.snapshot(),
@@ -458,6 +474,7 @@ impl Store {
     ///
     /// The meta page cannot be read or does not decode ([`Error::Format`] naming the file).
     pub fn meta(&self) -> Result<MetaInfo> {
+        self.inner.check_fork()?;
         let snap = self.inner.pool.snapshot();
         let g = self.inner.pool.read_at(META_PAGE, &snap)?;
         meta::read_meta(&g, self.inner.writer.data_path())
@@ -489,6 +506,7 @@ impl Store {
     /// The meta page cannot be read or is not a meta page (nothing else can be checked).
     /// Everything found past that is a line in [`CheckReport::problems`], not an error.
     pub fn check(&self) -> Result<CheckReport> {
+        self.inner.check_fork()?;
         let snap = self.inner.pool.snapshot();
         crate::check::check_store(&self.inner, &snap)
     }
@@ -587,6 +605,7 @@ impl Store {
     /// open recovers from the log), but the store was not left clean. The background threads
     /// are stopped either way.
     pub fn close(self) -> Result<()> {
+        self.inner.check_fork()?;
         let last = if self.inner.read_only {
             Ok(())
         } else {
@@ -607,6 +626,7 @@ impl Store {
     }
 
     fn check_writable(&self) -> Result<()> {
+        self.inner.check_fork()?;
         if self.inner.read_only {
             return Err(Error::ReadOnly {
                 dir: self.inner.dir.clone(),
@@ -696,6 +716,18 @@ impl Inner {
     /// background page write, an eviction inside a table operation whose caller dropped the
     /// error): its cause is adopted here, so no write begins or commits after any layer's
     /// failure.
+    /// Refuses any operation in a process forked from the one that opened the store, before a
+    /// lock is taken: a lock another thread of the parent held at the fork stays held in the
+    /// child (a child's commit hung on the log's lock: a tester).
+    pub(crate) fn check_fork(&self) -> Result<()> {
+        if keel_io::os::fork::forked_since(self.born) {
+            return Err(Error::Io(keel_io::IoError::Forked {
+                path: self.dir.clone(),
+            }));
+        }
+        Ok(())
+    }
+
     pub(crate) fn check_poison(&self) -> Result<()> {
         if !self.poison.is_poisoned() {
             if let Some(cause) = layer_cause(&self.log, &self.writer) {

@@ -246,6 +246,11 @@ impl<'s> WriteTxn<'s> {
     }
 
     fn append(self) -> Result<(&'s Inner, Lsn)> {
+        if let Err(e) = self.inner.check_fork() {
+            // A forked child: no lock is taken, not even the abort's.
+            std::mem::forget(self);
+            return Err(e);
+        }
         let WriteTxn {
             inner,
             mode,

@@ -272,6 +272,48 @@ fn fork_child() {
             libc::WTERMSIG(status)
         )
     };
+    // Forked while another thread holds the writer lock (an exclusive transaction open): in
+    // the child that lock is held for good, so a write that took it would wait forever (a
+    // tester's child hung so on the log's lock). Refused before any lock, and dropping the
+    // store in the child returns.
+    let (held_tx, held_rx) = std::sync::mpsc::channel();
+    let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+    let holder = {
+        let s = s.clone();
+        std::thread::spawn(move || {
+            let tx = s.write().unwrap();
+            tx.table("t").unwrap().insert(b"holder", b"h").unwrap();
+            held_tx.send(()).unwrap();
+            go_rx.recv().unwrap();
+            tx.commit().unwrap();
+        })
+    };
+    held_rx.recv().unwrap();
+    // SAFETY: the child only calls the store (refused before any lock), drops its handle and
+    // leaves with `_exit`; an alarm ends it if anything waits.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0);
+    if pid == 0 {
+        // SAFETY: a timer for this process; SIGALRM's default action ends a hung child.
+        unsafe { libc::alarm(20) };
+        let refused = |r: keel::Result<()>| r.is_err_and(|e| e.to_string().contains("fork"));
+        let all = refused(s.write().map(drop))
+            && refused(s.read().map(drop))
+            && refused(s.checkpoint().map(drop));
+        drop(s);
+        // SAFETY: ends the child without running the parent's exit handlers.
+        unsafe { libc::_exit(if all { 0 } else { 1 }) }
+    }
+    let mut status = 0;
+    // SAFETY: waits for our own child with a live status slot.
+    assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+    let held = if libc::WIFEXITED(status) {
+        format!("exit {}", libc::WEXITSTATUS(status))
+    } else {
+        format!("signal {}", libc::WTERMSIG(status))
+    };
+    go_tx.send(()).unwrap();
+    holder.join().unwrap();
     // The parent goes on, and every one of its commits is there after a reopen.
     fill(&s, 50);
     s.close().unwrap();
@@ -279,7 +321,7 @@ fn fork_child() {
     let r = s.read().unwrap();
     let forked = r.table("t").unwrap().get(b"forked child").unwrap();
     println!(
-        "child: {child}; parent: {} rows; child's row: {}",
+        "child: {child}; parent: {} rows; child's row: {}; child under a held lock: {held}",
         count(&s),
         forked.is_some()
     );
@@ -300,7 +342,9 @@ fn a_forked_child_cannot_write_the_parents_store() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(
-        text.contains("child: refused; parent: 50 rows; child's row: false"),
+        text.contains(
+            "child: refused; parent: 51 rows; child's row: false; child under a held lock: exit 0"
+        ),
         "{text}"
     );
 }

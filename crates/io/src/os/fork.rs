@@ -36,7 +36,7 @@ extern "C" fn in_child() {
 
 /// The current fork generation, registering the fork handler on first use. A file records it
 /// when it is opened.
-pub(crate) fn generation() -> u64 {
+pub fn generation() -> u64 {
     REGISTER.call_once(|| {
         // SAFETY: `pthread_atfork` stores three function pointers (two null); `in_child` is an
         // `extern "C" fn()` with static lifetime that only does an atomic add, which is
@@ -47,6 +47,13 @@ pub(crate) fn generation() -> u64 {
         debug_assert_eq!(rc, 0, "pthread_atfork failed");
     });
     GENERATION.load(Ordering::Relaxed)
+}
+
+/// Whether this process is a fork of the one whose [`generation`] was `born` (for the layers
+/// above, which refuse a store's operations in a forked child before they take any lock: a lock
+/// another thread of the parent held at the fork stays held in the child for good).
+pub fn forked_since(born: u64) -> bool {
+    GENERATION.load(Ordering::Relaxed) != born
 }
 
 /// Refuses a request on `path` (opened in generation `born`) if this process is a fork since.

@@ -74,7 +74,7 @@
 mod device;
 mod failure;
 mod file;
-mod fork;
+pub mod fork;
 mod lock;
 mod open;
 mod pin;
