@@ -22,6 +22,13 @@
 //! 2. All leaves are at the same depth (level 0), inner nodes one level above their children.
 //! 3. Slot offsets and cell lengths stay inside the page: a node whose bytes break this is
 //!    reported as [`BTreeError::Corrupt`] naming the page, never followed.
+//! 4. No leaf below the root is without a row: a removal that empties a leaf unlinks it from
+//!    its parent and frees it (a parent left without a child goes too; the root, whose id is
+//!    the tree's, becomes an empty leaf). Nodes are not merged, so a leaf can hold a single row
+//!    and an inner node a single child, but the tree never keeps a page that holds nothing
+//!    (a table used as a queue grew by every page it ever held: a tester). Counted by
+//!    [`TreeStats::empty_leaves`] (stores of older builds may still have some: they read
+//!    correctly); tested by the model test, which fails with the unlink switched off.
 
 mod dump;
 mod mem;

@@ -57,6 +57,10 @@ pub struct TreeStats {
     pub overflow_pages: usize,
     /// Key/value pairs.
     pub entries: usize,
+    /// Leaves below the root without a row: 0 in a tree this build changed, for
+    /// [`BTree::remove`] unlinks them; stores written by builds before that keep the empty
+    /// leaves their removals left, which are still read correctly.
+    pub empty_leaves: usize,
 }
 
 /// Bytes of stack a [`BTree::get_with`] copies an inline value into (a longer value goes to
@@ -432,9 +436,13 @@ impl BTree {
         Ok(old_value)
     }
 
-    /// Removes `key`; returns its value. Nodes are not merged (an emptied leaf stays in place).
+    /// Removes `key`; returns its value. A leaf the removal empties is unlinked from its parent
+    /// and freed (and a parent left without a child, up to the root, which becomes an empty
+    /// leaf): nodes are not merged, but no empty node stays in the tree. (Empty leaves used to
+    /// stay: a table used as a queue — rows added at one end, removed at the other — grew by
+    /// a page per page of rows ever held, its scans stepping over all of them: a tester.)
     pub fn remove<S: PageWrite>(&self, store: &mut S, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        let (_, leaf) = self.descend(store, key)?;
+        let (path, leaf) = self.descend(store, key)?;
         let found = with_node(store, leaf, |n| {
             Ok(match n.search(key)? {
                 Ok(i) => Some((i, FoundValue::from_ref(n.value(i)?))),
@@ -446,10 +454,66 @@ impl BTree {
         };
         let plan = store.read(leaf, |p| node::remove_edits(p, leaf, idx))??;
         store.edit(leaf, &plan.edits())?;
-        Ok(Some(match v {
+        let value = match v {
             FoundValue::Inline(v) => v,
             FoundValue::Overflow { first, len } => self.take_overflow(store, first, len)?,
-        }))
+        };
+        if plan.emptied() {
+            self.unlink_emptied(store, path, leaf)?;
+        }
+        Ok(Some(value))
+    }
+
+    /// Unlinks node `id`, left without a slot and reached through `path`, from its parent and
+    /// frees it. A parent whose only child it was (no cell, its leftmost child) is left without
+    /// a child and goes the same way; the root, whose id is the tree's, stays, as an empty leaf
+    /// once every child is gone. Removing child `c` of a parent removes cell `c - 1` (the keys
+    /// from its separator on go to the child on its left, which held none of the keys it
+    /// covered); removing the leftmost makes child 1 the leftmost and removes cell 0 (its
+    /// separator bounded keys below it, which the emptied child held).
+    fn unlink_emptied<S: PageWrite>(
+        &self,
+        store: &mut S,
+        mut path: Path,
+        mut id: PageId,
+    ) -> Result<()> {
+        while let Some((parent, c)) = path.pop() {
+            let (n, next) = with_node(store, parent, |n| {
+                Ok((n.len(), if n.len() > 0 { Some(n.child(1)?) } else { None }))
+            })?;
+            store.free(id)?;
+            if n == 0 {
+                // Its only child: the parent is left without one.
+                id = parent;
+                continue;
+            }
+            if c == 0 {
+                let leftmost = next.map_or(0, |p| p.0).to_le_bytes();
+                let plan = store.read(parent, |p| node::remove_edits(p, parent, 0))??;
+                let mut ops = vec![keel_page::PageOp::Write {
+                    offset: node::NH_LEFTMOST,
+                    bytes: &leftmost,
+                }];
+                ops.extend(plan.edits());
+                store.edit(parent, &ops)?;
+            } else {
+                let plan = store.read(parent, |p| node::remove_edits(p, parent, c - 1))??;
+                store.edit(parent, &plan.edits())?;
+            }
+            return Ok(());
+        }
+        // Every child of the root is gone: it is an empty leaf again.
+        if id != self.root {
+            return Err(BTreeError::Corrupt {
+                page_id: id,
+                detail: format!("an emptied node off the path from root {}", self.root),
+            });
+        }
+        if with_node(store, id, |n| Ok(!n.is_leaf()))? {
+            store.reinit(id, PageType::BTREE_LEAF)?;
+            store.write(id, |p| node::init(p, KIND_LEAF, 0))?;
+        }
+        Ok(())
     }
 
     /// Iterates over the keys in `range`, in order (and `.rev()` for descending).

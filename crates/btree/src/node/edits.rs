@@ -166,6 +166,11 @@ const ZERO_SLOT: [u8; SLOT_SIZE] = [0; SLOT_SIZE];
 const ZERO_U16: [u8; 2] = [0; 2];
 
 impl RemoveEdits {
+    /// Whether the node is left without a slot.
+    pub(crate) fn emptied(&self) -> bool {
+        self.counts.emptied
+    }
+
     /// The edits.
     pub(crate) fn edits(&self) -> Vec<PageOp<'_>> {
         let mut ops = Vec::with_capacity(4);

@@ -246,6 +246,9 @@ impl BTree {
         }
         ids.push(id);
         if is_leaf {
+            if id != self.root && keys.is_empty() {
+                stats.empty_leaves += 1;
+            }
             stats.leaves += 1;
             stats.entries += keys.len();
             for (first, len) in overflow {
