@@ -86,18 +86,38 @@ impl BufferPool {
             return end;
         }
         let fpw = self.store.wants_full_page_images();
+        // Freed pages that are still the source of a live pending copy (taken before the
+        // flush list's lock: `copy_deps` is never locked inside it).
+        let durable = log.durable_lsn();
+        let freed: Vec<keel_page::PageId> = self
+            .unwritten_frees
+            .lock()
+            .iter()
+            .map(|&(_, _, p)| p)
+            .collect();
+        let sources: Vec<keel_page::PageId> = {
+            let deps = self.copy_deps.lock();
+            freed
+                .into_iter()
+                .filter(|&p| deps.waits_live(p, durable))
+                .collect()
+        };
         let d = self.decision.try_write_for(Duration::from_millis(50));
         let fl = self.flush_list.lock();
         let h = Lsn(self.horizon.load(Ordering::Acquire));
         // A dirty page a commit freed left the pool unwritten: its oldest change holds the
         // checkpoint until the free is durable (else a crash that loses the free replays the
-        // page's later records onto a disk copy that never had the earlier ones).
+        // page's later records onto a disk copy that never had the earlier ones) — and while
+        // the page is the source of a live pending copy: recovery from a checkpoint past its
+        // oldest change replays its later changes onto a stale disk copy (an earlier life of
+        // the page, valid, so nothing flags it) and copies the result into a live page (a
+        // split's right half of a leaf the B-tree later freed: found with the unlink of
+        // emptied leaves, a table unreadable after a crash).
         let pending_free = if TestKnobs::on(&self.knobs.checkpoint_ignores_unwritten_frees) {
             None
         } else {
-            let durable = log.durable_lsn();
             let mut u = self.unwritten_frees.lock();
-            u.retain(|&(_, end, _)| end > durable);
+            u.retain(|&(_, end, p)| end > durable || sources.contains(&p));
             u.first().map(|k| k.0)
         };
         let oldest = match (fl.first().map(|k| k.0), pending_free) {

@@ -128,6 +128,15 @@ impl CopyDeps {
         self.by_src.contains_key(&id)
     }
 
+    /// Whether page `id` is the source of a pending copy that is live: not freed, or freed at
+    /// an LSN past `durable`. (A freed source is never written, so a copy freed after the
+    /// source's own free stays marked, not resolved: counting it would hold forever.)
+    pub fn waits_live(&self, id: PageId, durable: Lsn) -> bool {
+        self.of(id)
+            .iter()
+            .any(|c| c.freed.is_none_or(|f| f > durable))
+    }
+
     /// Page `dst` was freed by the group ending at `end`: its pending copies now wait for the
     /// log to be durable there instead of for a write of `dst` — and for `dst`'s own pending
     /// copies, which its sources inherit. A copy of a copy needs the middle page's content,
