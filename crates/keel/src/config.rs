@@ -202,18 +202,28 @@ pub const AUTO_LOG_MIN: u64 = 128 << 20;
 /// (512 MiB) and PostgreSQL's `max_wal_size` (1 GB) bound theirs.
 pub const AUTO_LOG_MAX: u64 = 1 << 30;
 
+/// The bytes of the log header under `dir` (the store directory), read through `fs`, and its
+/// path.
+pub(crate) fn log_header_bytes(
+    fs: &dyn keel_io::FileSystem,
+    dir: &Path,
+) -> Result<(std::path::PathBuf, Vec<u8>), Error> {
+    use keel_io::{FileClass, OpenOptions};
+    use keel_redo_log::inspect::{HEADER_BYTES, HEADER_FILE};
+    let path = dir.join(crate::LOG_DIR).join(HEADER_FILE);
+    let f = fs.open(&path, &OpenOptions::new(FileClass::Other).read_only(true))?;
+    let mut bytes = vec![0u8; HEADER_BYTES];
+    f.read_exact_at(&mut bytes, 0)?;
+    Ok((path, bytes))
+}
+
 /// Reads the header of the log under `dir` (the store directory) through `fs`.
 fn read_log_header(
     fs: &dyn keel_io::FileSystem,
     dir: &Path,
 ) -> Result<keel_redo_log::inspect::StaticHeader, Error> {
-    use keel_io::{FileClass, OpenOptions};
-    use keel_redo_log::inspect::{decode_header, HEADER_BYTES, HEADER_FILE};
-    let path = dir.join(crate::LOG_DIR).join(HEADER_FILE);
-    let f = fs.open(&path, &OpenOptions::new(FileClass::Other).read_only(true))?;
-    let mut bytes = vec![0u8; HEADER_BYTES];
-    f.read_exact_at(&mut bytes, 0)?;
-    Ok(decode_header(&path, &bytes)?.0)
+    let (path, bytes) = log_header_bytes(fs, dir)?;
+    Ok(keel_redo_log::inspect::decode_header(&path, &bytes)?.0)
 }
 
 /// A refusal of the log's own configuration check, told in this schema's keys (it named the

@@ -29,7 +29,6 @@ use crate::{Config, Error, Result, Store, LOG_DIR};
 use keel_flush::{DATA_FILE_NAME, DOUBLEWRITE_FILE_NAME};
 use keel_io::{FileClass, FileSystem, LockMode, OpenOptions, OsFs};
 use keel_page::PageId;
-use keel_redo_log::inspect::{HEADER_BYTES, HEADER_FILE};
 use std::path::Path;
 
 /// What [`give_new_identity`] changed.
@@ -62,22 +61,13 @@ pub struct NewIdentity {
 pub fn give_new_identity(dir: impl AsRef<Path>) -> Result<NewIdentity> {
     let dir = dir.as_ref();
     let fs = OsFs::new(keel_io::Backend::Pwrite);
-    let header_path = dir.join(LOG_DIR).join(HEADER_FILE);
-    let header = || -> Result<Vec<u8>> {
-        let f = fs.open(
-            &header_path,
-            &OpenOptions::new(FileClass::Other).read_only(true),
-        )?;
-        let mut b = vec![0u8; HEADER_BYTES];
-        f.read_exact_at(&mut b, 0)?;
-        Ok(b)
-    };
+    let header = || crate::config::log_header_bytes(&fs, dir);
     let not_clean = |detail: String| Error::Format {
         path: dir.to_path_buf(),
         detail,
     };
     // (1) Closed cleanly: nothing to replay, nothing to repair.
-    let before = header()?;
+    let (header_path, before) = header()?;
     let config = Config {
         read_only: true,
         ..Config::for_store(dir)?
@@ -95,7 +85,7 @@ pub fn give_new_identity(dir: impl AsRef<Path>) -> Result<NewIdentity> {
     }
     // (2) Held, and nobody opened it read-write since (1).
     let _lock = layout::lock(&fs, dir, LockMode::Exclusive)?;
-    if header()? != before {
+    if header()?.1 != before {
         return Err(not_clean(
             "the store was opened read-write while it was being given a new identity".into(),
         ));
@@ -115,10 +105,7 @@ pub fn give_new_identity(dir: impl AsRef<Path>) -> Result<NewIdentity> {
         path: data_path.clone(),
         detail: format!("the meta page: {e}"),
     })?;
-    let recorded = crate::meta::recorded_store(&page);
-    if recorded.is_some_and(|s| s != old) {
-        crate::meta::check_store(recorded, old, &data_path)?;
-    }
+    crate::meta::check_store(crate::meta::recorded_store(&page), old, &data_path)?;
     page[M_STORE..M_STORE + 4].copy_from_slice(&new.to_le_bytes());
     keel_page::seal(&mut page, id.checksum);
     data.write_all_at(&page, 0)?;

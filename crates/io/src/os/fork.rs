@@ -62,12 +62,12 @@ pub(crate) fn check(born: u64, path: &Path) -> Result<()> {
     if SKIP.load(Ordering::Relaxed) {
         return Ok(());
     }
-    if GENERATION.load(Ordering::Relaxed) == born {
-        Ok(())
-    } else {
+    if forked_since(born) {
         Err(IoError::Forked {
             path: path.to_path_buf(),
         })
+    } else {
+        Ok(())
     }
 }
 
