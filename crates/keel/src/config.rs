@@ -195,6 +195,10 @@ impl Default for Config {
 /// The shortest `checkpoint_interval` and `flush_interval` accepted.
 pub const MIN_INTERVAL: Duration = Duration::from_millis(1);
 
+/// The largest configuration file [`Config::from_toml_file`] reads (1 MiB; a full
+/// configuration is under 2 KiB).
+pub const MAX_TOML_BYTES: u64 = 1 << 20;
+
 /// The least a pool-sized log holds (all files together): 2 × 64 MiB, what a store with the
 /// default 128 MiB pool gets, as before pool sizing.
 pub const AUTO_LOG_MIN: u64 = 128 << 20;
@@ -344,10 +348,29 @@ impl Config {
         toml::from_str(text).map_err(|e| Error::Config(format!("bad TOML configuration: {e}")))
     }
 
-    /// Reads a TOML file.
+    /// Reads a TOML file. A FIFO is refused rather than waited on, and a file past
+    /// [`MAX_TOML_BYTES`] (`/dev/zero`, a log file named by mistake) is refused rather than read
+    /// to the end: `read_to_string` of either never returned (a tester).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] naming the file if it cannot be opened or read, is a FIFO, is larger
+    /// than [`MAX_TOML_BYTES`], or is not a valid configuration.
     pub fn from_toml_file(path: &Path) -> Result<Config, Error> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| Error::Config(format!("cannot read {}: {e}", path.display())))?;
+        use std::io::Read;
+        let cannot =
+            |e: std::io::Error| Error::Config(format!("cannot read {}: {e}", path.display()));
+        let file = keel_io::os::open_without_waiting_read(path).map_err(cannot)?;
+        let mut text = String::new();
+        file.take(MAX_TOML_BYTES + 1)
+            .read_to_string(&mut text)
+            .map_err(cannot)?;
+        if text.len() as u64 > MAX_TOML_BYTES {
+            return Err(Error::Config(format!(
+                "{} is larger than {MAX_TOML_BYTES} bytes: not a configuration file",
+                path.display()
+            )));
+        }
         Config::from_toml_str(&text).map_err(|e| match e {
             Error::Config(m) => Error::Config(format!("{}: {m}", path.display())),
             other => other,
@@ -588,6 +611,36 @@ mod tests {
         for cfg in [c(928 << 20, 2), c(1 << 30, 3), w] {
             cfg.validate().unwrap();
         }
+    }
+
+    #[test]
+    fn a_config_file_that_is_a_fifo_or_endless_is_refused_without_waiting() {
+        let dir = tempfile::tempdir().unwrap();
+        // Read on a thread: without the checks both calls never returned.
+        let read = |path: std::path::PathBuf| {
+            let (tx, rx) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                let _ = tx.send(Config::from_toml_file(&path).map_err(|e| e.to_string()));
+            });
+            rx.recv_timeout(Duration::from_secs(20))
+                .expect("from_toml_file hangs")
+        };
+        let fifo = dir.path().join("keel.toml");
+        if std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .is_ok_and(|s| s.success())
+        {
+            let e = read(fifo).unwrap_err();
+            assert!(e.contains("FIFO") && e.contains("keel.toml"), "{e}");
+        } else {
+            println!("SKIPPED: mkfifo is not available; the FIFO case is untested");
+        }
+        let e = read("/dev/zero".into()).unwrap_err();
+        assert!(e.contains("/dev/zero") && e.contains("larger than"), "{e}");
+        let ok = dir.path().join("ok.toml");
+        std::fs::write(&ok, Config::default().to_toml()).unwrap();
+        assert_eq!(read(ok).unwrap(), Config::default());
     }
 
     #[test]

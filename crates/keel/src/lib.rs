@@ -81,7 +81,9 @@ mod table;
 mod txn;
 
 pub use check::{CheckReport, TableCheck};
-pub use config::{Config, LogFileMode, TornPage, AUTO_LOG_MAX, AUTO_LOG_MIN, MIN_INTERVAL};
+pub use config::{
+    Config, LogFileMode, TornPage, AUTO_LOG_MAX, AUTO_LOG_MIN, MAX_TOML_BYTES, MIN_INTERVAL,
+};
 pub use error::{Error, Result};
 pub use keel_btree::{BTreeError, GET_WITH_INLINE};
 pub use keel_buffer_pool::PoolError;
