@@ -58,13 +58,17 @@ impl PoisonCause {
 
 impl fmt::Display for PoisonCause {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{} of {} failed: {}",
-            self.op,
-            self.path.display(),
-            self.error
-        )?;
+        // The error usually names the file, and a failed sync names the operation too: each is
+        // said once ("sync of X failed: sync of X failed: ..." was how a poisoned store read).
+        let error = self.error.to_string();
+        let path = self.path.display().to_string();
+        if error.starts_with(&format!("{} of {path}", self.op)) {
+            write!(f, "{error}")?;
+        } else if error.contains(&path) {
+            write!(f, "{} failed: {error}", self.op)?;
+        } else {
+            write!(f, "{} of {path} failed: {error}", self.op)?;
+        }
         if let Some(c) = self.consequence {
             write!(f, " ({c})")?;
         }
@@ -161,8 +165,42 @@ mod tests {
         assert_eq!(c.path, PathBuf::from("/d/log.0"));
         // Invariant 3: op, file and the original error all in the text.
         let text = c.to_string();
-        assert!(text.contains("write of /d/log.0 failed"), "{text}");
+        assert!(
+            text.contains("write failed: /d/log.0: no space left"),
+            "{text}"
+        );
         assert!(text.contains("log.0"), "{text}");
+    }
+
+    #[test]
+    fn a_cause_names_its_operation_and_file_once() {
+        let count = |text: &str, what: &str| text.matches(what).count();
+        // A failed sync's error names both: said once.
+        let sync = PoisonCause::new("sync", "/d/data", eio("/d/data")).to_string();
+        assert_eq!(count(&sync, "/d/data"), 1, "{sync}");
+        assert_eq!(count(&sync, "sync of"), 1, "{sync}");
+        assert!(sync.contains("Input/output error"), "{sync}");
+        // Another operation on the file the error names keeps the operation.
+        let write = PoisonCause::new("in-place write", "/d/data", full("/d/data")).to_string();
+        assert_eq!(count(&write, "/d/data"), 1, "{write}");
+        assert!(
+            write.starts_with("in-place write failed: /d/data"),
+            "{write}"
+        );
+        // An error that does not name the file gets it from the cause.
+        let other = PoisonCause::new(
+            "sync",
+            "/d/dir",
+            IoError::SyncFailed {
+                path: PathBuf::from("/e/x"),
+                source: std::io::Error::from_raw_os_error(libc::EIO),
+            },
+        )
+        .to_string();
+        assert!(
+            other.starts_with("sync of /d/dir failed: sync of /e/x"),
+            "{other}"
+        );
     }
 
     #[test]
