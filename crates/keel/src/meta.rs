@@ -475,6 +475,13 @@ pub(crate) fn free(txn: &PageTxn<'_>, id: PageId, file: &Path) -> Result<bool> {
     g.write(M_FREE_COUNT, &0u32.to_le_bytes())?;
     g.write(M_TRUNK, &id.0.to_le_bytes())?;
     drop(g);
+    // Freed first, as any page whose life ends here: a snapshot that can still read the page
+    // (one at the newest commit, which no other rule marks as old) then finds its committed
+    // image kept (the pool keeps the disk image of a page freed in the transaction before it
+    // is started afresh). Without it the trunk — or, once the same transaction allocated it
+    // again, another table's page — was read as the freed page's contents (a dropped table
+    // read through an older snapshot as another table's rows: a tester).
+    txn.free_page(id)?;
     // The trunk starts with a PageInit, so redo alone can rebuild it (init-on-flush).
     let mut t = txn.new_page(id, keel_page::PageType::FREE)?;
     t.write(T_NEXT, &info.trunk_head.0.to_le_bytes())?;
