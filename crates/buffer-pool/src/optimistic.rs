@@ -102,6 +102,10 @@ impl BufferPool {
         usable: impl FnOnce() -> bool,
         f: impl FnOnce(&[AtomicU64]) -> R,
     ) -> Option<(R, OptimisticToken)> {
+        // A forked child reads through `read`, which refuses it (a version lookup locks).
+        if self.forked() {
+            return None;
+        }
         let hint = self.hints[id.0 as usize & self.hint_mask].load(Ordering::Relaxed);
         let fr = self.frames.get(hint as usize)?;
         // Start loading the page's first lines (header, slot array) in parallel with the

@@ -100,6 +100,10 @@ pub struct BufferPool {
     pub(crate) batch_pages: usize,
     #[doc(hidden)]
     pub(crate) knobs: TestKnobs,
+    /// The fork generation the pool was made in (`keel_io::os::fork`): in a forked child every
+    /// page request and every drop that would take a lock is refused or skipped
+    /// ([`refuse_forked`](Self::refuse_forked)).
+    pub(crate) born: u64,
     /// Old page versions and registered snapshots (module `versions`).
     pub(crate) versions: Arc<Versions>,
     /// Test hook: runs in `unpin` right after a frame's last pin went, before its page id is
@@ -129,6 +133,28 @@ impl BufferPool {
     #[cfg(any(test, feature = "test-knobs"))]
     pub fn knobs(&self) -> &TestKnobs {
         &self.knobs
+    }
+
+    /// Whether this process is a fork of the one that made the pool.
+    pub fn forked(&self) -> bool {
+        keel_io::os::fork::forked_since(self.born)
+    }
+
+    /// Refuses a request in a forked child, before any latch or lock is taken: a lock another
+    /// thread of the parent held at the fork stays held in the child for good (a child reading
+    /// through a transaction made before the fork hung on a frame latch: a tester).
+    ///
+    /// # Errors
+    ///
+    /// [`PoolError::Store`] holding `IoError::Forked` (naming the data file) in a forked child.
+    #[inline]
+    pub fn refuse_forked(&self) -> Result<()> {
+        if self.forked() {
+            return Err(PoolError::Store(Box::new(keel_io::IoError::Forked {
+                path: self.store.data_path().to_path_buf(),
+            })));
+        }
+        Ok(())
     }
 
     /// A pool of `config.pool_bytes / page_size` frames over `store`.
@@ -214,6 +240,7 @@ impl BufferPool {
             free_reserve: sizing.free_reserve,
             batch_pages: sizing.batch_pages,
             knobs: TestKnobs::default(),
+            born: keel_io::os::fork::generation(),
             versions: Arc::new(Versions::new(config.version_budget)),
             #[cfg(test)]
             after_last_unpin: Mutex::new(None),

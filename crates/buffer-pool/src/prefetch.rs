@@ -43,6 +43,7 @@ impl BufferPool {
     /// installed (a later `read` reports them). Stops early, without error, when no frame can be
     /// freed.
     pub fn prefetch(&self, ids: &[PageId]) -> Result<PrefetchReport> {
+        self.refuse_forked()?;
         bump(&self.c.prefetch_calls, 1);
         let mut uniq: Vec<PageId> = ids.iter().copied().filter(|p| p.0 != NO_PAGE).collect();
         uniq.sort_unstable();

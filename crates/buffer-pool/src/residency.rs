@@ -39,6 +39,7 @@ impl BufferPool {
     /// Errors: [`PoolError::Corruption`] for a page failing verification, [`PoolError::Unwritten`]
     /// for a page never written, [`PoolError::NoFreeFrame`] when no frame can be freed.
     pub fn read(&self, id: PageId) -> Result<PageReadGuard<'_>> {
+        self.refuse_forked()?;
         loop {
             let f = match self.fix(id) {
                 Ok(f) => f,

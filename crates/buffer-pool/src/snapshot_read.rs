@@ -67,6 +67,7 @@ impl BufferPool {
     /// [`PoolError::SnapshotTooOld`](crate::PoolError::SnapshotTooOld) if the snapshot was
     /// revoked; otherwise as [`read`](Self::read).
     pub fn read_at(&self, id: PageId, snap: &Snapshot) -> Result<SnapPage<'_>> {
+        self.refuse_forked()?;
         // A version found before latching spares the read of a page that may have left the
         // pool (freed) or changed since.
         // (An undo version needs the frame: it is rebuilt under the latch below.)

@@ -311,11 +311,13 @@ impl<'p> PageTxn<'p> {
     }
 
     /// Whether the transaction may go on: [`PoolError::TxnFailed`] naming the reason if it
-    /// failed ([`fail`](Self::fail)).
+    /// failed ([`fail`](Self::fail)); refused in a forked child
+    /// ([`BufferPool::refuse_forked`]).
     ///
     /// # Errors
-    /// [`PoolError::TxnFailed`].
+    /// [`PoolError::TxnFailed`]; in a forked child, [`PoolError::Store`] (`IoError::Forked`).
     pub fn check_failed(&self) -> Result<()> {
+        self.pool.refuse_forked()?;
         match &*self.failed.borrow() {
             None => Ok(()),
             Some((reason, too_large)) => Err(PoolError::TxnFailed {
@@ -444,6 +446,7 @@ impl<'p> PageTxn<'p> {
     /// [`PoolError::AlreadyLatched`] if this transaction holds a write guard on either page;
     /// read errors of `src`.
     pub fn copy_page(&self, dst: PageId, src: PageId) -> Result<bool> {
+        self.pool.refuse_forked()?;
         let pool = self.pool;
         if !pool.page_copies.load(Ordering::Acquire) || !pool.store.never_leaves_torn_pages() {
             return Ok(false);
@@ -1148,6 +1151,11 @@ impl<'p> PageTxn<'p> {
 
 impl Drop for PageTxn<'_> {
     fn drop(&mut self) {
+        // In a forked child the rollback's latches and locks may be held for good by threads
+        // of the parent: nothing is undone (the child's copy of the pool is never written).
+        if self.pool.forked() {
+            return;
+        }
         if !self.finished.replace(true) {
             let mut st = self.st.take();
             let had_work = !st.records.is_empty();

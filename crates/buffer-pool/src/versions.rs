@@ -136,6 +136,9 @@ pub struct Versions {
 #[derive(Debug)]
 pub struct Snapshot {
     versions: Arc<Versions>,
+    /// The fork generation it was taken in: dropped in a forked child, it leaves the registry
+    /// alone (its lock may be held for good by a thread of the parent).
+    born: u64,
     lsn: u64,
     id: u64,
     revoked: Arc<AtomicBool>,
@@ -180,6 +183,7 @@ impl Versions {
         self.registered.store(reg.active.len(), Ordering::SeqCst);
         Snapshot {
             versions: self.clone(),
+            born: keel_io::os::fork::generation(),
             lsn,
             id,
             revoked,
@@ -541,6 +545,9 @@ impl Snapshot {
 
 impl Drop for Snapshot {
     fn drop(&mut self) {
+        if keel_io::os::fork::forked_since(self.born) {
+            return;
+        }
         let removed = {
             let mut reg = self.versions.reg.lock();
             let removed = reg.active.remove(&(self.lsn, self.id)).is_some();

@@ -511,7 +511,8 @@ impl Store {
         crate::check::check_store(&self.inner, &snap)
     }
 
-    /// Counters of every layer.
+    /// Counters of every layer. In a process forked from the one that opened the store, only
+    /// the store's own counters are read; the layers' (log, page writer, pool) read as zero.
     ///
     /// ```
     /// # fn main() -> keel::Result<()> {
@@ -525,6 +526,7 @@ impl Store {
     /// ```
     pub fn stats(&self) -> StoreStats {
         let i = &self.inner;
+        let forked = keel_io::os::fork::forked_since(i.born);
         StoreStats {
             commits: i.commits.load(Ordering::Relaxed),
             sync_checkpoint_waits: i.sync_checkpoint_waits.load(Ordering::Relaxed),
@@ -539,9 +541,23 @@ impl Store {
             conflicts: i.conflicts.load(Ordering::Relaxed),
             checkpoints: i.ckpt.count(),
             checkpointer_wakeups: i.ckpt.wakeups(),
-            log: i.log.stats(),
-            flush: i.writer.stats(),
-            pool: i.pool.stats(),
+            // In a forked child the layers' counters, read under locks a thread of the parent
+            // may hold for good (a child's `stats()` hung: a tester), read as zero.
+            log: if forked {
+                Default::default()
+            } else {
+                i.log.stats()
+            },
+            flush: if forked {
+                Default::default()
+            } else {
+                i.writer.stats()
+            },
+            pool: if forked {
+                Default::default()
+            } else {
+                i.pool.stats()
+            },
             io: i.fs.counters().snapshot(),
         }
     }
@@ -696,7 +712,7 @@ impl Inner {
             txn: self.pool.begin(),
             created: RefCell::new(HashMap::new()),
             dropped: RefCell::new(HashSet::new()),
-            lock,
+            lock: crate::txn::WriterLock::new(lock),
             held,
         })
     }

@@ -57,9 +57,38 @@ pub(crate) struct Exclusive<'s> {
     pub(crate) created: RefCell<HashMap<String, PageId>>,
     /// Tables this transaction dropped (the committed catalog cache forgets them at commit).
     pub(crate) dropped: RefCell<HashSet<String>>,
-    pub(crate) lock: RwLockWriteGuard<'s, ()>,
+    pub(crate) lock: WriterLock<'s>,
     /// This thread holds the writer lock (dropped with it).
     pub(crate) held: crate::held::Held,
+}
+
+/// The writer lock, held. Released when dropped — except in a forked child, where it is
+/// leaked: a release with waiters parked (threads of the parent) would reach the lock's
+/// parking table, whose locks those threads may hold for good.
+pub(crate) struct WriterLock<'s> {
+    guard: Option<RwLockWriteGuard<'s, ()>>,
+    /// The fork generation it was taken in.
+    born: u64,
+}
+
+impl<'s> WriterLock<'s> {
+    /// Holds `guard`.
+    pub(crate) fn new(guard: RwLockWriteGuard<'s, ()>) -> WriterLock<'s> {
+        WriterLock {
+            guard: Some(guard),
+            born: keel_io::os::fork::generation(),
+        }
+    }
+}
+
+impl Drop for WriterLock<'_> {
+    fn drop(&mut self) {
+        if let Some(g) = self.guard.take() {
+            if keel_io::os::fork::forked_since(self.born) {
+                std::mem::forget(g);
+            }
+        }
+    }
 }
 
 /// Counts one abort when dropped, unless disarmed by a commit.
@@ -113,6 +142,7 @@ impl<'s> WriteTxn<'s> {
     /// (nothing changed); a page of the catalog cannot be read or is corrupt, or creating the
     /// table needs a page that cannot be allocated.
     pub fn table(&self, name: &str) -> Result<Table<'_, 's>> {
+        self.inner.check_fork()?;
         Table::open(self, name, true)
     }
 
@@ -133,6 +163,7 @@ impl<'s> WriteTxn<'s> {
     /// [`Error::TableNotFound`] if there is no such table; a catalog page cannot be read or is
     /// corrupt.
     pub fn existing_table(&self, name: &str) -> Result<Table<'_, 's>> {
+        self.inner.check_fork()?;
         Table::open(self, name, false)
     }
 
@@ -143,6 +174,7 @@ impl<'s> WriteTxn<'s> {
     ///
     /// A catalog page cannot be read or is corrupt, or a catalog entry is not a valid name.
     pub fn list_tables(&self) -> Result<Vec<String>> {
+        self.inner.check_fork()?;
         match &self.mode {
             Mode::Exclusive(ex) => table::list_tables_in_txn(self.inner, ex),
             Mode::Optimistic(o) => o.list_tables(self.inner),
@@ -173,6 +205,7 @@ impl<'s> WriteTxn<'s> {
     /// transaction: the drop may be half done in it). A table whose pages outgrow the log's
     /// room for one transaction gives [`Error::TxnTooLargeForLog`] at commit.
     pub fn drop_table(&mut self, name: &str) -> Result<bool> {
+        self.inner.check_fork()?;
         match &self.mode {
             Mode::Exclusive(ex) => table::drop_table(self.inner, ex, name),
             Mode::Optimistic(o) => o.drop_table(self.inner, name),
@@ -410,6 +443,7 @@ impl ReadTxn {
     /// [`Error::TableNotFound`] if there is no such table; a catalog page cannot be read or is
     /// corrupt.
     pub fn table(&self, name: &str) -> Result<ReadTable<'_>> {
+        self.inner.check_fork()?;
         ReadTable::open(&self.inner, &self.snap, name)
     }
 
@@ -431,6 +465,7 @@ impl ReadTxn {
     ///
     /// A catalog page cannot be read or is corrupt, or a catalog entry is not a valid name.
     pub fn list_tables(&self) -> Result<Vec<String>> {
+        self.inner.check_fork()?;
         table::list_tables_committed(&self.inner, &self.snap)
     }
 }

@@ -349,6 +349,150 @@ fn a_forked_child_cannot_write_the_parents_store() {
     );
 }
 
+/// Run in a process of its own by `a_forked_child_cannot_use_handles_made_before_the_fork`:
+/// forks, again and again, while two threads of the parent commit and scan, each time holding
+/// a read transaction, a concurrent write transaction with a pending write, a range and a
+/// cursor part-way through, all made before the fork. The child uses each (every use must be
+/// refused, naming the fork: before, reads succeeded through the parent's pool), asks for
+/// `stats()`, and drops them all — within its alarm (before, 2-4% of children hung on a lock a
+/// parent thread held at the fork: the versions registry in a snapshot's drop or `stats()`, a
+/// frame latch in a read: a tester). Prints one line per outcome.
+#[test]
+fn fork_child_handles() {
+    let Some(dir) = std::env::var_os("KEEL_FORK_HANDLES_DIR") else {
+        return;
+    };
+    let forks: u32 = std::env::var("KEEL_FORK_HANDLES_FORKS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(150);
+    let s = Store::open(&dir, small()).unwrap();
+    fill(&s, 40);
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let busy: Vec<_> = (0..2)
+        .map(|w| {
+            let (s, stop) = (s.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut i = 0u32;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    if w == 0 {
+                        let tx = s.write().unwrap();
+                        let key = format!("busy{}", i % 200);
+                        tx.table("t")
+                            .unwrap()
+                            .insert(key.as_bytes(), &[1; 200])
+                            .unwrap();
+                        tx.commit().unwrap();
+                    } else {
+                        let r = s.read().unwrap();
+                        let _ = r.table("t").unwrap().range(..).unwrap().count();
+                        let _ = s.stats();
+                    }
+                    i += 1;
+                }
+            })
+        })
+        .collect();
+    let (mut refused, mut hung, mut other) = (0, 0, Vec::new());
+    for _ in 0..forks {
+        let r = s.read().unwrap();
+        let w = s.write_concurrent().unwrap();
+        w.table("t").unwrap().insert(b"pending", b"p").unwrap();
+        let t = r.table("t").unwrap();
+        let mut rows = t.range(..).unwrap();
+        rows.next().unwrap().unwrap();
+        let mut cur = t.cursor(..).unwrap();
+        cur.next().unwrap();
+        // SAFETY: the child uses only the store's handles (each must be refused before any
+        // lock), drops them, and leaves with `_exit`; an alarm ends it if anything waits.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0);
+        if pid == 0 {
+            // SAFETY: a timer for this process; SIGALRM's default action ends a hung child.
+            unsafe { libc::alarm(5) };
+            let fork = |e: Error| e.to_string().contains("fork");
+            let checks = [
+                r.table("t").is_err_and(fork),
+                r.list_tables().is_err_and(fork),
+                t.get(b"pending").is_err_and(fork),
+                t.len().is_err_and(fork),
+                // Rows already read from a leaf may still come; the next page is refused.
+                rows.by_ref().find_map(|x| x.err()).is_some_and(fork),
+                loop {
+                    match cur.next() {
+                        Ok(Some(_)) => {}
+                        Ok(None) => break false,
+                        Err(e) => break fork(e),
+                    }
+                },
+                w.table("t").is_err_and(fork),
+                w.list_tables().is_err_and(fork),
+            ];
+            // Exit 0 if every use was refused, else 1 + the first that was not.
+            let code = checks.iter().position(|ok| !ok).map_or(0, |i| 1 + i as i32);
+            let _ = s.stats();
+            drop(cur);
+            drop(rows);
+            drop(t);
+            drop(w);
+            drop(r);
+            // SAFETY: ends the child without running the parent's exit handlers.
+            unsafe { libc::_exit(code) }
+        }
+        let mut status = 0;
+        // SAFETY: waits for our own child with a live status slot.
+        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+        match (libc::WIFEXITED(status), libc::WEXITSTATUS(status)) {
+            (true, 0) => refused += 1,
+            (true, c) => other.push(c),
+            _ => hung += 1,
+        }
+        drop(cur);
+        drop(rows);
+        drop(t);
+        w.abort();
+        drop(r);
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for b in busy {
+        b.join().unwrap();
+    }
+    s.close().unwrap();
+    println!(
+        "children: {refused} refused every use, {} did not (first use not refused: {:?}), \
+         {hung} hung",
+        other.len(),
+        &other[..other.len().min(5)]
+    );
+}
+
+#[test]
+fn a_forked_child_cannot_use_handles_made_before_the_fork() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "fork_child_handles",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("KEEL_FORK_HANDLES_DIR", dir.path())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let line = text.lines().find(|l| l.contains("children:"));
+    assert!(
+        line.is_some_and(|l| l.contains(" 0 did not") && l.ends_with(" 0 hung")),
+        "{text}"
+    );
+    println!("{}", line.unwrap_or_default());
+}
+
 // ---------------------------------------------------------------------------------------------
 // Item 4: missing or zeroed metadata never re-creates a store.
 
