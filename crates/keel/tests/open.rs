@@ -433,7 +433,6 @@ fn fork_child_handles() {
             let _ = s.stats();
             drop(cur);
             drop(rows);
-            drop(t);
             drop(w);
             drop(r);
             // SAFETY: ends the child without running the parent's exit handlers.
@@ -449,7 +448,6 @@ fn fork_child_handles() {
         }
         drop(cur);
         drop(rows);
-        drop(t);
         w.abort();
         drop(r);
     }
