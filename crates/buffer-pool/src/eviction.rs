@@ -93,6 +93,16 @@ impl BufferPool {
         None
     }
 
+    /// Evicts page `id` if it is resident, clean and unpinned (the knob `evict_before_blank`).
+    pub(crate) fn evict_if_unpinned(&self, id: PageId) {
+        let f = self.table[shard_of(id.0)].map.read().get(&id.0).copied();
+        if let Some(f) = f {
+            if self.try_evict(f, id) {
+                self.release_claimed(f);
+            }
+        }
+    }
+
     /// Evicts clean, unpinned frame `f` holding `id`; on success the caller owns it (pin 1,
     /// no page).
     pub(crate) fn try_evict(&self, f: u32, id: PageId) -> bool {

@@ -36,6 +36,11 @@ pub struct TestKnobs {
     /// is below the horizon (breaks the rule that a checkpoint never passes the last image of a
     /// page still to be written).
     pub fpw_checkpoint_passes_images: AtomicBool,
+    /// Not a broken invariant but a forced race: a page started afresh (`new_page`) is evicted
+    /// right after the transaction looked at whether it is resident, as another thread's
+    /// eviction may do there (`page_txn` keeps a pin across the window; without it the page
+    /// was started blank with no version kept for the snapshots that read it).
+    pub evict_before_blank: AtomicBool,
     /// A write transaction does not copy a page's committed image before its first change
     /// (breaks invariant 1 of module `versions`: snapshot readers see uncommitted changes).
     pub skip_version_copy: AtomicBool,

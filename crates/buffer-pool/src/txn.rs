@@ -564,11 +564,14 @@ impl<'p> PageTxn<'p> {
         Some(t.add_page(id.0, self.pool.page_size))
     }
 
-    /// Before page `id` is started afresh: if it is not resident and a snapshot may still
-    /// read it (freed by this transaction, or by a commit newer than a registered snapshot),
-    /// keeps its committed image from disk as this transaction's pending version. A page that
-    /// was never written has no image to keep.
-    fn keep_unresident_version(&self, id: PageId) -> Result<()> {
+    /// Before page `id` is started afresh: if a snapshot may still read it (freed by this
+    /// transaction, or by a commit newer than a registered snapshot) and it is not resident,
+    /// keeps its committed image from disk as this transaction's pending version; if it is
+    /// resident, returns a pin on its frame, which the caller holds until it has taken the
+    /// frame (and keeps the version from the frame as for any page it takes): a frame evicted
+    /// between this look and the caller's would be started blank with no version kept. A page
+    /// that was never written has no image to keep.
+    fn keep_unresident_version(&self, id: PageId) -> Result<Option<u32>> {
         let pool = self.pool;
         let freed_here = {
             let st = self.st.borrow();
@@ -576,20 +579,23 @@ impl<'p> PageTxn<'p> {
                 Some(&i) => {
                     let e = &st.entries[i];
                     if e.versioned || e.frame.is_some() {
-                        return Ok(());
+                        return Ok(None);
                     }
                     e.freed
                 }
                 None => false,
             }
         };
-        if pool.contains(id) || !(freed_here || pool.versions.has_old_snapshots()) {
-            return Ok(());
+        if !(freed_here || pool.versions.has_old_snapshots()) {
+            return Ok(None);
+        }
+        if let Some(f) = pool.lookup_pin(id) {
+            return Ok(Some(f));
         }
         let g = match pool.read(id) {
             Ok(g) => g,
             // Never written, or garbage no snapshot could read either: nothing to keep.
-            Err(PoolError::Unwritten { .. } | PoolError::Corruption(_)) => return Ok(()),
+            Err(PoolError::Unwritten { .. } | PoolError::Corruption(_)) => return Ok(None),
             Err(e) => return Err(e),
         };
         // Read from disk, not from a frame this transaction holds: the page records undo as
@@ -621,7 +627,7 @@ impl<'p> PageTxn<'p> {
             };
             st.entries[i].versioned = true;
         }
-        Ok(())
+        Ok(None)
     }
 
     /// Lets go of one resident page this transaction freed without changing it and holds (to
@@ -728,12 +734,23 @@ impl<'p> PageTxn<'p> {
             PoolError::NoFreeFrame { .. } if held > 0 => self.too_large(held),
             e => e,
         };
-        if blank {
-            self.keep_unresident_version(id)?;
+        let mut held_pin = if blank {
+            self.keep_unresident_version(id)?
+        } else {
+            None
+        };
+        if blank && TestKnobs::on(&pool.knobs.evict_before_blank) {
+            pool.evict_if_unpinned(id);
         }
         let (f, latch, fresh) = loop {
             if blank {
-                let (f, latched) = pool.install_blank(id).map_err(map_err)?;
+                let installed = pool.install_blank(id).map_err(map_err);
+                // The frame (pinned again by `install_blank` if it is still this page's) can
+                // go once it was found, or if it could not be.
+                if let Some(p) = held_pin.take() {
+                    pool.unpin(p);
+                }
+                let (f, latched) = installed?;
                 let fresh = latched.is_some();
                 let fr = &pool.frames[f as usize];
                 let x = match latched {

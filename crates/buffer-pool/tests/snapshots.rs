@@ -526,3 +526,53 @@ fn a_page_freed_while_a_snapshot_reads_it_is_read_from_its_version() {
         first_error.lock()
     );
 }
+
+/// A page started afresh (`new_page`) while a snapshot older than the newest commit can read
+/// it: resident when the transaction looks, the page keeps its image through the frame it
+/// takes — unless another thread evicts it in between, when it was then started in a blank
+/// frame with no version kept, and the snapshot read the new bytes as its own. The knob
+/// `evict_before_blank` makes that eviction happen at that instant; the transaction's pin
+/// across the window refuses it.
+#[test]
+fn a_page_evicted_while_it_is_started_afresh_keeps_its_version() {
+    let store = Arc::new(keel_buffer_pool::MemStore::new(keel_page::PageSize::K4));
+    let pool = BufferPool::new(
+        keel_buffer_pool::PoolConfig {
+            page_size: keel_page::PageSize::K4,
+            pool_bytes: 64 * 4096,
+            ..keel_buffer_pool::PoolConfig::default()
+        },
+        store,
+    )
+    .unwrap();
+    let log = MemLog::new();
+    let (p, q) = (PageId(10), PageId(11));
+    let t = pool.begin();
+    t.new_page(p, PageType::RAW)
+        .unwrap()
+        .write(PAGE_HEADER_SIZE, &[0xAB; 64])
+        .unwrap();
+    t.commit(&log).unwrap();
+    pool.flush_all().unwrap();
+    let s = pool.snapshot();
+    // A later commit: the snapshot is now older than the newest.
+    let t = pool.begin();
+    t.new_page(q, PageType::RAW).unwrap();
+    t.commit(&log).unwrap();
+    assert!(pool.contains(p));
+    pool.knobs()
+        .evict_before_blank
+        .store(true, Ordering::Relaxed);
+    let t = pool.begin();
+    t.new_page(p, PageType::RAW)
+        .unwrap()
+        .write(PAGE_HEADER_SIZE, &[0xCD; 64])
+        .unwrap();
+    let read = |when: &str| {
+        let g = pool.read_at(p, &s).unwrap();
+        assert_eq!(g[PAGE_HEADER_SIZE], 0xAB, "the snapshot's page {when}");
+    };
+    read("before the commit");
+    t.commit(&log).unwrap();
+    read("after the commit");
+}
