@@ -230,16 +230,28 @@ fn scan(
 
 fn backup(dir: &Path, dest: &Path, report: &mut Report) -> Result<(), String> {
     let identity = keel::read_identity(dir).map_err(|e| e.to_string())?;
-    if dest.exists()
-        && std::fs::read_dir(dest)
+    if dest.exists() {
+        let names = std::fs::read_dir(dest)
             .map_err(|e| io(dest, "list", e))?
-            .next()
-            .is_some()
-    {
-        return Err(format!(
-            "{}: the destination exists and is not empty",
-            dest.display()
-        ));
+            .map(|e| e.map(|e| e.file_name()))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| io(dest, "list", e))?;
+        // A backup killed while it built its copy leaves only its staging directory: said so,
+        // not just "not empty" (a tester could not tell it from a store of their own).
+        if names == [keel::layout::BACKUP_STAGING_DIR] {
+            return Err(format!(
+                "{}: holds only {}, the copy of a backup that did not finish: remove it and run \
+                 the backup again",
+                dest.display(),
+                keel::layout::BACKUP_STAGING_DIR
+            ));
+        }
+        if !names.is_empty() {
+            return Err(format!(
+                "{}: the destination exists and is not empty",
+                dest.display()
+            ));
+        }
     }
     // Nobody has the store open: it stays at rest while the lock is held (dropped at the end).
     let at_rest = keel_io::FileSystem::lock(
@@ -297,7 +309,13 @@ fn backup(dir: &Path, dest: &Path, report: &mut Report) -> Result<(), String> {
     // checked and given its own identity (step 6): a backup stopped before that leaves a
     // directory every open refuses as an interrupted backup (`keel::layout::BACKUP_STAGING_DIR`).
     let staging = dest.join(keel::layout::BACKUP_STAGING_DIR);
-    build(dir, &staging, &identity, &held, &st0, &slot0, report)?;
+    if let Err(e) = build(dir, &staging, &identity, &held, &st0, &slot0, report) {
+        // A failed build leaves DEST as it found it: the copy so far goes (a backup that failed
+        // on a full destination left it there, holding the room, and the same command run
+        // again was refused as "not empty": a tester).
+        let _ = std::fs::remove_dir_all(&staging);
+        return Err(e);
+    }
     publish(&staging, dest)?;
     // The entries of the directories the backup made: without this sync a power loss after
     // "backup OK" may lose DEST's own name on a file system that does not order a new
