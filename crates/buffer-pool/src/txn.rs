@@ -596,6 +596,12 @@ impl<'p> PageTxn<'p> {
             Ok(g) => g,
             // Never written, or garbage no snapshot could read either: nothing to keep.
             Err(PoolError::Unwritten { .. } | PoolError::Corruption(_)) => return Ok(None),
+            // No frame to read the image into while this transaction holds pages: it is too
+            // large for the pool, as `take` says of its own claim (this said `NoFreeFrame`,
+            // naming no cause the caller can act on: a tester).
+            Err(PoolError::NoFreeFrame { .. }) if self.st.borrow().held > 0 => {
+                return Err(self.too_large(self.st.borrow().held))
+            }
             Err(e) => return Err(e),
         };
         // Read from disk, not from a frame this transaction holds: the page records undo as

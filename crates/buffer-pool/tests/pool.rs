@@ -321,6 +321,35 @@ fn txn_too_large_changes_nothing() {
     txn.commit(&log).unwrap();
 }
 
+/// A page started afresh whose committed image must be kept for a snapshot (here: one older
+/// than the newest commit) and is not resident is read first; with no frame left for that
+/// read while the transaction holds pages, the transaction is too large for the pool, as when
+/// it takes a page itself (it said `NoFreeFrame`: a tester's 20-frame pool).
+#[test]
+fn no_frame_for_a_kept_image_is_a_transaction_too_large() {
+    let (pool, store) = mem_pool_with(8, |c| c.max_txn_pct = 50);
+    seed(&*store, 12);
+    let log = MemLog::new();
+    let snap = pool.snapshot();
+    let t = pool.begin();
+    t.write(PageId(11)).unwrap().write(P, b"later").unwrap();
+    t.commit(&log).unwrap();
+    // The transaction holds 3 pages; readers pin the other 5 frames.
+    let txn = pool.begin();
+    for id in 0..3 {
+        txn.write(PageId(id)).unwrap().write(P, b"x").unwrap();
+    }
+    let pinned: Vec<_> = (3..8).map(|id| pool.read(PageId(id)).unwrap()).collect();
+    assert!(!pool.contains(PageId(10)));
+    match txn.new_page(PageId(10), PageType::RAW) {
+        Err(PoolError::TxnTooLarge { txn_pages: 3, .. }) => {}
+        other => panic!("expected TxnTooLarge, got {:?}", other.map(drop)),
+    }
+    drop(pinned);
+    drop(txn);
+    drop(snap);
+}
+
 /// A transaction that freed as many resident pages as it may hold (a dropped table, then a new
 /// one in the same transaction) can still change and make pages: the freed pages it holds
 /// unchanged make room. Pages it changed stay held (no-steal).
