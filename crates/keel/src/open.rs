@@ -96,7 +96,18 @@ impl Store {
         } else {
             config
         };
-        let dir = dir.as_ref().to_path_buf();
+        // Made absolute once, here: a store reaches its files by path all its life (a growing
+        // log creates and removes its files), and a relative path would name another directory
+        // after the process changed its working directory — refused as a moved store
+        // (invariant 21), so a store opened as "db" poisoned itself at its next log file after
+        // a `chdir` (a tester).
+        let dir = std::path::absolute(dir.as_ref()).map_err(|e| {
+            Error::Io(keel_io::IoError::Os {
+                path: dir.as_ref().to_path_buf(),
+                op: "resolve",
+                source: e,
+            })
+        })?;
         let read_only = config.read_only;
         let (fs, dir_lock, created) = lock_and_classify(fs, &dir, &config)?;
         let mut config = config;

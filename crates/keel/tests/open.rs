@@ -491,6 +491,59 @@ fn a_forked_child_cannot_use_handles_made_before_the_fork() {
     println!("{}", line.unwrap_or_default());
 }
 
+/// Run in a process of its own by `a_store_opened_by_a_relative_path_survives_a_chdir` (the
+/// working directory is the process's): opens a store as a relative path, changes the working
+/// directory, and commits until its growing log has made new files.
+#[test]
+fn relative_dir_child() {
+    let Some(base) = std::env::var_os("KEEL_RELATIVE_DIR_BASE") else {
+        return;
+    };
+    std::env::set_current_dir(&base).unwrap();
+    let cfg = Config {
+        log_files: keel::LogFileMode::Growing,
+        log_file_size: 64 << 10,
+        ..small()
+    };
+    let s = Store::open("db", cfg.clone()).unwrap();
+    fill(&s, 5);
+    // Elsewhere, beside a directory of the same name: the store's files stay its own.
+    let other = Path::new(&base).join("elsewhere");
+    std::fs::create_dir_all(other.join("db")).unwrap();
+    std::env::set_current_dir(&other).unwrap();
+    let files = |d: &Path| std::fs::read_dir(d.join(LOG_DIR)).unwrap().count();
+    let before = files(&Path::new(&base).join("db"));
+    fill(&s, 400);
+    let after = files(&Path::new(&base).join("db"));
+    s.close().unwrap();
+    assert!(after > before, "no new log file: {before} -> {after}");
+    std::env::set_current_dir(&base).unwrap();
+    let s = Store::open("db", cfg).unwrap();
+    println!("rows after the chdir: {}", count(&s));
+}
+
+#[test]
+fn a_store_opened_by_a_relative_path_survives_a_chdir() {
+    let base = tempfile::tempdir().unwrap();
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "relative_dir_child",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("KEEL_RELATIVE_DIR_BASE", base.path())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("rows after the chdir: 400"), "{text}");
+}
+
 // ---------------------------------------------------------------------------------------------
 // Item 4: missing or zeroed metadata never re-creates a store.
 
