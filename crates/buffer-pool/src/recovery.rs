@@ -18,10 +18,17 @@
 //!   oldest modification at the group's start, so the recovered state reaches disk before a
 //!   checkpoint can pass it; a page it read and skipped (already at or past the group) is dirty
 //!   too, at its own LSN — its copy may be a failed write the page cache still shows
-//!   (`finish_skipped`).
+//!   (`finish_skipped`);
+//! - while a group changes a page, the page is owned (as a transaction owns the pages it
+//!   changes: no-steal) and no flush writes it — not the flush of a page that waits for it as
+//!   its copy either — until the group's end LSN is on it ([`RECOVERY_OWNER`]). Written halfway
+//!   with the previous group's LSN, a power loss before its next write had the next recovery
+//!   apply the group to it a second time (a split's right half, written as the copy of its
+//!   source when a frame was claimed mid-group: a corrupt page, rows lost; a tester).
 //!
 //! Tests: `tests/recovery.rs` (torn pages rebuilt or reported, LSN rule, images first) and the
-//! crash property tests.
+//! crash property tests; keel's `crash.rs`
+//! `power_lost_at_any_call_of_a_recovery_short_of_frames_loses_nothing` (the ownership).
 
 use crate::flush_list::FlushKind;
 use crate::redo::{Record, RecoveredGroup};
@@ -56,6 +63,10 @@ pub struct RedoApplyReport {
     /// Pages freed by the redo (left unwritten).
     pub pages_freed: u64,
 }
+
+/// The owner recovery marks a page with while a group changes it (transaction ids count up
+/// from 1 and never reach it).
+pub(crate) const RECOVERY_OWNER: u64 = u64::MAX;
 
 #[derive(Clone, Copy)]
 enum PState {
@@ -346,6 +357,8 @@ impl BufferPool {
         let mut x = fr.exclusive();
         set_lsn(x.bytes_mut(), g.end_lsn);
         let mut m = fr.lock_meta();
+        // The group's LSN is on the page: it may be written from here.
+        m.set_owner(0);
         if !m.dirty {
             m.oldest = g.start_lsn;
             self.flush_list.lock().insert((g.start_lsn, pid, f));
@@ -535,6 +548,7 @@ impl BufferPool {
             match t {
                 Touched::Apply { f, freed, init } => {
                     let mut x = self.frames[f as usize].exclusive();
+                    self.own_for_group(f);
                     let page = x.bytes_mut();
                     let bad = |reason: String| PoolError::BadRedo {
                         page_id: pid,
@@ -635,6 +649,7 @@ impl BufferPool {
                             },
                         );
                         let mut x = self.frames[f as usize].exclusive();
+                        self.own_for_group(f);
                         if let Record::PageImage { image, .. } = r {
                             if image.len() != ps {
                                 return Err(PoolError::BadRedo {
@@ -770,15 +785,26 @@ impl BufferPool {
         }
     }
 
-    /// A zeroed frame for `pid` (resident or newly installed), pinned.
+    /// A zeroed frame for `pid` (resident or newly installed), pinned and owned by the group.
     fn blank_frame(&self, pid: PageId) -> Result<u32> {
         let (f, latched) = self.install_blank(pid)?;
         let mut x = match latched {
             Some(x) => x,
             None => self.frames[f as usize].exclusive(),
         };
+        self.own_for_group(f);
         x.bytes_mut().fill(0);
         Ok(f)
+    }
+
+    /// Marks frame `f` (pinned, its exclusive latch held by the caller) as changed by the
+    /// group being replayed: no flush writes it until `finish_recovered` stamps the group's
+    /// LSN on it (or it is dropped).
+    fn own_for_group(&self, f: u32) {
+        let mut m = self.frames[f as usize].lock_meta();
+        if m.owner != RECOVERY_OWNER {
+            m.set_owner(RECOVERY_OWNER);
+        }
     }
 }
 
