@@ -62,6 +62,12 @@ fn store_files(dir: &Path) -> Vec<PathBuf> {
         dir.join(keel::LOG_DIR).join("log.0000000002"),
         dir.join(keel::LOG_DIR).join("log.0000000003"),
         dir.join(keel::LOG_DIR).join("log.header"),
+        // The directories: a sync of either (`SyncFailsOnPath`) fails to make a file's name
+        // durable — a growing log's new file, the creation of the store (a log file whose
+        // name never became durable took acknowledged commits with it after a same-boot
+        // reopen: a tester; no fault here named a directory).
+        dir.join(keel::LOG_DIR),
+        dir.to_path_buf(),
     ]
 }
 
@@ -571,4 +577,69 @@ fn a_reopen_after_a_failed_data_sync_keeps_what_it_skipped() {
         );
         assert!(s.check().unwrap().is_ok(), "{mode:?}");
     }
+}
+
+/// A growing log moves into a new file while syncs of the log directory fail: the file is
+/// there, its name not durable, and the log poisons itself. A reopen on the same boot must not
+/// append to that file while its name can still be lost: with the directory still failing it
+/// is refused; once the directory syncs again it opens, and every commit it acknowledges
+/// survives a power loss. (It opened, appended and acknowledged, and the power loss took the
+/// file and those commits with it: the store refused "a log file the header records ... is
+/// missing"; a tester.)
+#[test]
+fn a_reopen_makes_the_names_of_the_log_files_durable_before_it_appends() {
+    let cfg = Config {
+        page_size: 4096,
+        pool_size: 64 * 4096,
+        log_files: keel::LogFileMode::Growing,
+        log_file_size: 64 << 10,
+        log_file_count: 2,
+        durability: Durability::Sync,
+        inline_maintenance: true,
+        ..Config::default()
+    };
+    let fs = SimFs::new(SimConfig::seeded(7));
+    let open = |fs: &SimFs| Store::open_with_fs(Arc::new(fs.clone()), "/db", cfg.clone());
+    let s = open(&fs).unwrap();
+    fs.inject(Fault::SyncFailsOnPath("/db/log".into()));
+    let mut model = Model::new();
+    let mut failed = false;
+    for i in 0..10_000u32 {
+        let tx = s.write().unwrap();
+        tx.table("t")
+            .unwrap()
+            .insert(&i.to_be_bytes(), &[7; 200])
+            .unwrap();
+        match tx.commit() {
+            Ok(()) => {
+                model.insert(i.to_be_bytes().to_vec(), vec![7; 200]);
+            }
+            Err(e) => {
+                assert!(e.is_poisoned(), "{e}");
+                failed = true;
+                break;
+            }
+        }
+    }
+    assert!(failed, "the log never needed a new file");
+    drop(s);
+    // The directory still failing: refused (a sync of its names is part of the recovery).
+    let e = open(&fs)
+        .map(drop)
+        .expect_err("opened with the log's names not durable");
+    assert!(e.to_string().contains("/db/log"), "{e}");
+    fs.clear_faults();
+    let s = open(&fs).unwrap();
+    assert_eq!(contents(&s).unwrap(), model);
+    for i in 0..3u32 {
+        let tx = s.write().unwrap();
+        let k = (1_000_000 + i).to_be_bytes();
+        tx.table("t").unwrap().insert(&k, b"after").unwrap();
+        tx.commit().unwrap();
+        model.insert(k.to_vec(), b"after".to_vec());
+    }
+    let post = fs.crash_with(keel_io::CrashPolicy::keep_all());
+    drop(s);
+    let s = open(&post).unwrap_or_else(|e| panic!("after the power loss: {e}"));
+    assert_eq!(contents(&s).unwrap(), model, "acknowledged commits lost");
 }
