@@ -621,7 +621,19 @@ fn lock_and_classify(fs: Arc<dyn FileSystem>, dir: &Path, config: &Config) -> Re
             DirState::Store { .. } => {}
         }
     } else {
-        fs.create_dir_all(&dir)?;
+        fs.create_dir_all(&dir).map_err(|e| {
+            // A dangling symbolic link in place of the directory fails with "File exists",
+            // which names no cause (a tester): said as what it is.
+            match std::fs::symlink_metadata(&dir) {
+                Ok(m) if m.file_type().is_symlink() && !dir.exists() => not_a_store(&format!(
+                    "a symbolic link to {}, which does not exist",
+                    std::fs::read_link(&dir)
+                        .map(|t| t.display().to_string())
+                        .unwrap_or_else(|_| "a target that cannot be read".into())
+                )),
+                _ => Error::from(e),
+            }
+        })?;
     }
     let fs: Arc<dyn FileSystem> = if read_only {
         Arc::new(ReadOnlyFs::new(fs))

@@ -1891,3 +1891,17 @@ fn a_store_an_older_build_checkpointed_opens_and_is_checked_again_after() {
     let e = Store::open(dir.path(), small()).map(drop).unwrap_err();
     assert!(e.to_string().contains("older than the log"), "{e}");
 }
+
+/// A dangling symbolic link in place of the store's directory is named as such (the open
+/// failed with "File exists", from the directory's creation).
+#[test]
+fn a_dangling_symlink_as_the_store_directory_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let link = dir.path().join("store");
+    std::os::unix::fs::symlink(dir.path().join("gone"), &link).unwrap();
+    let e = Store::open(&link, small()).map(drop).unwrap_err();
+    assert!(
+        e.to_string().contains("symbolic link") && e.to_string().contains("gone"),
+        "{e}"
+    );
+}
