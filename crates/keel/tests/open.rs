@@ -327,20 +327,27 @@ fn fork_child() {
     );
 }
 
-#[test]
-fn a_forked_child_cannot_write_the_parents_store() {
-    let dir = tempfile::tempdir().unwrap();
+/// Runs this test binary's test `name` alone in a process of its own (with `var` set to
+/// `value`), asserts it passed, and returns what it printed.
+fn run_in_own_process(name: &str, var: &str, value: &Path) -> String {
     let out = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "fork_child", "--nocapture", "--test-threads=1"])
-        .env("KEEL_FORK_CHILD_DIR", dir.path())
+        .args(["--exact", name, "--nocapture", "--test-threads=1"])
+        .env(var, value)
         .output()
         .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         out.status.success(),
         "{text}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    text
+}
+
+#[test]
+fn a_forked_child_cannot_write_the_parents_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = run_in_own_process("fork_child", "KEEL_FORK_CHILD_DIR", dir.path());
     assert!(
         text.contains(
             "child: refused; parent: 51 rows; child's row: false; child under a held lock: exit 0"
@@ -467,22 +474,7 @@ fn fork_child_handles() {
 #[test]
 fn a_forked_child_cannot_use_handles_made_before_the_fork() {
     let dir = tempfile::tempdir().unwrap();
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "fork_child_handles",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env("KEEL_FORK_HANDLES_DIR", dir.path())
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{text}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = run_in_own_process("fork_child_handles", "KEEL_FORK_HANDLES_DIR", dir.path());
     let line = text.lines().find(|l| l.contains("children:"));
     assert!(
         line.is_some_and(|l| l.contains(" 0 did not") && l.ends_with(" 0 hung")),
@@ -525,22 +517,7 @@ fn relative_dir_child() {
 #[test]
 fn a_store_opened_by_a_relative_path_survives_a_chdir() {
     let base = tempfile::tempdir().unwrap();
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "relative_dir_child",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env("KEEL_RELATIVE_DIR_BASE", base.path())
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{text}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = run_in_own_process("relative_dir_child", "KEEL_RELATIVE_DIR_BASE", base.path());
     assert!(text.contains("rows after the chdir: 400"), "{text}");
 }
 
