@@ -646,6 +646,19 @@ fn lock_and_classify(fs: Arc<dyn FileSystem>, dir: &Path, config: &Config) -> Re
         LockMode::Exclusive
     };
     let dir_lock = layout::lock(fs.as_ref(), &dir, lock_mode)?;
+    // The names this store's files live under made durable before anything depends on them:
+    // the directory's own entry in its parent and the entries of the files in it. Each
+    // creation syncs its directory, but an earlier open whose sync failed (refused, nothing
+    // acknowledged) left the names there on the same boot, and a later open reused them
+    // without a sync: the commits it acknowledged went with the store directory, or its
+    // doublewrite area, at the next power loss (a tester). (The log's directory is synced with
+    // the recovered log files: `RedoLog::sync_recovered`.)
+    if !read_only {
+        fs.sync_dir(&dir)?;
+        if let Some(parent) = dir.parent() {
+            fs.sync_dir(parent)?;
+        }
+    }
     let created = match layout::classify(fs.as_ref(), &dir)? {
         DirState::Store { creating } => {
             meta::check_identity(fs.as_ref(), &dir, config.page_size, config.checksum)?;
