@@ -423,6 +423,17 @@ pub struct ReadTxn {
     pub(crate) snap: keel_buffer_pool::Snapshot,
 }
 
+impl Drop for ReadTxn {
+    /// In a forked child its hold on the store's shared state is leaked, as a `Store`'s is: the
+    /// last holder's teardown would join the parent's threads, which do not exist there (a
+    /// child dropping a read transaction that outlived its store aborted: a tester).
+    fn drop(&mut self) {
+        if keel_io::os::fork::forked_since(self.inner.born) {
+            std::mem::forget(self.inner.clone());
+        }
+    }
+}
+
 impl ReadTxn {
     /// The table `name` ([`Error::TableNotFound`] if it was never created).
     ///

@@ -483,6 +483,102 @@ fn a_forked_child_cannot_use_handles_made_before_the_fork() {
     println!("{}", line.unwrap_or_default());
 }
 
+/// Run in a process of its own by `a_forked_child_drops_orphans_and_futures_without_harm`:
+/// forks while a read transaction is the only holder of a second store (its `Store` dropped)
+/// and a commit's future is made but not yet resolved; the child drops the read transaction
+/// (its teardown joined the parent's threads, which do not exist there: an abort) and drives
+/// the future to its end (it waited for good: no flusher wakes it there). Prints how each
+/// child ended.
+#[test]
+fn fork_child_orphans() {
+    let Some(dir) = std::env::var_os("KEEL_FORK_ORPHANS_DIR") else {
+        return;
+    };
+    let dir = Path::new(&dir);
+    // The default log (its files preallocated, synced as configured by default): each
+    // commit's future is still pending when the child takes it.
+    let s = Store::open(
+        dir.join("main"),
+        Config {
+            page_size: 4096,
+            pool_size: 256 * 4096,
+            ..Config::default()
+        },
+    )
+    .unwrap();
+    fill(&s, 10);
+    let (mut ok, mut failed) = (0, Vec::new());
+    for i in 0..20u32 {
+        let other = Store::open(dir.join(format!("other{i}")), small()).unwrap();
+        fill(&other, 3);
+        let orphan = other.read().unwrap();
+        drop(other);
+        // Commits in quick succession: the newest futures are still pending at the fork.
+        let futs: Vec<_> = (0..30u32)
+            .map(|j| {
+                let tx = s.write().unwrap();
+                tx.table("t")
+                    .unwrap()
+                    .insert(&j.to_be_bytes(), &[1; 100])
+                    .unwrap();
+                tx.commit_async()
+            })
+            .collect();
+        let fut = async move {
+            let mut all = Ok(());
+            for f in futs {
+                all = all.and(f.await);
+            }
+            all
+        };
+        // SAFETY: the child drops a read transaction, drives one future on a runtime of its
+        // own and leaves with `_exit`; an alarm ends it if anything waits.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0);
+        if pid == 0 {
+            // SAFETY: a timer for this process; SIGALRM's default action ends a hung child.
+            unsafe { libc::alarm(5) };
+            let done = tokio::runtime::Builder::new_current_thread()
+                .build()
+                .map(|rt| rt.block_on(fut));
+            drop(orphan);
+            let code = match done {
+                Ok(Ok(())) | Ok(Err(_)) => 0,
+                Err(_) => 3,
+            };
+            // SAFETY: ends the child without running the parent's exit handlers.
+            unsafe { libc::_exit(code) }
+        }
+        let mut status = 0;
+        // SAFETY: waits for our own child with a live status slot.
+        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+        if libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0 {
+            ok += 1;
+        } else if libc::WIFEXITED(status) {
+            failed.push(format!("exit {}", libc::WEXITSTATUS(status)));
+        } else {
+            failed.push(format!("signal {}", libc::WTERMSIG(status)));
+        }
+        drop(orphan);
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(fut)
+            .unwrap();
+    }
+    println!("orphan children: {ok} ended cleanly, others: {failed:?}");
+}
+
+#[test]
+fn a_forked_child_drops_orphans_and_futures_without_harm() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = run_in_own_process("fork_child_orphans", "KEEL_FORK_ORPHANS_DIR", dir.path());
+    assert!(
+        text.contains("orphan children: 20 ended cleanly, others: []"),
+        "{text}"
+    );
+}
+
 /// Run in a process of its own by `a_store_opened_by_a_relative_path_survives_a_chdir` (the
 /// working directory is the process's): opens a store as a relative path, changes the working
 /// directory, and commits until its growing log has made new files.

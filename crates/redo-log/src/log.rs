@@ -226,7 +226,7 @@ struct Slots {
 
 #[derive(Debug)]
 pub(crate) struct Shared {
-    dir: PathBuf,
+    pub(crate) dir: PathBuf,
     /// How groups are encoded: compact from log format version 3 on (`record.rs`).
     encoding: Encoding,
     /// Whether groups may hold `PageCopy` records (log format version 4 on).
@@ -422,6 +422,7 @@ impl RedoLog {
             lsn: lsn.0,
             written_only: false,
             id: None,
+            born: keel_io::os::fork::generation(),
         }
     }
 
@@ -459,6 +460,7 @@ impl RedoLog {
             lsn,
             written_only: sh.cfg.durability != Durability::Sync,
             id: None,
+            born: keel_io::os::fork::generation(),
         }
     }
 
