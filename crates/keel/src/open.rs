@@ -656,7 +656,17 @@ fn lock_and_classify(fs: Arc<dyn FileSystem>, dir: &Path, config: &Config) -> Re
     if !read_only {
         fs.sync_dir(&dir)?;
         if let Some(parent) = dir.parent() {
-            fs.sync_dir(parent)?;
+            match fs.sync_dir(parent) {
+                // A parent this process may pass through but not open (mode `--x`): its entry
+                // was made by whoever made the store's directory there. A failed sync is not
+                // this: it refuses the open.
+                Err(keel_io::IoError::Os { source, .. })
+                    if source.kind() == std::io::ErrorKind::PermissionDenied =>
+                {
+                    tracing::warn!(dir = %parent.display(), "cannot open the store directory's parent to sync it");
+                }
+                r => r?,
+            }
         }
     }
     let created = match layout::classify(fs.as_ref(), &dir)? {

@@ -579,6 +579,73 @@ fn a_forked_child_drops_orphans_and_futures_without_harm() {
     );
 }
 
+/// Run as user `nobody` by `a_store_under_a_parent_that_cannot_be_opened_opens`: creates,
+/// commits to and reopens the store in `KEEL_XONLY_DIR`, whose parent it may pass through but
+/// not open (mode 0711).
+#[test]
+fn xonly_parent_child() {
+    let Some(dir) = std::env::var_os("KEEL_XONLY_DIR") else {
+        return;
+    };
+    for round in 0..2 {
+        let s = Store::open(&dir, small()).unwrap();
+        fill(&s, 5);
+        s.close().unwrap();
+        println!("round {round} ok");
+    }
+}
+
+/// Every read-write open syncs the store's directory and its parent; a parent the process may
+/// pass through but not open (mode 0711, another owner) is no reason to refuse the store. Root
+/// passes every permission check, so the store is opened by a child running as `nobody`.
+#[test]
+fn a_store_under_a_parent_that_cannot_be_opened_opens() {
+    use std::os::unix::fs::PermissionsExt;
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 || !Path::new("/usr/sbin/runuser").exists() {
+        println!("SKIPPED: needs root and runuser to run a child as another user");
+        return;
+    }
+    let base = tempfile::tempdir().unwrap();
+    let parent = base.path().join("xonly");
+    let store = parent.join("db");
+    std::fs::create_dir_all(&store).unwrap();
+    std::fs::set_permissions(base.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(&parent, std::fs::Permissions::from_mode(0o711)).unwrap();
+    let chown = Command::new("chown")
+        .args(["nobody", store.to_str().unwrap()])
+        .status()
+        .unwrap();
+    assert!(chown.success());
+    let exe = std::env::current_exe().unwrap();
+    let out = Command::new("/usr/sbin/runuser")
+        .args(["-u", "nobody", "--"])
+        .arg(&exe)
+        .args([
+            "--exact",
+            "xonly_parent_child",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("KEEL_XONLY_DIR", &store)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() && text.is_empty() {
+        // The test binary itself is out of nobody's reach (a private target directory).
+        println!(
+            "SKIPPED: nobody cannot run the test binary: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        return;
+    }
+    assert!(
+        out.status.success() && text.contains("round 1 ok"),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// Run in a process of its own by `a_store_opened_by_a_relative_path_survives_a_chdir` (the
 /// working directory is the process's): opens a store as a relative path, changes the working
 /// directory, and commits until its growing log has made new files.
