@@ -647,23 +647,24 @@ fn lock_and_classify(fs: Arc<dyn FileSystem>, dir: &Path, config: &Config) -> Re
     };
     let dir_lock = layout::lock(fs.as_ref(), &dir, lock_mode)?;
     // The names this store's files live under made durable before anything depends on them:
-    // the directory's own entry in its parent and the entries of the files in it. Each
-    // creation syncs its directory, but an earlier open whose sync failed (refused, nothing
-    // acknowledged) left the names there on the same boot, and a later open reused them
-    // without a sync: the commits it acknowledged went with the store directory, or its
-    // doublewrite area, at the next power loss (a tester). (The log's directory is synced with
-    // the recovered log files: `RedoLog::sync_recovered`.)
+    // the entries of the files in its directory, and the directory's own entry in its parent,
+    // and each ancestor's in its own, up to the root. Each creation syncs its directory, but an
+    // earlier open whose sync failed (refused, nothing acknowledged) left the names there on
+    // the same boot, and a later open reused them without a sync: the commits it acknowledged
+    // went with the store directory — or a directory above it that the first open made — or
+    // with its doublewrite area, at the next power loss (testers). (The log's directory is
+    // synced with the recovered log files: `RedoLog::sync_recovered`.)
     if !read_only {
-        fs.sync_dir(&dir)?;
-        if let Some(parent) = dir.parent() {
-            match fs.sync_dir(parent) {
-                // A parent this process may pass through but not open (mode `--x`): its entry
-                // was made by whoever made the store's directory there. A failed sync is not
-                // this: it refuses the open.
+        for d in dir.ancestors() {
+            match fs.sync_dir(d) {
+                // A directory this process may pass through or write but not open (mode 0711
+                // or 1733, another owner) cannot be synced: its names are as durable as the
+                // file system makes them (`OsFs::create_dir_all` treats it the same). A failed
+                // sync is not this: it refuses the open.
                 Err(keel_io::IoError::Os { source, .. })
                     if source.kind() == std::io::ErrorKind::PermissionDenied =>
                 {
-                    tracing::warn!(dir = %parent.display(), "cannot open the store directory's parent to sync it");
+                    tracing::warn!(dir = %d.display(), "cannot open a directory above the store to sync it");
                 }
                 r => r?,
             }

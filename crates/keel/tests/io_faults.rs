@@ -657,28 +657,46 @@ fn a_reopen_makes_the_store_directorys_name_durable() {
         durability: Durability::Sync,
         ..Config::default()
     };
-    let fs = SimFs::new(SimConfig::seeded(1));
-    fs.create_dir_all(Path::new("/x")).unwrap();
-    fs.sync_dir(Path::new("/")).unwrap();
-    fs.inject(Fault::SyncFailsOnPath("/x".into()));
-    let first = Store::open_with_fs(Arc::new(fs.clone()), "/x/db", cfg.clone());
-    assert!(first.is_err(), "the first open's sync of /x cannot succeed");
-    drop(first);
-    fs.clear_faults();
-    let s = Store::open_with_fs(Arc::new(fs.clone()), "/x/db", cfg.clone()).unwrap();
-    let tx = s.write().unwrap();
-    tx.table("t").unwrap().insert(b"k", b"v").unwrap();
-    tx.commit().unwrap();
-    let post = fs.crash();
-    drop(s);
-    let cfg = Config {
-        create: false,
-        ..cfg
-    };
-    let s = Store::open_with_fs(Arc::new(post), "/x/db", cfg)
-        .unwrap_or_else(|e| panic!("the acknowledged commit's store is gone: {e}"));
-    let got = s.read().unwrap().table("t").unwrap().get(b"k").unwrap();
-    assert_eq!(got.as_deref(), Some(&b"v"[..]));
+    // (the store, the directory whose syncs fail at the first open, a directory made and
+    // synced beforehand): the failing one is the store's parent or any directory above it
+    // that the first open made (a sync of the parent alone missed the rest: the last review).
+    for (store, failing, made) in [
+        ("/x/db", "/x", Some("/x")),
+        ("/a/db", "/", None),
+        ("/a/b/db", "/", None),
+        ("/a/b/db", "/a", None),
+        ("/a/b/c/db", "/a", None),
+        ("/a/b/db", "/a/b", None),
+    ] {
+        let fs = SimFs::new(SimConfig::seeded(1));
+        if let Some(m) = made {
+            fs.create_dir_all(Path::new(m)).unwrap();
+            fs.sync_dir(Path::new("/")).unwrap();
+        }
+        fs.inject(Fault::SyncFailsOnPath(failing.into()));
+        let first = Store::open_with_fs(Arc::new(fs.clone()), store, cfg.clone());
+        assert!(
+            first.is_err(),
+            "{store}: the first open's sync of {failing} cannot succeed"
+        );
+        drop(first);
+        fs.clear_faults();
+        let s = Store::open_with_fs(Arc::new(fs.clone()), store, cfg.clone()).unwrap();
+        let tx = s.write().unwrap();
+        tx.table("t").unwrap().insert(b"k", b"v").unwrap();
+        tx.commit().unwrap();
+        let post = fs.crash();
+        drop(s);
+        let existing = Config {
+            create: false,
+            ..cfg.clone()
+        };
+        let s = Store::open_with_fs(Arc::new(post), store, existing).unwrap_or_else(|e| {
+            panic!("{store} ({failing} failing): the acknowledged commit's store is gone: {e}")
+        });
+        let got = s.read().unwrap().table("t").unwrap().get(b"k").unwrap();
+        assert_eq!(got.as_deref(), Some(&b"v"[..]), "{store}");
+    }
 }
 
 /// A store made in one torn-page mode, first opened in doublewrite mode while syncs of its

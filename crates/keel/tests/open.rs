@@ -580,8 +580,7 @@ fn a_forked_child_drops_orphans_and_futures_without_harm() {
 }
 
 /// Run as user `nobody` by `a_store_under_a_parent_that_cannot_be_opened_opens`: creates,
-/// commits to and reopens the store in `KEEL_XONLY_DIR`, whose parent it may pass through but
-/// not open (mode 0711).
+/// commits to and reopens the store in `KEEL_XONLY_DIR`, whose parent it cannot open.
 #[test]
 fn xonly_parent_child() {
     let Some(dir) = std::env::var_os("KEEL_XONLY_DIR") else {
@@ -595,8 +594,10 @@ fn xonly_parent_child() {
     }
 }
 
-/// Every read-write open syncs the store's directory and its parent; a parent the process may
-/// pass through but not open (mode 0711, another owner) is no reason to refuse the store. Root
+/// Every read-write open syncs the store's directory and the directories above it; one the
+/// process may pass through or write but not open (mode 0711 or a spool-style 1733, another
+/// owner) is no reason to refuse the store — neither its creation (`create_dir_all` refused it
+/// the first time and the same open was accepted on retry: the last review) nor a reopen. Root
 /// passes every permission check, so the store is opened by a child running as `nobody`.
 #[test]
 fn a_store_under_a_parent_that_cannot_be_opened_opens() {
@@ -607,43 +608,49 @@ fn a_store_under_a_parent_that_cannot_be_opened_opens() {
         return;
     }
     let base = tempfile::tempdir().unwrap();
-    let parent = base.path().join("xonly");
-    let store = parent.join("db");
-    std::fs::create_dir_all(&store).unwrap();
     std::fs::set_permissions(base.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    std::fs::set_permissions(&parent, std::fs::Permissions::from_mode(0o711)).unwrap();
-    let chown = Command::new("chown")
-        .args(["nobody", store.to_str().unwrap()])
-        .status()
-        .unwrap();
-    assert!(chown.success());
-    let exe = std::env::current_exe().unwrap();
-    let out = Command::new("/usr/sbin/runuser")
-        .args(["-u", "nobody", "--"])
-        .arg(&exe)
-        .args([
-            "--exact",
-            "xonly_parent_child",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env("KEEL_XONLY_DIR", &store)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    if !out.status.success() && text.is_empty() {
-        // The test binary itself is out of nobody's reach (a private target directory).
-        println!(
-            "SKIPPED: nobody cannot run the test binary: {}",
+    // (parent mode, whether root makes the store's directory for nobody first)
+    for (mode, premade) in [(0o711, true), (0o1733, false)] {
+        let parent = base.path().join(format!("p{mode:o}"));
+        let store = parent.join("db");
+        std::fs::create_dir_all(&parent).unwrap();
+        if premade {
+            std::fs::create_dir_all(&store).unwrap();
+            let chown = Command::new("chown")
+                .args(["nobody", store.to_str().unwrap()])
+                .status()
+                .unwrap();
+            assert!(chown.success());
+        }
+        std::fs::set_permissions(&parent, std::fs::Permissions::from_mode(mode)).unwrap();
+        let exe = std::env::current_exe().unwrap();
+        let out = Command::new("/usr/sbin/runuser")
+            .args(["-u", "nobody", "--"])
+            .arg(&exe)
+            .args([
+                "--exact",
+                "xonly_parent_child",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env("KEEL_XONLY_DIR", &store)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        if !out.status.success() && text.is_empty() {
+            // The test binary itself is out of nobody's reach (a private target directory).
+            println!(
+                "SKIPPED: nobody cannot run the test binary: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            return;
+        }
+        assert!(
+            out.status.success() && text.contains("round 1 ok"),
+            "parent mode {mode:o}: {text}\n{}",
             String::from_utf8_lossy(&out.stderr)
         );
-        return;
     }
-    assert!(
-        out.status.success() && text.contains("round 1 ok"),
-        "{text}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 /// Run in a process of its own by `a_store_opened_by_a_relative_path_survives_a_chdir` (the
