@@ -188,8 +188,50 @@ impl IoError {
         }
     }
 
+    /// True when a directory sync ([`crate::FileSystem::sync_dir`]) failed because the
+    /// directory cannot be synced at all, not because the sync failed: a directory this process
+    /// may pass through or write but not open (mode 0711 or 1733, another owner), or a file
+    /// system that does not sync directories (`EINVAL`, `EBADF`: PostgreSQL's `fsync_fname`
+    /// ignores the same two for directories). Its names are then as durable as the file system
+    /// makes them. Any other failure (`EIO`) is a failed sync.
+    pub fn cannot_sync_dir(&self) -> bool {
+        match self {
+            IoError::Os { source, .. } => source.kind() == std::io::ErrorKind::PermissionDenied,
+            IoError::SyncFailed { source, .. } => {
+                matches!(source.raw_os_error(), Some(libc::EINVAL | libc::EBADF))
+            }
+            _ => false,
+        }
+    }
+
     /// True for [`IoError::SyncFailed`].
     pub fn is_sync_failure(&self) -> bool {
         matches!(self, IoError::SyncFailed { .. })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A directory that cannot be synced at all is told from a failed sync: the first is passed
+    /// over by the opens that sync the store's path, the second refuses them.
+    #[test]
+    fn a_directory_that_cannot_be_synced_is_not_a_failed_sync() {
+        let os = |code| IoError::Os {
+            op: "open dir",
+            path: PathBuf::from("/d"),
+            source: std::io::Error::from_raw_os_error(code),
+        };
+        let sync = |code| IoError::SyncFailed {
+            path: PathBuf::from("/d"),
+            source: std::io::Error::from_raw_os_error(code),
+        };
+        assert!(os(libc::EACCES).cannot_sync_dir());
+        assert!(sync(libc::EINVAL).cannot_sync_dir());
+        assert!(sync(libc::EBADF).cannot_sync_dir());
+        assert!(!sync(libc::EIO).cannot_sync_dir());
+        assert!(!sync(libc::ENOSPC).cannot_sync_dir());
+        assert!(!os(libc::ENOENT).cannot_sync_dir());
     }
 }

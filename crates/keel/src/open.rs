@@ -657,14 +657,11 @@ fn lock_and_classify(fs: Arc<dyn FileSystem>, dir: &Path, config: &Config) -> Re
     if !read_only {
         for d in dir.ancestors() {
             match fs.sync_dir(d) {
-                // A directory this process may pass through or write but not open (mode 0711
-                // or 1733, another owner) cannot be synced: its names are as durable as the
-                // file system makes them (`OsFs::create_dir_all` treats it the same). A failed
-                // sync is not this: it refuses the open.
-                Err(keel_io::IoError::Os { source, .. })
-                    if source.kind() == std::io::ErrorKind::PermissionDenied =>
-                {
-                    tracing::warn!(dir = %d.display(), "cannot open a directory above the store to sync it");
+                // A directory that cannot be synced at all (`IoError::cannot_sync_dir`: one
+                // this process cannot open, a file system that does not sync directories) is
+                // passed over, as `OsFs::create_dir_all` passes over it; a failed sync refuses.
+                Err(e) if e.cannot_sync_dir() => {
+                    tracing::warn!(dir = %d.display(), error = %e, "a directory on the store's path cannot be synced");
                 }
                 r => r?,
             }

@@ -100,14 +100,13 @@ impl FileSystem for OsFs {
             Err(e) => return Err(IoError::os("mkdir", path, e)),
         }
         match self.sync_dir(&parent_of(path)) {
-            // A parent this process may write but not read (a spool-style 1733 directory)
-            // cannot be opened, so not synced: the new name is as durable as the file system
-            // makes it. Refused here, the same open was accepted on retry (the directory then
-            // existed): a tester. Keel's open treats such a parent the same way.
-            Err(IoError::Os { source, .. })
-                if source.kind() == std::io::ErrorKind::PermissionDenied =>
-            {
-                tracing::warn!(dir = %parent_of(path).display(), "cannot open the directory to sync a new name in it");
+            // A parent that cannot be synced at all (`IoError::cannot_sync_dir`: a spool-style
+            // 1733 directory this process may write but not open, a file system that does not
+            // sync directories): the new name is as durable as the file system makes it.
+            // Refused here, the same open was accepted on retry (the directory then existed):
+            // a tester. Keel's open treats such a directory the same way.
+            Err(e) if e.cannot_sync_dir() => {
+                tracing::warn!(dir = %parent_of(path).display(), error = %e, "cannot sync a new name's directory");
                 Ok(())
             }
             r => r,
