@@ -129,6 +129,9 @@ pub struct Versions {
     /// Registered snapshots (kept with `reg.active`, read without its lock): with none, a write
     /// transaction keeps undo instead of copying the pages it takes.
     registered: AtomicUsize,
+    /// The fork generation the store was made in: a snapshot dropped in a forked child leaves
+    /// the registry alone (its lock may be held for good by a thread of the parent).
+    born: u64,
 }
 
 /// A registered snapshot: reads through it see the committed state at [`lsn`](Self::lsn).
@@ -136,9 +139,6 @@ pub struct Versions {
 #[derive(Debug)]
 pub struct Snapshot {
     versions: Arc<Versions>,
-    /// The fork generation it was taken in: dropped in a forked child, it leaves the registry
-    /// alone (its lock may be held for good by a thread of the parent).
-    born: u64,
     lsn: u64,
     id: u64,
     revoked: Arc<AtomicBool>,
@@ -163,6 +163,7 @@ impl Versions {
             refused: AtomicU64::new(0),
             copied: AtomicU64::new(0),
             registered: AtomicUsize::new(0),
+            born: keel_io::os::fork::generation(),
         }
     }
 
@@ -183,7 +184,6 @@ impl Versions {
         self.registered.store(reg.active.len(), Ordering::SeqCst);
         Snapshot {
             versions: self.clone(),
-            born: keel_io::os::fork::generation(),
             lsn,
             id,
             revoked,
@@ -545,7 +545,7 @@ impl Snapshot {
 
 impl Drop for Snapshot {
     fn drop(&mut self) {
-        if keel_io::os::fork::forked_since(self.born) {
+        if keel_io::os::fork::forked_since(self.versions.born) {
             return;
         }
         let removed = {

@@ -526,7 +526,13 @@ impl Store {
     /// ```
     pub fn stats(&self) -> StoreStats {
         let i = &self.inner;
-        let forked = keel_io::os::fork::forked_since(i.born);
+        // In a forked child the layers' counters, read under locks a thread of the parent may
+        // hold for good (a child's `stats()` hung: a tester), read as zero.
+        let (log, flush, pool) = if keel_io::os::fork::forked_since(i.born) {
+            Default::default()
+        } else {
+            (i.log.stats(), i.writer.stats(), i.pool.stats())
+        };
         StoreStats {
             commits: i.commits.load(Ordering::Relaxed),
             sync_checkpoint_waits: i.sync_checkpoint_waits.load(Ordering::Relaxed),
@@ -541,23 +547,9 @@ impl Store {
             conflicts: i.conflicts.load(Ordering::Relaxed),
             checkpoints: i.ckpt.count(),
             checkpointer_wakeups: i.ckpt.wakeups(),
-            // In a forked child the layers' counters, read under locks a thread of the parent
-            // may hold for good (a child's `stats()` hung: a tester), read as zero.
-            log: if forked {
-                Default::default()
-            } else {
-                i.log.stats()
-            },
-            flush: if forked {
-                Default::default()
-            } else {
-                i.writer.stats()
-            },
-            pool: if forked {
-                Default::default()
-            } else {
-                i.pool.stats()
-            },
+            log,
+            flush,
+            pool,
             io: i.fs.counters().snapshot(),
         }
     }
@@ -712,7 +704,7 @@ impl Inner {
             txn: self.pool.begin(),
             created: RefCell::new(HashMap::new()),
             dropped: RefCell::new(HashSet::new()),
-            lock: crate::txn::WriterLock::new(lock),
+            lock: crate::txn::WriterLock::new(lock, self.born),
             held,
         })
     }

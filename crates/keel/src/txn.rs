@@ -67,16 +67,16 @@ pub(crate) struct Exclusive<'s> {
 /// parking table, whose locks those threads may hold for good.
 pub(crate) struct WriterLock<'s> {
     guard: Option<RwLockWriteGuard<'s, ()>>,
-    /// The fork generation it was taken in.
+    /// The fork generation of the store it belongs to.
     born: u64,
 }
 
 impl<'s> WriterLock<'s> {
-    /// Holds `guard`.
-    pub(crate) fn new(guard: RwLockWriteGuard<'s, ()>) -> WriterLock<'s> {
+    /// Holds `guard`, the writer lock of a store opened in fork generation `born`.
+    pub(crate) fn new(guard: RwLockWriteGuard<'s, ()>, born: u64) -> WriterLock<'s> {
         WriterLock {
             guard: Some(guard),
-            born: keel_io::os::fork::generation(),
+            born,
         }
     }
 }

@@ -227,6 +227,10 @@ struct Slots {
 #[derive(Debug)]
 pub(crate) struct Shared {
     pub(crate) dir: PathBuf,
+    /// The fork generation the log was opened in: a commit's future polled or dropped in a
+    /// forked child (no flusher there, the log's locks maybe held for good by threads of the
+    /// parent) resolves with `IoError::Forked` and takes no lock.
+    pub(crate) born: u64,
     /// How groups are encoded: compact from log format version 3 on (`record.rs`).
     encoding: Encoding,
     /// Whether groups may hold `PageCopy` records (log format version 4 on).
@@ -422,7 +426,6 @@ impl RedoLog {
             lsn: lsn.0,
             written_only: false,
             id: None,
-            born: keel_io::os::fork::generation(),
         }
     }
 
@@ -460,7 +463,6 @@ impl RedoLog {
             lsn,
             written_only: sh.cfg.durability != Durability::Sync,
             id: None,
-            born: keel_io::os::fork::generation(),
         }
     }
 

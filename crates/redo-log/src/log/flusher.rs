@@ -93,9 +93,6 @@ pub struct Durable {
     pub(super) lsn: u64,
     pub(super) written_only: bool,
     pub(super) id: Option<u64>,
-    /// The fork generation it was made in: in a forked child there is no flusher to wake it,
-    /// and the log's locks may be held for good by threads of the parent.
-    pub(super) born: u64,
 }
 
 impl Future for Durable {
@@ -122,7 +119,7 @@ impl Future for Durable {
         }
         // A forked child has no flusher: the future would wait for good (a tester's children
         // all hung on a commit's future made before the fork). Refused before any lock.
-        if keel_io::os::fork::forked_since(this.born) {
+        if keel_io::os::fork::forked_since(sh.born) {
             return Poll::Ready(Err(crate::LogError::Io(keel_io::IoError::Forked {
                 path: sh.dir.clone(),
             })));
@@ -167,7 +164,7 @@ impl Drop for Durable {
     fn drop(&mut self) {
         // In a forked child its waker stays registered in the child's copy of the log, which
         // nothing reads; the lock is left alone.
-        if keel_io::os::fork::forked_since(self.born) {
+        if keel_io::os::fork::forked_since(self.sh.born) {
             return;
         }
         if let Some(id) = self.id {

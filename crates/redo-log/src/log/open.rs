@@ -614,6 +614,7 @@ impl RedoLog {
         };
         let sh = Arc::new(Shared {
             dir: dir.to_path_buf(),
+            born: keel_io::os::fork::generation(),
             encoding,
             page_copies: st.version >= 4,
             seal,
