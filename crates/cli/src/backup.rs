@@ -58,7 +58,10 @@
 //!    ([`keel::layout::BACKUP_STAGING_DIR`]), which every open refuses as an interrupted
 //!    backup (a backup killed early left an empty-looking DEST in which the next open made a
 //!    new, empty store; one killed during step 5 left files refused as "copied here by
-//!    mistake": a tester). The identity moves last. Then sync the directory DEST was created in (and each directory above it the backup created),
+//!    mistake": a tester). The identity moves last. A move that fails part of the way removes
+//!    what was moved and the staging directory, leaving DEST as the backup found it; a backup
+//!    killed during the moves leaves the staging directory beside part of the copy, which the
+//!    next run names as an unfinished backup ([`unfinished_backup`]). Then sync the directory DEST was created in (and each directory above it the backup created),
 //!    so that DEST's own name survives a power loss after "backup OK" (test
 //!    `a_backup_syncs_the_directories_it_created`).
 //!
@@ -236,16 +239,7 @@ fn backup(dir: &Path, dest: &Path, report: &mut Report) -> Result<(), String> {
             .map(|e| e.map(|e| e.file_name()))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| io(dest, "list", e))?;
-        // A backup killed while it built its copy leaves only its staging directory: said so,
-        // not just "not empty" (a tester could not tell it from a store of their own).
-        if names == [keel::layout::BACKUP_STAGING_DIR] {
-            return Err(format!(
-                "{}: holds only {}, the copy of a backup that did not finish: remove it and run \
-                 the backup again",
-                dest.display(),
-                keel::layout::BACKUP_STAGING_DIR
-            ));
-        }
+        unfinished_backup(dest, &names)?;
         if !names.is_empty() {
             return Err(format!(
                 "{}: the destination exists and is not empty",
@@ -328,20 +322,111 @@ fn backup(dir: &Path, dest: &Path, report: &mut Report) -> Result<(), String> {
     Ok(())
 }
 
+/// Refuses a destination that holds the staging directory of a backup that did not finish,
+/// naming it: alone (killed while it built its copy), or beside part of the copy (killed while
+/// [`publish`] moved it up). Both were refused only as "not empty" (a tester could not tell
+/// them from a store of their own).
+///
+/// # Errors
+///
+/// The message, when `names` (DEST's entries) hold the staging directory.
+fn unfinished_backup(dest: &Path, names: &[std::ffi::OsString]) -> Result<(), String> {
+    let staging = keel::layout::BACKUP_STAGING_DIR;
+    if !names.iter().any(|n| n == staging) {
+        return Ok(());
+    }
+    Err(if names.len() == 1 {
+        format!(
+            "{}: holds only {staging}, the copy of a backup that did not finish: remove it and \
+             run the backup again",
+            dest.display()
+        )
+    } else {
+        format!(
+            "{}: holds {staging} and {} other entries, a backup that did not finish (stopped \
+             while it moved its copy into place): remove them all and run the backup again",
+            dest.display(),
+            names.len() - 1
+        )
+    })
+}
+
 /// Moves the finished copy up from `staging` into `dest`, the identity last (until it is there
-/// the directory is no store), then removes `staging` and syncs `dest`.
+/// the directory is no store), then removes `staging` and syncs `dest`. A failure part of the
+/// way removes what was moved and the staging directory, so that DEST is left as the backup
+/// found it (empty) and the same command runs again once the cause is gone; before, DEST was
+/// left half filled and the rerun was refused as "not empty".
+///
+/// # Errors
+///
+/// A listing, rename, removal or directory sync that fails, with what the cleanup did.
 fn publish(staging: &Path, dest: &Path) -> Result<(), String> {
+    publish_by(staging, dest, &|from, to| std::fs::rename(from, to))
+}
+
+/// [`publish`] with the rename given (a test makes one fail).
+fn publish_by(
+    staging: &Path,
+    dest: &Path,
+    rename: &dyn Fn(&Path, &Path) -> std::io::Result<()>,
+) -> Result<(), String> {
+    let mut moved = Vec::new();
+    let Err(e) = move_up(staging, dest, rename, &mut moved) else {
+        return Ok(());
+    };
+    let mut left = Vec::new();
+    for name in &moved {
+        let path = dest.join(name);
+        let gone = if path.is_dir() {
+            std::fs::remove_dir_all(&path)
+        } else {
+            std::fs::remove_file(&path)
+        };
+        if let Err(e) = gone {
+            left.push(io(&path, "remove", e));
+        }
+    }
+    if staging.exists() {
+        if let Err(e) = std::fs::remove_dir_all(staging) {
+            left.push(io(staging, "remove", e));
+        }
+    }
+    Err(if left.is_empty() {
+        format!(
+            "{e} (while moving the finished copy into place: what was moved is removed, and {} \
+             is as the backup found it)",
+            dest.display()
+        )
+    } else {
+        format!(
+            "{e} (while moving the finished copy into place; the cleanup failed too: {}; remove \
+             the contents of {} before running the backup again)",
+            left.join("; "),
+            dest.display()
+        )
+    })
+}
+
+/// The moves of [`publish_by`], each entry's name pushed to `moved` once it is in `dest`.
+fn move_up(
+    staging: &Path,
+    dest: &Path,
+    rename: &dyn Fn(&Path, &Path) -> std::io::Result<()>,
+    moved: &mut Vec<std::ffi::OsString>,
+) -> Result<(), String> {
     let identity = keel::layout::IDENTITY_FILE;
     for e in std::fs::read_dir(staging).map_err(|e| io(staging, "list", e))? {
         let e = e.map_err(|e| io(staging, "list", e))?;
         if e.file_name() != identity {
             let to = dest.join(e.file_name());
-            std::fs::rename(e.path(), &to).map_err(|e| io(&to, "rename", e))?;
+            rename(&e.path(), &to).map_err(|e| io(&to, "rename", e))?;
+            moved.push(e.file_name());
         }
     }
     sync_dir(dest)?;
     let to = dest.join(identity);
-    std::fs::rename(staging.join(identity), &to).map_err(|e| io(&to, "rename", e))?;
+    rename(&staging.join(identity), &to).map_err(|e| io(&to, "rename", e))?;
+    moved.push(identity.into());
     std::fs::remove_dir(staging).map_err(|e| io(staging, "remove", e))?;
     sync_dir(dest)
 }
@@ -807,6 +892,89 @@ fn sync_dir(dir: &Path) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A staging directory laid out as `build` leaves it: identity, data file, log files.
+    fn staged(root: &Path) -> (PathBuf, PathBuf) {
+        let dest = root.join("dest");
+        let staging = dest.join(keel::layout::BACKUP_STAGING_DIR);
+        std::fs::create_dir_all(staging.join(keel::LOG_DIR)).unwrap();
+        std::fs::write(staging.join(keel::layout::IDENTITY_FILE), b"id").unwrap();
+        std::fs::write(staging.join(keel::layout::DATA_FILE_NAME), b"data").unwrap();
+        std::fs::write(staging.join(keel::LOG_DIR).join(HEADER_FILE), b"log").unwrap();
+        (dest, staging)
+    }
+
+    fn names(dir: &Path) -> Vec<std::ffi::OsString> {
+        let mut n: Vec<_> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        n.sort();
+        n
+    }
+
+    /// A publish whose rename fails at any of its moves leaves DEST empty, as the backup found
+    /// it, so the rerun is not refused; before, DEST kept what had been moved up and the
+    /// staging directory, and the rerun was refused as "not empty".
+    #[test]
+    fn a_publish_that_fails_part_way_leaves_the_destination_as_it_found_it() {
+        for fail_at in 0..3 {
+            let root = tempfile::tempdir().unwrap();
+            let (dest, staging) = staged(root.path());
+            let calls = std::cell::Cell::new(0);
+            let rename = |from: &Path, to: &Path| {
+                calls.set(calls.get() + 1);
+                if calls.get() > fail_at {
+                    return Err(std::io::Error::other("injected"));
+                }
+                std::fs::rename(from, to)
+            };
+            let e = publish_by(&staging, &dest, &rename).expect_err("a failed rename published");
+            assert!(e.contains("as the backup found it"), "{fail_at}: {e}");
+            assert!(
+                names(&dest).is_empty(),
+                "{fail_at}: left {:?}",
+                names(&dest)
+            );
+            assert_eq!(unfinished_backup(&dest, &names(&dest)), Ok(()));
+        }
+        // With no failure, the copy is up and the staging directory gone.
+        let root = tempfile::tempdir().unwrap();
+        let (dest, staging) = staged(root.path());
+        publish(&staging, &dest).unwrap();
+        let want: Vec<std::ffi::OsString> = [
+            keel::layout::DATA_FILE_NAME,
+            keel::LOG_DIR,
+            keel::layout::IDENTITY_FILE,
+        ]
+        .iter()
+        .map(Into::into)
+        .collect();
+        let mut want = want;
+        want.sort();
+        assert_eq!(names(&dest), want);
+    }
+
+    /// A backup killed while it moved its copy up leaves part of it beside the staging
+    /// directory: the rerun names it as an unfinished backup, not just "not empty".
+    #[test]
+    fn a_backup_killed_while_it_moved_its_copy_up_is_named() {
+        let root = tempfile::tempdir().unwrap();
+        let (dest, staging) = staged(root.path());
+        std::fs::rename(
+            staging.join(keel::layout::DATA_FILE_NAME),
+            dest.join(keel::layout::DATA_FILE_NAME),
+        )
+        .unwrap();
+        let e = unfinished_backup(&dest, &names(&dest)).expect_err("accepted");
+        assert!(
+            e.contains("did not finish") && e.contains("1 other entries"),
+            "{e}"
+        );
+        std::fs::remove_file(dest.join(keel::layout::DATA_FILE_NAME)).unwrap();
+        let e = unfinished_backup(&dest, &names(&dest)).expect_err("accepted");
+        assert!(e.contains("holds only"), "{e}");
+    }
 
     /// Without a checksum, a page read while it was being written (header and trailer of the
     /// new version, a middle sector of the old) passes verification: the copy keeps it only
