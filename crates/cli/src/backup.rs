@@ -303,7 +303,14 @@ fn backup(dir: &Path, dest: &Path, report: &mut Report) -> Result<(), String> {
     // checked and given its own identity (step 6): a backup stopped before that leaves a
     // directory every open refuses as an interrupted backup (`keel::layout::BACKUP_STAGING_DIR`).
     let staging = dest.join(keel::layout::BACKUP_STAGING_DIR);
-    if let Err(e) = build(dir, &staging, &identity, &held, &st0, &slot0, report) {
+    let start = Start {
+        dir,
+        identity,
+        held,
+        st0,
+        slot0,
+    };
+    if let Err(e) = build(&start, &staging, report) {
         // A failed build leaves DEST as it found it: the copy so far goes (a backup that failed
         // on a full destination left it there, holding the room, and the same command run
         // again was refused as "not empty": a tester).
@@ -431,16 +438,23 @@ fn move_up(
     sync_dir(dest)
 }
 
+/// The source as step 1 found it: what steps 2 to 5 copy and repair the copy from.
+struct Start<'a> {
+    /// The source store's directory.
+    dir: &'a Path,
+    /// Its identity (page size and checksum kind).
+    identity: keel::StoreIdentity,
+    /// Its log files, held open from before the checkpoint was read.
+    held: HeldFiles,
+    /// Its log's layout.
+    st0: StaticHeader,
+    /// The checkpoint `C0` the copy recovers from.
+    slot0: Slot,
+}
+
 /// Steps 2 to 5 into `dest` (the staging directory).
-fn build(
-    dir: &Path,
-    dest: &Path,
-    identity: &keel::StoreIdentity,
-    held: &HeldFiles,
-    st0: &StaticHeader,
-    slot0: &Slot,
-    report: &mut Report,
-) -> Result<(), String> {
+fn build(start: &Start<'_>, dest: &Path, report: &mut Report) -> Result<(), String> {
+    let (dir, identity) = (start.dir, &start.identity);
     std::fs::create_dir_all(dest.join(keel::LOG_DIR)).map_err(|e| io(dest, "create", e))?;
     // Step 2: identity, then the data file.
     copy_file(
@@ -455,7 +469,7 @@ fn build(
             copy_file(&area, &dest.join(keel::layout::DOUBLEWRITE_FILE_NAME))?;
         }
     }
-    finish(dir, dest, identity, held, st0, slot0, report)
+    finish(start, dest, report)
 }
 
 /// `dir` and those of its ancestors that do not exist, deepest first: what `create_dir_all`
@@ -468,16 +482,14 @@ fn missing_dirs(dir: &Path) -> Vec<PathBuf> {
 }
 
 /// Steps 3 and 4, after the data copy: the log, the copy's header, its recovery and check.
-fn finish(
-    dir: &Path,
-    dest: &Path,
-    identity: &keel::StoreIdentity,
-    held: &HeldFiles,
-    st0: &StaticHeader,
-    slot0: &Slot,
-    report: &mut Report,
-) -> Result<(), String> {
-    let log_dir = dir.join(keel::LOG_DIR);
+fn finish(start: &Start<'_>, dest: &Path, report: &mut Report) -> Result<(), String> {
+    let Start {
+        dir,
+        identity,
+        held,
+        slot0,
+        ..
+    } = start;
     // Step 3: the log, until the copy reaches what it must and no split was read out of order.
     let dest_log = dest.join(keel::LOG_DIR);
     let mut rounds = 0u32;
@@ -488,7 +500,7 @@ fn finish(
             slot,
             files,
             scanned,
-        } = copy_log(&log_dir, held, st0, slot0, report)?;
+        } = copy_log(start, report)?;
         // A source at rest was copied at one moment: nothing read out of order (and its torn
         // pages, left for recovery, have no LSN to compare).
         let late = if report.at_rest {
@@ -573,19 +585,17 @@ struct LogCopy {
 
 /// Copies the source log (not yet into DEST) until its scan from the backup's start checkpoint
 /// reaches the log end seen at step 1 and every page LSN of the data copy.
-fn copy_log(
-    log_dir: &Path,
-    held: &HeldFiles,
-    st0: &StaticHeader,
-    slot0: &Slot,
-    report: &mut Report,
-) -> Result<LogCopy, String> {
+fn copy_log(start: &Start<'_>, report: &mut Report) -> Result<LogCopy, String> {
+    let Start {
+        held, st0, slot0, ..
+    } = start;
+    let log_dir = start.dir.join(keel::LOG_DIR);
     let must_reach = report.start_log_end.max(report.max_page_lsn);
     let mut copies = 0u32;
     loop {
         copies += 1;
         report.log_copies += 1;
-        let (header, st, slot) = read_log_header(log_dir)?;
+        let (header, st, slot) = read_log_header(&log_dir)?;
         if st != *st0 {
             return Err(format!(
                 "{}: the log's layout changed during the backup",
@@ -1069,15 +1079,13 @@ mod tests {
 
     /// What step 1 of a backup of `dir` leaves: its log files held, the checkpoint C0 and the
     /// report with the log end now.
-    struct Step1 {
-        held: HeldFiles,
-        st0: StaticHeader,
-        slot0: Slot,
+    struct Step1<'a> {
+        start: Start<'a>,
         report: Report,
     }
 
     /// Step 1 as [`backup`] does it, on the store in `dir`.
-    fn step1(dir: &Path) -> Step1 {
+    fn step1(dir: &Path) -> Step1<'_> {
         let log_dir = dir.join(keel::LOG_DIR);
         let (_, st0, slot0) = read_log_header(&log_dir).unwrap();
         let held = HeldFiles::hold(&log_dir, &st0).unwrap();
@@ -1087,28 +1095,22 @@ mod tests {
             ..Report::default()
         };
         Step1 {
-            held,
-            st0,
-            slot0,
+            start: Start {
+                dir,
+                identity: keel::read_identity(dir).unwrap(),
+                held,
+                st0,
+                slot0,
+            },
             report,
         }
     }
 
-    impl Step1 {
+    impl Step1<'_> {
         /// Steps 3 and 4 into `dest` (its data copied) from `dir`'s log; the copy must check
         /// clean and hold rows 0..6,000, each with its value. Returns the report.
-        fn finish(mut self, dir: &Path, dest: &Path) -> Report {
-            let identity = keel::read_identity(dir).unwrap();
-            finish(
-                dir,
-                dest,
-                &identity,
-                &self.held,
-                &self.st0,
-                &self.slot0,
-                &mut self.report,
-            )
-            .unwrap();
+        fn finish(mut self, dest: &Path) -> Report {
+            finish(&self.start, dest, &mut self.report).unwrap();
             assert!(self.report.check_problems.is_empty(), "{:?}", self.report);
             assert_rows(dest, 0..6_000);
             self.report
@@ -1172,7 +1174,7 @@ mod tests {
             }
         }
         write_file(&dest.path().join(keel::layout::DATA_FILE_NAME), &bytes).unwrap();
-        let report = step.finish(dir.path(), dest.path());
+        let report = step.finish(dest.path());
         assert!(report.split_pages_reread > 0, "{report:?}");
     }
 
@@ -1193,7 +1195,7 @@ mod tests {
             store.checkpoint().unwrap();
         }
         assert!(
-            step.held.removed() > 0,
+            step.start.held.removed() > 0,
             "the source removed no log file: the test tests nothing"
         );
         let dest = new_dest(dir.path());
@@ -1206,7 +1208,7 @@ mod tests {
             &mut step.report,
         )
         .unwrap();
-        let report = step.finish(dir.path(), dest.path());
+        let report = step.finish(dest.path());
         assert!(report.log_files_removed > 0, "{report:?}");
     }
 }
