@@ -362,16 +362,24 @@ impl Config {
         let cannot =
             |e: std::io::Error| Error::Config(format!("cannot read {}: {e}", path.display()));
         let file = std::fs::File::open(path).map_err(cannot)?;
-        let mut text = String::new();
+        // Bytes first, the size checked before the text: the bound can cut a character in two,
+        // and an oversized file was then called "not valid UTF-8" (a tester).
+        let mut bytes = Vec::new();
         file.take(MAX_TOML_BYTES + 1)
-            .read_to_string(&mut text)
+            .read_to_end(&mut bytes)
             .map_err(cannot)?;
-        if text.len() as u64 > MAX_TOML_BYTES {
+        if bytes.len() as u64 > MAX_TOML_BYTES {
             return Err(Error::Config(format!(
                 "{} is larger than {MAX_TOML_BYTES} bytes: not a configuration file",
                 path.display()
             )));
         }
+        let text = String::from_utf8(bytes).map_err(|e| {
+            Error::Config(format!(
+                "{}: not a configuration file (not valid UTF-8: {e})",
+                path.display()
+            ))
+        })?;
         Config::from_toml_str(&text).map_err(|e| match e {
             Error::Config(m) => Error::Config(format!("{}: {m}", path.display())),
             other => other,
@@ -644,6 +652,17 @@ mod tests {
         }
         let e = read("/dev/zero".into()).unwrap_err();
         assert!(e.contains("/dev/zero") && e.contains("larger than"), "{e}");
+        // Past the bound with a character cut in two by it: still "larger than", not "not
+        // valid UTF-8" (a tester).
+        let big = dir.path().join("big.toml");
+        let text = format!("# {}\n", "é".repeat(MAX_TOML_BYTES as usize / 2 + 1));
+        std::fs::write(&big, text).unwrap();
+        let e = read(big).unwrap_err();
+        assert!(e.contains("larger than"), "{e}");
+        let latin1 = dir.path().join("latin1.toml");
+        std::fs::write(&latin1, b"# caf\xe9\n").unwrap();
+        let e = read(latin1).unwrap_err();
+        assert!(e.contains("latin1.toml") && e.contains("UTF-8"), "{e}");
         let ok = dir.path().join("ok.toml");
         std::fs::write(&ok, Config::default().to_toml()).unwrap();
         assert_eq!(read(ok).unwrap(), Config::default());
