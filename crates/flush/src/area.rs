@@ -400,26 +400,43 @@ impl DoublewriteArea {
         self.state.lock().ready
     }
 
-    /// Writes zeros over the whole area, then the header for the wanted geometry, and syncs
-    /// (nothing if it has them already). Called only when nothing in the area is needed any
-    /// more.
+    /// Writes zeros over the whole area, then the header for the wanted geometry, and syncs;
+    /// if it has them already, writes the header again and syncs (the header read may not be
+    /// durable). Called only when nothing in the area is needed any more.
+    ///
+    /// # Errors
+    /// An I/O error of the area's file.
     pub fn format(&self) -> Result<()> {
         let mut st = self.state.lock();
         let Some(g) = self.wanted else {
             // Recovery-only area (the writer runs another mode): once its images are restored it
             // is emptied, so that a page torn later, while no doublewrite protects it, can never
-            // be "repaired" with an older image (that would be silently wrong data).
+            // be "repaired" with an older image (that would be silently wrong data). Emptied by
+            // every open, also one that finds it empty: a truncation whose sync failed (a
+            // refused open) reads as done on the same boot and may not be durable.
             if let Some(file) = self.file.get() {
-                if st.on_disk.is_some() || file.len()? > 0 {
-                    file.set_len(0)?;
-                    file.sync_all()?;
-                    st.on_disk = None;
-                }
+                file.set_len(0)?;
+                file.sync_all()?;
+                st.on_disk = None;
             }
             st.ready = true;
             return Ok(());
         };
-        if st.on_disk != Some(g) || st.on_disk_store != self.store {
+        if st.on_disk == Some(g) && st.on_disk_store == self.store {
+            // The header the open read may be one a refused open wrote whose sync failed: the
+            // device shows it (an O_DIRECT read, no page cache to drop) but it may never become
+            // durable, while the slots written from now on will — and after a power loss a
+            // zeroed header beside live slots is refused ("header never written, but the slots
+            // hold data": a tester, 40 of 40 stores). So it is written again, the same bytes,
+            // and synced, as the log's recovered blocks are (`RedoLog::sync_recovered`): the
+            // sync then makes it durable or fails. Nothing in the area is needed now, and a
+            // rewrite torn by a power loss leaves either the same bytes (the header was
+            // durable) or a damaged header beside a body the refused open had zeroed, which
+            // `scan` takes as empty.
+            let file = self.file()?;
+            file.write_all_at(&g.encode_header(self.store), 0)?;
+            file.sync_all()?;
+        } else {
             // The old area is emptied durably first: a crash while the new one is written must
             // not leave a zeroed header beside the old slots' bytes, which `scan` refuses as a
             // damaged header hiding images (crash matrix, reopening with another batch size:
