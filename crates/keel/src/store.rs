@@ -504,7 +504,11 @@ impl Store {
     /// # Errors
     ///
     /// The meta page cannot be read or is not a meta page (nothing else can be checked).
-    /// Everything found past that is a line in [`CheckReport::problems`], not an error.
+    /// [`Error::SnapshotTooOld`] when writers' page versions passed
+    /// [`Config::snapshot_budget`](crate::Config::snapshot_budget) while the check walked its
+    /// snapshot (retryable: check again, with a larger budget or fewer writers); a poisoned
+    /// store's error. Everything found past that is a line in [`CheckReport::problems`], not
+    /// an error.
     pub fn check(&self) -> Result<CheckReport> {
         self.inner.check_fork()?;
         let snap = self.inner.pool.snapshot();
