@@ -97,12 +97,24 @@ pub struct Slot {
     /// sign of a data file older than the log (a tester: a downgrade and upgrade left a store
     /// every later open refused).
     pub checkpoint_kept: bool,
+    /// Every log byte below this LSN had been made durable (synced) when the slot was written
+    /// (`None`: not recorded — slots of builds before session 45). Written with the newest
+    /// file (the first sync covering a growing log's new file) and by each checkpoint; an open
+    /// whose scan ends short of it refuses: the blocks the log had synced there are damaged or
+    /// gone (a growing log's newest file zeroed or replaced opened as a torn tail, its
+    /// acknowledged commits lost).
+    pub durable_lsn: Option<u64>,
 }
 
 /// The mark of [`Slot::checkpoint_kept`] at bytes 56..60: CRC-32C of the slot's bytes 0..40
 /// followed by `FCKP`.
 fn kept_mark(b: &[u8]) -> u32 {
     crc32c::crc32c_append(crc(&b[..40]), b"FCKP")
+}
+
+/// The check of bytes 60..68 (the durable LSN), bound to the slot's first 40 bytes.
+fn durable_mark(b: &[u8]) -> u32 {
+    crc32c::crc32c_append(crc32c::crc32c_append(crc(&b[..40]), &b[60..68]), b"DURL")
 }
 
 fn crc(bytes: &[u8]) -> u32 {
@@ -229,6 +241,11 @@ impl Slot {
             let m = kept_mark(&b);
             b[56..60].copy_from_slice(&m.to_le_bytes());
         }
+        if let Some(d) = self.durable_lsn {
+            b[60..68].copy_from_slice(&d.to_le_bytes());
+            let m = durable_mark(&b);
+            b[68..72].copy_from_slice(&m.to_le_bytes());
+        }
         b
     }
 
@@ -256,6 +273,7 @@ impl Slot {
             incarnation: u32_at(b, 32),
             newest_file: (b.len() >= 56 && u32_at(b, 52) == crc(&b[44..52])).then(|| u64_at(b, 44)),
             checkpoint_kept: b.len() >= 60 && u32_at(b, 56) == kept_mark(b),
+            durable_lsn: (b.len() >= 72 && u32_at(b, 68) == durable_mark(b)).then(|| u64_at(b, 60)),
         };
         if s.seq == 0 || s.scan_start > s.checkpoint_lsn {
             return Err(format!(
@@ -361,7 +379,33 @@ mod tests {
             incarnation: 3,
             newest_file: None,
             checkpoint_kept: true,
+            durable_lsn: None,
         }
+    }
+
+    /// The durable LSN round-trips, is bound to the slot (another slot's field pasted in does
+    /// not verify), and a slot without it (zeros, as every slot an older build wrote) records
+    /// none.
+    #[test]
+    fn the_durable_lsn_is_recorded_only_where_it_checks() {
+        let with = Slot {
+            durable_lsn: Some(123_456),
+            ..slot(5, 100)
+        };
+        let mut b = with.encode(ST.salt);
+        assert_eq!(Slot::decode(&b, ST.salt).unwrap(), with);
+        assert_eq!(
+            Slot::decode(&slot(5, 100).encode(ST.salt), ST.salt)
+                .unwrap()
+                .durable_lsn,
+            None
+        );
+        let other = Slot {
+            durable_lsn: Some(123_456),
+            ..slot(6, 200)
+        };
+        b[60..72].copy_from_slice(&other.encode(ST.salt)[60..72]);
+        assert_eq!(Slot::decode(&b, ST.salt).unwrap().durable_lsn, None);
     }
 
     /// The mark round-trips, is bound to the slot's fields (another checkpoint LSN under the

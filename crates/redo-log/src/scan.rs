@@ -99,8 +99,10 @@ pub(crate) struct ScanEnd {
     /// it had been durable (a damaged block in the middle, not a torn tail): its number and the
     /// proof.
     pub corrupt_middle: Option<(u64, String)>,
-    /// The block whose verification failure ended the stream, if one did.
-    pub bad_block: Option<u64>,
+    /// The block whose verification failure ended the stream, if one did, and the incarnation
+    /// of the stream there (0 at the scan's first block): the least incarnation whose blocks'
+    /// claims [`look_past`] takes as proof.
+    pub bad_block: Option<(u64, u32)>,
 }
 
 struct Blk {
@@ -127,7 +129,7 @@ struct Stream<'a, S: BlockSource> {
     /// Preallocated logs: the first block number that would wrap onto the start block's slot.
     wrap_block: Option<u64>,
     /// The block whose verification failure ended the stream, if one did.
-    bad: Option<u64>,
+    bad: Option<(u64, u32)>,
 }
 
 fn load<S: BlockSource>(
@@ -184,7 +186,7 @@ impl<S: BlockSource> Stream<'_, S> {
         let next = match load(self.src, &self.geo, &mut self.raw, n + 1, self.verify)? {
             Ok(b) => b,
             Err(fault) => {
-                self.bad = Some(n + 1);
+                self.bad = Some((n + 1, self.cur.hdr.incarnation));
                 let why = if partial {
                     format!(
                         "block {n} is the tail ({} of {} bytes used); block {} ({}): {fault}",
@@ -206,7 +208,7 @@ impl<S: BlockSource> Stream<'_, S> {
             // durable slot (a stale header put back). Proof, not a torn tail: `look_past`
             // reports it from here. (Ending quietly here lost every commit of the newer
             // incarnations behind a stale header, and the open then reused their number.)
-            self.bad = Some(n + 1);
+            self.bad = Some((n + 1, ci));
             return Ok(Adv::End(format!(
                 "block {} ({}): incarnation {ni}, newer than the {} the log header records",
                 n + 1,
@@ -285,25 +287,39 @@ pub(crate) fn scan<S: BlockSource>(
 ) -> Result<ScanEnd> {
     let mut end = scan_stream(src, params, visit)?;
     if end.corrupt_middle.is_none() {
-        if let Some(bad) = end.bad_block {
-            end.corrupt_middle = look_past(src, params, bad)?;
+        if let Some((bad, inc)) = end.bad_block {
+            end.corrupt_middle = look_past(src, params, bad, inc)?;
         }
     }
     Ok(end)
 }
 
-/// All-zero blocks in a row after which [`look_past`] stops: more than a damaged 4 KiB page or
-/// 16 KiB of 512-byte blocks, so damage that zeroes a whole page is still looked past.
+/// All-zero blocks in a row after which [`look_past`] stops reading every block and probes
+/// one in this many (and the first block of each file): more than a damaged 4 KiB page or
+/// 16 KiB of 512-byte blocks, so damage that zeroes a whole page is still read past block by
+/// block.
 const ZERO_RUN_END: u64 = 64;
 
-/// Looks at up to `params.lookahead` blocks after `bad` (never wrapping onto the scan's first
-/// block, stopping where the files end) for a valid block that proves `bad` had been durable:
-/// one whose durable lag reaches past `bad` (it was written after a sync covered `bad`), or one
-/// of an incarnation newer than the header knows (the header lost a durable slot).
+/// Looks past `bad` (never wrapping onto the scan's first block, stopping where the files end)
+/// for a valid block that proves `bad` had been durable: one whose durable lag reaches past
+/// `bad` (it was written after a sync covered `bad`), one of an incarnation newer than the
+/// header knows (the header lost a durable slot), or a block of this log out of its place (a
+/// log file swapped, moved or copied over another).
+///
+/// Up to `params.lookahead` blocks after `bad` are read one by one; past that, or past a run
+/// of [`ZERO_RUN_END`] all-zero blocks, one block in [`ZERO_RUN_END`] and the first block of
+/// every file are probed, to the end of the lap (preallocated) or of the last file (growing).
+/// The search stops at a block of an older lap (its checksum holds, its number is this
+/// position's in an earlier lap): the writer never got there in this lap, and writes are
+/// issued in block order, so nothing after it was synced later either. Before the probes, a
+/// zeroed run of 64 blocks or more (a zeroed log file) or damage longer than the lookahead
+/// (a 64 MiB file replaced) ended the search, and the open took the damage for a torn tail:
+/// every acknowledged commit after it lost, and a growing log's later files deleted (a tester).
 fn look_past<S: BlockSource>(
     src: &mut S,
     params: &ScanParams,
     bad: u64,
+    inc: u32,
 ) -> Result<Option<(u64, String)>> {
     if params.lookahead == 0 || !params.verify {
         return Ok(None);
@@ -311,77 +327,139 @@ fn look_past<S: BlockSource>(
     let geo = params.geo;
     let p = geo.payload as u64;
     let b0 = params.start / p;
-    let mut last = bad.saturating_add(params.lookahead);
-    if geo.preallocated {
-        last = last.min(b0.saturating_add(geo.lap_blocks()).saturating_sub(1));
-    }
+    let lap = geo.lap_blocks();
+    let dense_last = bad.saturating_add(params.lookahead);
+    let last = if geo.preallocated {
+        b0.saturating_add(lap).saturating_sub(1)
+    } else {
+        u64::MAX
+    };
     let mut raw = vec![0u8; geo.block];
     let mut m = bad;
     let mut zero_run = 0u64;
+    let mut sparse = false;
     while m <= last {
-        let b = match load(src, &geo, &mut raw, m, true)? {
-            Ok(b) => b,
+        let hdr = match load(src, &geo, &mut raw, m, true)? {
+            Ok(b) => b.hdr,
             // A growing log's file missing or cut short with a later file present: the gap
             // is no torn tail (files are filled and created in order), so the later files are
-            // searched for proof too, as far past the gap as past a damaged block. Without
-            // this, a deleted middle file ended the log there silently, and the open then
-            // deleted the files after it with their acknowledged commits.
+            // searched for proof too. Without this, a deleted middle file ended the log there
+            // silently, and the open then deleted the files after it with their acknowledged
+            // commits.
             Err(BlockFault::Missing) => match src.next_present(m) {
                 Some(j) if j > m => {
-                    last = last.saturating_add(j - m);
                     m = j;
                     zero_run = 0;
                     continue;
                 }
                 _ => break,
             },
-            // A block of an older lap (its checksum holds, its number or epoch is not this
-            // lap's), past the damaged one: the writer never got here in this lap, and writes
-            // are issued in block order, so nothing after it can have been synced later either.
-            Err(BlockFault::Number { .. } | BlockFault::Epoch { .. }) if m > bad => break,
+            // A valid block of this log numbered for another place.
+            Err(BlockFault::Number { found, .. }) => {
+                match check_block(&raw, geo.salt, found, geo.epoch_of(found), true) {
+                    Ok(h) => {
+                        let older_lap =
+                            geo.preallocated && found < m && (m - found).is_multiple_of(lap);
+                        if let Some(proof) = proves_durable(src, params, (bad, inc), m, &h) {
+                            return Ok(Some((bad, proof)));
+                        }
+                        if older_lap {
+                            if m > bad {
+                                break;
+                            }
+                        } else {
+                            return Ok(Some((
+                                bad,
+                                format!(
+                                    "block {m} ({}) holds block {found} of this log (a log file was swapped, moved or copied over another)",
+                                    src.describe(m)
+                                ),
+                            )));
+                        }
+                        m = next_probe(&geo, m, sparse);
+                        continue;
+                    }
+                    Err(_) if m > bad => break,
+                    Err(_) => {
+                        m = next_probe(&geo, m, sparse);
+                        continue;
+                    }
+                }
+            }
+            // Its own number with another epoch: stale, as a block of an older lap.
+            Err(BlockFault::Epoch { .. }) if m > bad => break,
             Err(_) => {
-                // A long run of never-written (all-zero) blocks ends the search the same way;
+                // A long run of never-written (all-zero) blocks: from here on, probes only;
                 // shorter runs may be the damage itself (a zeroed sector or page).
                 if m > bad && keel_page::is_zero(&raw) {
                     zero_run += 1;
                     if zero_run >= ZERO_RUN_END {
-                        break;
+                        sparse = true;
                     }
                 } else {
                     zero_run = 0;
                 }
-                m += 1;
+                sparse |= m >= dense_last;
+                m = next_probe(&geo, m, sparse);
                 continue;
             }
         };
         zero_run = 0;
-        if b.hdr.incarnation > params.max_incarnation {
-            return Ok(Some((
-                bad,
-                format!(
-                    "block {m} ({}) is valid and was written by incarnation {}, newer than the {} the log header records: a durable header slot was lost",
-                    src.describe(m),
-                    b.hdr.incarnation,
-                    params.max_incarnation
-                ),
-            )));
+        if let Some(proof) = proves_durable(src, params, (bad, inc), m, &hdr) {
+            return Ok(Some((bad, proof)));
         }
-        if m > bad {
-            if let Some(below) = b.hdr.durable_below() {
-                if below > bad {
-                    return Ok(Some((
-                        bad,
-                        format!(
-                            "block {m} ({}) is valid and records that every block below {below} was durable when it was written",
-                            src.describe(m)
-                        ),
-                    )));
-                }
-            }
-        }
-        m += 1;
+        sparse |= m >= dense_last;
+        m = next_probe(&geo, m, sparse);
     }
     Ok(None)
+}
+
+/// The block after `m` that [`look_past`] reads: the next one, or (`sparse`) the next multiple
+/// of [`ZERO_RUN_END`] or the next file's first block, whichever comes first.
+fn next_probe(geo: &Geometry, m: u64, sparse: bool) -> u64 {
+    if !sparse {
+        return m.saturating_add(1);
+    }
+    let stride = (m / ZERO_RUN_END)
+        .saturating_add(1)
+        .saturating_mul(ZERO_RUN_END);
+    let file = (m / geo.blocks_per_file)
+        .saturating_add(1)
+        .saturating_mul(geo.blocks_per_file);
+    stride.min(file)
+}
+
+/// The proof, if valid block `m` (header `h`) gives one that `bad` had been durable: a durable
+/// lag reaching past it, or an incarnation newer than the header records. A lag counts only
+/// from a block of the stream's incarnation at `bad` (`inc`) or a later one: a block an older
+/// incarnation left past the point where a later one restarted the log (after an open that
+/// accepted a loss) claims durability of what that later incarnation has since written over.
+fn proves_durable<S: BlockSource>(
+    src: &S,
+    params: &ScanParams,
+    (bad, inc): (u64, u32),
+    m: u64,
+    h: &BlockHeader,
+) -> Option<String> {
+    if h.incarnation > params.max_incarnation {
+        return Some(format!(
+            "block {m} ({}) is valid and was written by incarnation {}, newer than the {} the log header records: a durable header slot was lost",
+            src.describe(m),
+            h.incarnation,
+            params.max_incarnation
+        ));
+    }
+    if (m > bad || h.number != m) && h.incarnation >= inc {
+        if let Some(below) = h.durable_below() {
+            if below > bad {
+                return Some(format!(
+                    "block {m} ({}) is valid and records that every block below {below} was durable when it was written",
+                    src.describe(m)
+                ));
+            }
+        }
+    }
+    None
 }
 
 /// The stream scan (records in [`ScanEnd::bad_block`] the block whose verification failure ended
@@ -407,15 +485,15 @@ fn scan_stream<S: BlockSource>(
         Ok(b) => b,
         Err(why) => {
             if params.start.is_multiple_of(p) {
-                let corrupt_middle = look_past(src, params, b0)?;
+                // `scan` looks past it for proof.
                 return Ok(ScanEnd {
                     end: params.start,
                     next_block: b0,
                     discarded_bytes: 0,
                     discards: Vec::new(),
                     stop: format!("block {b0} ({}): {why}", src.describe(b0)),
-                    corrupt_middle,
-                    bad_block: Some(b0),
+                    corrupt_middle: None,
+                    bad_block: Some((b0, 0)),
                 });
             }
             return Err(LogError::Corrupt {

@@ -27,14 +27,20 @@ impl Shared {
         let floor = ck.scan_start;
         // A growing log records its newest file (created, its name durable): an open finding
         // none as new refuses, instead of losing the commits past the present files.
-        let (scan_start, newest_file) = self.with_io(|w| {
+        // ... and how far the log is durable: an open whose scan ends short of it refuses.
+        let (scan_start, newest_file, durable) = self.with_io(|w| {
             let newest = (!self.geo.preallocated).then(|| w.files.newest()).flatten();
-            Ok::<_, LogError>((self.boundary_at_or_before(w, lsn, floor)?, newest))
+            Ok::<_, LogError>((
+                self.boundary_at_or_before(w, lsn, floor)?,
+                newest,
+                w.durable,
+            ))
         })?;
         self.write_slot(|s| {
             s.checkpoint_lsn = lsn;
             s.scan_start = scan_start;
             s.newest_file = s.newest_file.max(newest_file);
+            s.durable_lsn = s.durable_lsn.max(Some(durable));
             // A checkpoint of this build: the caller recorded it in its data first (keel's
             // page 0), which is what the mark says.
             s.checkpoint_kept = true;
@@ -110,7 +116,8 @@ impl Shared {
     /// header last recorded its newest file (the last slot written, a checkpoint's included):
     /// records it (a slot write and sync, once per new file) before the sync's commits are
     /// acknowledged, so an open finding the file deleted refuses instead of losing them
-    /// (module `open`).
+    /// (module `open`). The slot records the durable LSN too (now inside that file), so an open
+    /// finding the file zeroed or replaced by another (no valid block) refuses as well.
     pub(super) fn record_newest_file(&self, io: &Writer) -> Result<()> {
         if self.geo.preallocated {
             return Ok(());
@@ -119,7 +126,10 @@ impl Shared {
         if newest <= self.slots.lock().last.newest_file {
             return Ok(());
         }
-        self.write_slot(|s| s.newest_file = s.newest_file.max(newest))
+        self.write_slot(|s| {
+            s.newest_file = s.newest_file.max(newest);
+            s.durable_lsn = s.durable_lsn.max(Some(io.durable));
+        })
     }
 
     /// The latest position ≤ `lsn` where a scan can start (a group or filler start, a restart

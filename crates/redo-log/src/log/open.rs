@@ -13,6 +13,9 @@
 //!    nothing until `start`.
 //! 3. The scan stops at the first block that is not a valid block of the current lap; a damaged
 //!    block with proof that it was durable after it is `CorruptMiddle`, unless `accept_loss`.
+//! 4. A scan that stops short of the durable LSN the header's slot records is `CorruptMiddle`
+//!    too, unless `accept_loss` (test `corrupt_middle.rs`
+//!    `a_growing_logs_newest_file_lost_is_refused`).
 
 use super::*;
 
@@ -148,6 +151,7 @@ pub(super) fn create_log(
         // A new growing log has no file yet.
         newest_file: None,
         checkpoint_kept: true,
+        durable_lsn: Some(0),
     };
     let o = Slot::offset(1) as usize;
     img[o..o + SLOT_BYTES].copy_from_slice(&slot.encode(st.salt));
@@ -490,6 +494,27 @@ impl RedoLog {
             })?
         };
 
+        // The header records how far the log had been durable (the first sync into each new
+        // file of a growing log, each checkpoint): a scan that ends short of it met damage or
+        // loss, not a torn tail — a growing log's newest file zeroed, or replaced by one of
+        // another moment, opened as a torn tail and lost its acknowledged commits. Every block
+        // below the mark was synced, and a synced block is never written again (growing files
+        // seal their tail; a preallocated one rewrites it in place only where one block is
+        // written whole), so the scan reaches the mark's block on any healthy log.
+        let mut end = end;
+        if let (None, None, Some(d)) = (&end.corrupt_middle, &files_lost, slot.durable_lsn) {
+            if d.div_ceil(p) > end.next_block {
+                end.corrupt_middle = Some((
+                    end.next_block,
+                    format!(
+                        "the log header records that every log byte below {} (block {}, in {}) had been made durable",
+                        Lsn(d),
+                        d.div_ceil(p) - 1,
+                        set.path(geo.location(d.div_ceil(p) - 1).0).display()
+                    ),
+                ));
+            }
+        }
         let log_loss = match &end.corrupt_middle {
             None => files_lost,
             Some((block, evidence)) => {
@@ -536,6 +561,10 @@ impl RedoLog {
             seq,
             incarnation,
             newest_file,
+            // Lowered to the recovered end when a loss was accepted.
+            durable_lsn: slot
+                .durable_lsn
+                .map(|d| d.min(end.next_block.saturating_mul(p))),
             ..slot
         };
         // Written by `start` (never for a read-only log), after the caller's checks.
