@@ -54,6 +54,14 @@ pub(crate) fn sync_point(fraction: f64) -> f64 {
     (fraction + 1.0) / 2.0
 }
 
+/// The room the log's synchronous checkpoint point leaves one transaction's redo: the part of
+/// the log's capacity past [`sync_point`] (`None` for growing files, which have no capacity). A
+/// larger transaction could wait for log space forever, and is refused at commit.
+pub(crate) fn txn_log_room(log: &RedoLog, fraction: f64) -> Option<u64> {
+    log.capacity()
+        .map(|cap| ((1.0 - sync_point(fraction)) * cap as f64) as u64)
+}
+
 /// Whether the log's space in use is past `fraction` of its capacity (never for a log
 /// without one).
 pub(crate) fn log_past(log: &RedoLog, fraction: f64) -> bool {

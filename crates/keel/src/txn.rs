@@ -7,7 +7,7 @@
 //! [`Store::write`]: crate::Store::write
 //! [`Store::write_concurrent`]: crate::Store::write_concurrent
 
-use crate::checkpointer::sync_point;
+use crate::checkpointer::txn_log_room;
 use crate::optimistic::Optimistic;
 use crate::poison::cause_in;
 use crate::store::Inner;
@@ -338,9 +338,7 @@ impl<'s> WriteTxn<'s> {
         // The log's synchronous checkpoint point leaves this much room for one transaction's
         // redo; a larger one could wait for log space forever. The bound charges page images
         // only in full-page-writes mode, the one mode that logs them.
-        if let Some(cap) = inner.log.capacity() {
-            let room =
-                ((1.0 - sync_point(inner.config.checkpoint_log_fraction)) * cap as f64) as u64;
+        if let Some(room) = txn_log_room(&inner.log, inner.config.checkpoint_log_fraction) {
             let worst = txn.log_bytes_bound();
             if worst > room {
                 txn.abort();
