@@ -375,7 +375,7 @@ fn recover_pages(
     // The doublewrite area against the log, too, before anything is written.
     writer.check_doublewrite_area()?;
     if !read_only {
-        full_page_room(dir, &log, &writer, config)?;
+        full_page_room(dir, log, &writer, config)?;
     }
     // The doublewrite recovery begins in memory: the images are served to reads in place of
     // their home pages (which stay as they are on disk) while the redo is replayed and the
