@@ -76,17 +76,21 @@ impl FileSystem for OsFs {
 
     fn create_dir_all(&self, path: &Path) -> Result<()> {
         self.pins.check(path)?;
-        if path.is_dir() {
-            return Ok(());
-        }
-        // A file in the way is named as such ("Not a directory"), not as a failed mkdir of
-        // something that exists.
-        if path.exists() {
-            return Err(IoError::os(
-                "mkdir",
-                path,
-                std::io::Error::from_raw_os_error(libc::ENOTDIR),
-            ));
+        // One look at what is there: asked twice ("a directory?", then "anything?"), a
+        // directory another thread or process made in between was called "Not a directory"
+        // (two openers creating one store: a tester).
+        match fs::metadata(path) {
+            Ok(m) if m.is_dir() => return Ok(()),
+            // A file in the way is named as such ("Not a directory"), not as a failed mkdir of
+            // something that exists.
+            Ok(_) => {
+                return Err(IoError::os(
+                    "mkdir",
+                    path,
+                    std::io::Error::from_raw_os_error(libc::ENOTDIR),
+                ))
+            }
+            Err(_) => {}
         }
         if let Some(parent) = path.parent() {
             if !parent.as_os_str().is_empty() {
