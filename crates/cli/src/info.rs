@@ -31,6 +31,8 @@ struct Info {
     /// memory and writes nothing (`in_memory` true when there was anything to do).
     recovery: Option<keel::RecoveryReport>,
     tables: Vec<TableCheck>,
+    /// What the store's check found wrong (`keel check` says the same): none in a sound store.
+    problems: Vec<String>,
     /// Bytes of the data file held by free pages (reused before the file grows).
     free_bytes: Option<u64>,
     files: Vec<FileInfo>,
@@ -62,8 +64,10 @@ fn files(dir: &Path) -> Vec<FileInfo> {
     out
 }
 
-/// Gathers and prints what the store is. Exit status 0 when it could be opened, 1 otherwise
-/// (the identity and the files are still printed).
+/// Gathers and prints what the store is. Exit status 0 when it could be opened and its check
+/// found nothing wrong, 1 otherwise (the identity and the files are still printed, and the
+/// problems: a damaged store was described as sound, its damaged table left out, exit 0: a
+/// tester).
 pub fn run(dir: &Path, json: bool) -> ExitCode {
     let mut info = Info {
         dir: dir.to_path_buf(),
@@ -75,6 +79,7 @@ pub fn run(dir: &Path, json: bool) -> ExitCode {
         log_end_reason: None,
         recovery: None,
         tables: Vec::new(),
+        problems: Vec::new(),
         free_bytes: None,
         files: files(dir),
     };
@@ -94,6 +99,7 @@ pub fn run(dir: &Path, json: bool) -> ExitCode {
                 Ok(r) => {
                     info.free_bytes = r.free_pages.checked_mul(id.page_size as u64);
                     info.tables = r.tables;
+                    info.problems = r.problems;
                 }
                 Err(e) => info.open_error = Some(e.to_string()),
             }
@@ -110,7 +116,7 @@ pub fn run(dir: &Path, json: bool) -> ExitCode {
     } else {
         print_text(&info);
     }
-    if info.open_error.is_none() {
+    if info.open_error.is_none() && info.problems.is_empty() {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
@@ -186,6 +192,15 @@ fn print_text(info: &Info) {
                 t.depth,
                 t.overflow_pages
             );
+        }
+    }
+    if !info.problems.is_empty() {
+        println!(
+            "DAMAGED:    {} problem(s) found (`keel check` names them the same way):",
+            info.problems.len()
+        );
+        for p in &info.problems {
+            println!("  {p}");
         }
     }
     println!("files:");

@@ -176,6 +176,17 @@ fn a_damaged_page_fails_the_check_naming_file_and_page() {
     let out = text(&o);
     assert!(out.contains("data.keel") && out.contains("page 3"), "{out}");
     assert!(out.contains("checksum"), "{out}");
+    // `info` says so too, with the same lines, and fails: it described the store as sound,
+    // left the damaged table out and exited 0 (a tester).
+    let o = keel(&["info", dir.path().to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let info = text(&o);
+    assert!(info.contains("DAMAGED") && info.contains("page 3"), "{info}");
+    let o = keel(&["info", dir.path().to_str().unwrap(), "--json"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("\"problems\": ["), "{}", text(&o));
+    // Pages past the damaged node are not called leaked.
+    assert!(!out.contains("leaked (neither used nor free)"), "{out}");
     // The check wrote nothing.
     let after = std::fs::read(&data).unwrap();
     assert_eq!(
