@@ -181,7 +181,10 @@ fn a_damaged_page_fails_the_check_naming_file_and_page() {
     let o = keel(&["info", dir.path().to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     let info = text(&o);
-    assert!(info.contains("DAMAGED") && info.contains("page 3"), "{info}");
+    assert!(
+        info.contains("DAMAGED") && info.contains("page 3"),
+        "{info}"
+    );
     let o = keel(&["info", dir.path().to_str().unwrap(), "--json"]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     assert!(text(&o).contains("\"problems\": ["), "{}", text(&o));
