@@ -17,6 +17,18 @@ pub trait WalFlush: Send + Sync {
 
     /// The LSN up to which the log is durable now.
     fn durable_lsn(&self) -> Lsn;
+
+    /// Records durably that the log had been durable at least up to `lsn` (a data page carries
+    /// it, and the log no longer reaches it), so that later opens refuse. `Ok(true)` when the
+    /// log is running (started, writable), `Ok(false)` when it is not and nothing was recorded
+    /// (an open still recovering; a read-only log; the default, for a fake log).
+    ///
+    /// # Errors
+    /// The record could not be written.
+    fn record_durable_at_least(&self, lsn: Lsn) -> Result<bool, WalError> {
+        let _ = lsn;
+        Ok(false)
+    }
 }
 
 impl<T: WalFlush + ?Sized> WalFlush for Arc<T> {
@@ -26,6 +38,10 @@ impl<T: WalFlush + ?Sized> WalFlush for Arc<T> {
 
     fn durable_lsn(&self) -> Lsn {
         (**self).durable_lsn()
+    }
+
+    fn record_durable_at_least(&self, lsn: Lsn) -> Result<bool, WalError> {
+        (**self).record_durable_at_least(lsn)
     }
 }
 
@@ -37,6 +53,10 @@ impl<T: WalFlush + ?Sized> WalFlush for Box<T> {
     fn durable_lsn(&self) -> Lsn {
         (**self).durable_lsn()
     }
+
+    fn record_durable_at_least(&self, lsn: Lsn) -> Result<bool, WalError> {
+        (**self).record_durable_at_least(lsn)
+    }
 }
 
 /// The real redo log: `flush_to` forces write + sync up to the LSN (or reports the log's poison).
@@ -47,5 +67,10 @@ impl WalFlush for keel_redo_log::RedoLog {
 
     fn durable_lsn(&self) -> Lsn {
         keel_redo_log::RedoLog::durable_lsn(self)
+    }
+
+    fn record_durable_at_least(&self, lsn: Lsn) -> Result<bool, WalError> {
+        keel_redo_log::RedoLog::record_durable_at_least(self, lsn)
+            .map_err(|e| Box::new(e) as WalError)
     }
 }

@@ -338,3 +338,119 @@ fn an_accepted_loss_opens_for_salvage_only() {
     }
     assert!(salvaged > 0, "no mode could be salvaged");
 }
+
+/// Copies the files of the store in `from` to `to` (the lock file aside): what a process killed
+/// at that moment leaves.
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let name = e.file_name();
+        if name == keel::layout::LOCK_FILE {
+            continue;
+        }
+        if e.path().is_dir() {
+            copy_tree(&e.path(), &to.join(&name));
+        } else {
+            std::fs::copy(e.path(), to.join(&name)).unwrap();
+        }
+    }
+}
+
+/// A log file put back from an older copy beside a data file that holds pages of the commits it
+/// lost (written home by eviction): the open takes the shortened log for a torn tail, and the
+/// pages are refused when read (page LSN in the future). That refusal now lasts: the store is
+/// poisoned, and the log's header records how far the log had been durable, so the reopen
+/// refuses too (`accept_log_loss` opens it for salvage). It lasted only for the read: the store
+/// took new commits on another table, their LSNs passed the pages', and the pages then read as
+/// valid — a lost transaction half applied, with a clean check (a tester).
+#[test]
+fn a_page_in_the_future_stops_the_store_and_every_later_open() {
+    let c = || Config {
+        torn_page: keel::TornPage::None,
+        page_size: 4096,
+        pool_size: 128 * 4096,
+        log_file_size: 8 << 20,
+        checkpoint_interval: Duration::from_secs(3600),
+        inline_maintenance: true,
+        ..Config::default()
+    };
+    let key = |i: u32| format!("k{i:05}").into_bytes();
+    let base = tempfile::tempdir().unwrap();
+    let dir = base.path().join("s");
+    let s = Store::open(&dir, c()).unwrap();
+    for (name, from, to) in (0..6u32)
+        .map(|c| ("pad", c * 500, (c + 1) * 500))
+        .chain([("q", 0, 100)])
+    {
+        let tx = s.write().unwrap();
+        let mut t = tx.table(name).unwrap();
+        for i in from..to {
+            t.insert(&key(i), &[b'p'; 200]).unwrap();
+        }
+        drop(t);
+        tx.commit().unwrap();
+    }
+    s.close().unwrap();
+    let log0 = dir.join(LOG_DIR).join("log.0000000000");
+    let old_log0 = std::fs::read(&log0).unwrap();
+    let s = Store::open(&dir, c()).unwrap();
+    for ch in 0..5u32 {
+        let tx = s.write().unwrap();
+        let mut p = tx.table("pad").unwrap();
+        for i in ch * 500..(ch + 1) * 500 {
+            p.insert(&key(i), &[b'P'; 200]).unwrap();
+        }
+        drop(p);
+        tx.commit().unwrap();
+    }
+    assert!(
+        s.stats().pool.pages_written > 0,
+        "eviction wrote pages home"
+    );
+    let img = base.path().join("img");
+    copy_tree(&dir, &img);
+    drop(s);
+    std::fs::write(img.join(LOG_DIR).join("log.0000000000"), &old_log0).unwrap();
+
+    let s = Store::open(&img, c()).expect("opens: the log ends as after a torn tail");
+    let read_pad = || -> Result<usize, Error> {
+        let r = s.read()?;
+        let t = r.table("pad")?;
+        let mut n = 0;
+        for kv in t.range(..)? {
+            kv?;
+            n += 1;
+        }
+        Ok(n)
+    };
+    let e = read_pad().expect_err("pages of the lost commits were read as data");
+    assert!(e.to_string().contains("page LSN in the future"), "{e}");
+    // New commits on another table are refused: their LSNs would pass the pages'.
+    let tx = s.write().and_then(|tx| {
+        tx.table("q")?.insert(b"after", b"x")?;
+        tx.commit()
+    });
+    let e = tx.expect_err("a commit after a page in the future");
+    assert!(e.is_poisoned(), "{e}");
+    assert!(s.is_poisoned());
+    drop(s);
+    // Every later open refuses, naming the log; salvage opens read-only.
+    let e = Store::open(&img, c())
+        .map(drop)
+        .expect_err("the reopen took the log for whole");
+    assert!(
+        e.is_corruption() && e.to_string().contains("durable"),
+        "{e}"
+    );
+    let s = Store::open(
+        &img,
+        Config {
+            accept_log_loss: true,
+            ..c()
+        },
+    )
+    .unwrap();
+    assert!(s.recovery().log_loss.is_some());
+    assert!(s.write().is_err(), "salvage is read-only");
+}

@@ -558,6 +558,29 @@ impl RedoLog {
             .saturating_sub(sh.scan_start.load(SeqCst))
     }
 
+    /// Records in the header that the log had been made durable at least up to `lsn`: what a
+    /// data page carrying `lsn` proves by the write-ahead rule when the log no longer reaches
+    /// it (a log file put back from an older copy, a store copied while it ran). Every later
+    /// open then refuses, the scan ending short of the record, until the log is put back or
+    /// the loss is accepted; without the record, new commits reused the lost LSNs, and once
+    /// past them such a page read as valid data — a lost transaction half applied (a tester).
+    /// Nothing for a log that is not started (an open still deciding writes nothing) or is
+    /// read-only (`Ok(false)`), or when the header records as much already (`Ok(true)`, as
+    /// when it records it now).
+    ///
+    /// # Errors
+    /// The header's write or sync failed ([`LogError::Io`]); the log is poisoned.
+    pub fn record_durable_at_least(&self, lsn: Lsn) -> Result<bool> {
+        if self.h.flusher.lock().is_none() {
+            return Ok(false);
+        }
+        let sh = self.sh();
+        if sh.slots.lock().last.durable_lsn < Some(lsn.0) {
+            sh.write_slot(|s| s.durable_lsn = s.durable_lsn.max(Some(lsn.0)))?;
+        }
+        Ok(true)
+    }
+
     /// The most log bytes that can lie between the checkpoint and the end (`None` for growing
     /// files, which never fill).
     pub fn capacity(&self) -> Option<u64> {

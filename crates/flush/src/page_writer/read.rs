@@ -63,17 +63,47 @@ impl PageWriter {
     /// (InnoDB: "page LSN in the future"), never used: its changes belong to commits recovery
     /// did not see.
     ///
+    /// And on a running store the refusal is made to last: the writer is poisoned (no more
+    /// writes in this process) and the log's header records that the log had been durable to the page's LSN
+    /// ([`RedoLog::record_durable_at_least`]), so every later open refuses too. Refused only at
+    /// the read, the store took new commits, whose LSNs passed the page's, and the page then
+    /// read as valid data: a lost transaction half applied, with a clean check (a tester: a log
+    /// file put back from an older copy, or a store copied with `cp -r` while it ran).
+    ///
     /// # Errors
     /// [`FlushError::PageLsnInFuture`] naming the data file, the page and both LSNs.
     pub fn check_not_in_future(&self, id: PageId, lsn: Lsn) -> Result<()> {
         let durable = self.log.durable_lsn();
         if lsn > durable {
-            return Err(FlushError::PageLsnInFuture {
+            let e = FlushError::PageLsnInFuture {
                 file: self.data.path().to_path_buf(),
                 page_id: id,
                 page_lsn: lsn,
                 log_durable: durable,
+            };
+            // Only on a running store: an open still recovering is refused by this error (and
+            // writes nothing), a read-only one cannot write anyway.
+            let running = self.log.record_durable_at_least(lsn).unwrap_or_else(|r| {
+                tracing::error!(error = %r, "could not record the lost log data in the header");
+                true
             });
+            if running {
+                let cause = keel_io::PoisonCause::new(
+                    "read",
+                    self.data.path(),
+                    keel_io::IoError::Os {
+                        op: "pread",
+                        path: self.data.path().to_path_buf(),
+                        source: std::io::Error::other(e.to_string()),
+                    },
+                )
+                .with_consequence(
+                    "the log lost durable data the data file depends on: a later open refuses \
+                     until the log is put back, or opens for salvage with accept_log_loss",
+                );
+                self.poison.set(cause);
+            }
+            return Err(e);
         }
         Ok(())
     }
