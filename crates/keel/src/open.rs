@@ -670,7 +670,16 @@ fn lock_and_classify(fs: Arc<dyn FileSystem>, dir: &Path, config: &Config) -> Re
             DirState::Missing => return Err(not_a_store("no such directory")),
             DirState::Empty => return Err(not_a_store("no store in it")),
             DirState::InterruptedCreation => {
-                return Err(not_a_store("only an interrupted creation"))
+                // A creation still running holds the lock: said so, not "interrupted" (a tester:
+                // `keel check` beside a process creating the store).
+                if fs.exists(&layout::lock_path(&dir))? {
+                    if let Err(e @ Error::AlreadyOpen { .. }) =
+                        layout::lock(fs.as_ref(), &dir, LockMode::Shared)
+                    {
+                        return Err(e);
+                    }
+                }
+                return Err(not_a_store("only an interrupted creation"));
             }
             DirState::Incomplete { found } => {
                 return Err(layout::incomplete(&dir, IDENTITY_FILE, &found))

@@ -2052,3 +2052,46 @@ fn a_dangling_symlink_as_the_store_directory_is_named() {
         "{e}"
     );
 }
+
+/// A store another process is still creating (its lock held, the creation marker there) is
+/// named as open by that process to a read-only or `create: false` open, not as "only an
+/// interrupted creation" (a tester: `keel check` beside a creating process); once the lock is
+/// free the same directory is an interrupted creation.
+#[test]
+fn a_creation_still_running_is_named_as_open_not_interrupted() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("s");
+    std::fs::create_dir(&store).unwrap();
+    std::fs::write(store.join(keel::layout::CREATING_FILE), b"").unwrap();
+    let os = keel_io::OsFs::new(keel_io::Backend::Pwrite);
+    let held = keel_io::FileSystem::lock(
+        &os,
+        &store.join(keel::layout::LOCK_FILE),
+        keel_io::LockMode::Exclusive,
+    )
+    .unwrap();
+    for cfg in [
+        Config {
+            read_only: true,
+            ..Config::default()
+        },
+        Config {
+            create: false,
+            ..Config::default()
+        },
+    ] {
+        let e = Store::open(&store, cfg).map(drop).unwrap_err();
+        assert!(matches!(e, Error::AlreadyOpen { .. }), "{e}");
+    }
+    drop(held);
+    let e = Store::open(
+        &store,
+        Config {
+            read_only: true,
+            ..Config::default()
+        },
+    )
+    .map(drop)
+    .unwrap_err();
+    assert!(e.to_string().contains("interrupted creation"), "{e}");
+}
