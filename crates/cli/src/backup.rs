@@ -342,7 +342,17 @@ fn unfinished_backup(dest: &Path, names: &[std::ffi::OsString]) -> Result<(), St
     if !names.iter().any(|n| n == staging) {
         return Ok(());
     }
-    Err(if names.len() == 1 {
+    let identity = keel::layout::IDENTITY_FILE;
+    let staging_empty = std::fs::read_dir(dest.join(staging)).is_ok_and(|mut d| d.next().is_none());
+    Err(if names.iter().any(|n| n == identity) && staging_empty {
+        // Killed after the identity moved up, before the empty staging directory went: the
+        // copy is complete and opens (it was named as one that did not finish: a tester).
+        format!(
+            "{}: holds a finished backup (a store) and the empty {staging} its move left: \
+             the destination is not empty",
+            dest.display()
+        )
+    } else if names.len() == 1 {
         format!(
             "{}: holds only {staging}, the copy of a backup that did not finish: remove it and \
              run the backup again",
@@ -984,6 +994,18 @@ mod tests {
         std::fs::remove_file(dest.join(keel::layout::DATA_FILE_NAME)).unwrap();
         let e = unfinished_backup(&dest, &names(&dest)).expect_err("accepted");
         assert!(e.contains("holds only"), "{e}");
+        // Killed after the identity moved up: a finished copy beside the empty staging dir.
+        let root = tempfile::tempdir().unwrap();
+        let (dest, staging) = staged(root.path());
+        for n in [
+            keel::layout::DATA_FILE_NAME,
+            keel::LOG_DIR,
+            keel::layout::IDENTITY_FILE,
+        ] {
+            std::fs::rename(staging.join(n), dest.join(n)).unwrap();
+        }
+        let e = unfinished_backup(&dest, &names(&dest)).expect_err("accepted");
+        assert!(e.contains("finished backup"), "{e}");
     }
 
     /// Without a checksum, a page read while it was being written (header and trailer of the
