@@ -135,21 +135,31 @@ impl Shared {
     /// The latest position ≤ `lsn` where a scan can start (a group or filler start, a restart
     /// block, or the end of the data), found by reading back to a block whose first-group field
     /// is ≤ `lsn` and scanning forward. `lsn` is durable.
+    ///
+    /// Never the first byte of a block this log has not written (the end of the data when the
+    /// tail was sealed): a recovery's scan starts by reading that block, which then holds
+    /// whatever an older incarnation left in its slot — a torn tail the last recovery gave up,
+    /// whose groups it replayed onto pages that had moved on (a tester: a lost transaction came
+    /// back after the next checkpoint and close, and the table read as corrupt). From a
+    /// boundary inside the written blocks the scan reaches that block by the block-to-block
+    /// rule, which stops at a block of an older incarnation.
     pub(super) fn boundary_at_or_before(
         &self,
         io: &mut Writer,
         lsn: u64,
         floor: u64,
     ) -> Result<u64> {
-        if lsn == io.w && io.next_boundary == io.w {
-            return Ok(lsn);
-        }
         let geo = self.geo;
         let p = geo.payload as u64;
         let last_written = match &io.tail {
             Some(t) => t.block,
             None => (io.w / p).saturating_sub(1),
         };
+        // A boundary where a scan may start: not the first byte of an unwritten block.
+        let written = |x: u64| !(x.is_multiple_of(p) && x / p > last_written);
+        if lsn == io.w && io.next_boundary == io.w && written(lsn) {
+            return Ok(lsn);
+        }
         let floor_block = floor / p;
         let mut b = (lsn / p).min(last_written);
         let mut raw = vec![0u8; geo.block];
@@ -195,6 +205,7 @@ impl Shared {
             lookahead: 0,
         };
         scan(&mut src, &params, &mut |ev| match ev {
+            Event::Boundary(x) if x <= lsn && !written(x) => true,
             Event::Boundary(x) if x <= lsn => {
                 best = x;
                 true
