@@ -47,6 +47,12 @@ pub(crate) trait BlockSource {
     /// missing because its file is missing or cut short while a later file exists (a gap in
     /// the middle of the log). `None` when nothing follows (or for preallocated files).
     fn next_present(&self, n: u64) -> Option<u64>;
+
+    /// Reads block `n` as [`read_block`](Self::read_block) does, for a probe: a source that
+    /// reads ahead in windows reads only a little around it.
+    fn probe_block(&mut self, n: u64, buf: &mut [u8]) -> Result<bool> {
+        self.read_block(n, buf)
+    }
 }
 
 /// What the scan reports to its visitor.
@@ -294,11 +300,14 @@ pub(crate) fn scan<S: BlockSource>(
     Ok(end)
 }
 
-/// All-zero blocks in a row after which [`look_past`] stops reading every block and probes
-/// one in this many (and the first block of each file): more than a damaged 4 KiB page or
-/// 16 KiB of 512-byte blocks, so damage that zeroes a whole page is still read past block by
-/// block.
-const ZERO_RUN_END: u64 = 64;
+/// Past the look-ahead, [`look_past`] probes one block in this many (at least; and the first
+/// block of each file).
+const PROBE_STRIDE: u64 = 64;
+
+/// The most probes [`look_past`] makes in one lap (or one growing file): the stride grows with
+/// the log, so that an open of a large log that has not wrapped yet reads about 2 MiB for
+/// them, not the whole log.
+const PROBES_PER_LAP: u64 = 512;
 
 /// Looks past `bad` (never wrapping onto the scan's first block, stopping where the files end)
 /// for a valid block that proves `bad` had been durable: one whose durable lag reaches past
@@ -306,15 +315,17 @@ const ZERO_RUN_END: u64 = 64;
 /// header knows (the header lost a durable slot), or a block of this log out of its place (a
 /// log file swapped, moved or copied over another).
 ///
-/// Up to `params.lookahead` blocks after `bad` are read one by one; past that, or past a run
-/// of [`ZERO_RUN_END`] all-zero blocks, one block in [`ZERO_RUN_END`] and the first block of
-/// every file are probed, to the end of the lap (preallocated) or of the last file (growing).
-/// The search stops at a block of an older lap (its checksum holds, its number is this
-/// position's in an earlier lap): the writer never got there in this lap, and writes are
-/// issued in block order, so nothing after it was synced later either. Before the probes, a
-/// zeroed run of 64 blocks or more (a zeroed log file) or damage longer than the lookahead
-/// (a 64 MiB file replaced) ended the search, and the open took the damage for a torn tail:
-/// every acknowledged commit after it lost, and a growing log's later files deleted (a tester).
+/// Up to `params.lookahead` blocks after `bad` are read one by one, zeroed ones included;
+/// past that, one block in [`PROBE_STRIDE`] (or more, [`PROBES_PER_LAP`]) and the first block
+/// of every file are probed, to the end of the lap (preallocated) or of the last file
+/// (growing). The search stops at a block of an older lap (its checksum holds, its number is
+/// this position's in an earlier lap): the writer never got there in this lap, and writes are
+/// issued in block order, so nothing after it was synced later either. Before session 45 a run
+/// of 64 zeroed blocks (a zeroed log file, or a zeroed range followed by a short durable tail)
+/// or damage longer than the look-ahead (a 64 MiB file replaced) ended the search, and the
+/// open took the damage for a torn tail: every acknowledged commit after it lost, and a
+/// growing log's later files deleted (testers). Damage past the look-ahead followed by fewer
+/// durable blocks than the stride, before the next file, still passes for a torn tail.
 fn look_past<S: BlockSource>(
     src: &mut S,
     params: &ScanParams,
@@ -334,12 +345,17 @@ fn look_past<S: BlockSource>(
     } else {
         u64::MAX
     };
+    let stride = PROBE_STRIDE.max(lap / PROBES_PER_LAP);
     let mut raw = vec![0u8; geo.block];
     let mut m = bad;
-    let mut zero_run = 0u64;
     let mut sparse = false;
     while m <= last {
-        let hdr = match load(src, &geo, &mut raw, m, true)? {
+        let loaded = if sparse {
+            load_probe(src, &geo, &mut raw, m)?
+        } else {
+            load(src, &geo, &mut raw, m, true)?
+        };
+        let hdr = match loaded {
             Ok(b) => b.hdr,
             // A growing log's file missing or cut short with a later file present: the gap
             // is no torn tail (files are filled and created in order), so the later files are
@@ -349,7 +365,6 @@ fn look_past<S: BlockSource>(
             Err(BlockFault::Missing) => match src.next_present(m) {
                 Some(j) if j > m => {
                     m = j;
-                    zero_run = 0;
                     continue;
                 }
                 _ => break,
@@ -376,57 +391,64 @@ fn look_past<S: BlockSource>(
                                 ),
                             )));
                         }
-                        m = next_probe(&geo, m, sparse);
+                        m = next_probe(&geo, m, sparse, stride);
                         continue;
                     }
                     Err(_) if m > bad => break,
                     Err(_) => {
-                        m = next_probe(&geo, m, sparse);
+                        m = next_probe(&geo, m, sparse, stride);
                         continue;
                     }
                 }
             }
             // Its own number with another epoch: stale, as a block of an older lap.
             Err(BlockFault::Epoch { .. }) if m > bad => break,
+            // Damaged, torn or never written (zeros): read on.
             Err(_) => {
-                // A long run of never-written (all-zero) blocks: from here on, probes only;
-                // shorter runs may be the damage itself (a zeroed sector or page).
-                if m > bad && keel_page::is_zero(&raw) {
-                    zero_run += 1;
-                    if zero_run >= ZERO_RUN_END {
-                        sparse = true;
-                    }
-                } else {
-                    zero_run = 0;
-                }
                 sparse |= m >= dense_last;
-                m = next_probe(&geo, m, sparse);
+                m = next_probe(&geo, m, sparse, stride);
                 continue;
             }
         };
-        zero_run = 0;
         if let Some(proof) = proves_durable(src, params, (bad, inc), m, &hdr) {
             return Ok(Some((bad, proof)));
         }
         sparse |= m >= dense_last;
-        m = next_probe(&geo, m, sparse);
+        m = next_probe(&geo, m, sparse, stride);
     }
     Ok(None)
 }
 
+/// [`load`] of a probe (verified), through [`BlockSource::probe_block`].
+fn load_probe<S: BlockSource>(
+    src: &mut S,
+    geo: &Geometry,
+    raw: &mut [u8],
+    n: u64,
+) -> Result<std::result::Result<Blk, BlockFault>> {
+    if !src.probe_block(n, raw)? {
+        return Ok(Err(BlockFault::Missing));
+    }
+    Ok(
+        check_block(raw, geo.salt, n, geo.epoch_of(n), true).map(|hdr| Blk {
+            n,
+            hdr,
+            payload: Vec::new(),
+        }),
+    )
+}
+
 /// The block after `m` that [`look_past`] reads: the next one, or (`sparse`) the next multiple
-/// of [`ZERO_RUN_END`] or the next file's first block, whichever comes first.
-fn next_probe(geo: &Geometry, m: u64, sparse: bool) -> u64 {
+/// of `stride` or the next file's first block, whichever comes first.
+fn next_probe(geo: &Geometry, m: u64, sparse: bool, stride: u64) -> u64 {
     if !sparse {
         return m.saturating_add(1);
     }
-    let stride = (m / ZERO_RUN_END)
-        .saturating_add(1)
-        .saturating_mul(ZERO_RUN_END);
+    let next = (m / stride).saturating_add(1).saturating_mul(stride);
     let file = (m / geo.blocks_per_file)
         .saturating_add(1)
         .saturating_mul(geo.blocks_per_file);
-    stride.min(file)
+    next.min(file)
 }
 
 /// The proof, if valid block `m` (header `h`) gives one that `bad` had been durable: a durable

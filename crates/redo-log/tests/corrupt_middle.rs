@@ -835,3 +835,74 @@ fn a_growing_logs_newest_file_lost_is_refused() {
         }
     }
 }
+
+/// A zeroed run of more than 64 blocks followed by a short durable tail (fewer blocks than the
+/// probes' stride): the blocks within the look-ahead are read one by one, zeroed or not, so the
+/// tail's claims are found. The search switched to probes after 64 zeroed blocks, jumped over
+/// the tail, and the open lost 105 of 185 acknowledged groups (a tester).
+#[test]
+fn a_zeroed_run_before_a_short_durable_tail_is_refused() {
+    for block in [LogBlockSize::B512, LogBlockSize::B4096] {
+        let fs = SimFs::new(SimConfig::seeded(15).sector_size(512));
+        let dir = Path::new("/log");
+        let c = LogConfig {
+            write_ahead_size: block.bytes(),
+            tail_policy: keel_redo_log::TailPolicy::SealOnSync,
+            ..cfg(
+                block,
+                LogFiles::Preallocated {
+                    file_size: 1 << 20,
+                    files: 2,
+                },
+            )
+        };
+        // One sealed block per group.
+        let used = write(&fs, dir, &c, 185);
+        assert!(used >= 185, "{used}");
+        let bs = block.bytes() as u64;
+        damage_range(&fs, &dir.join("log.0000000000"), 80 * bs, 150 * bs, false);
+        match open(&fs, dir, &c, false) {
+            Err(LogError::CorruptMiddle { block: b, .. }) => assert_eq!(b, 80, "{block:?}"),
+            Err(e) => panic!("{block:?}: expected CorruptMiddle, got {e}"),
+            Ok(r) => panic!(
+                "{block:?}: opened with {} groups, as a torn tail: {}",
+                r.groups.len(),
+                r.end_reason
+            ),
+        }
+    }
+}
+
+/// What an open of a large preallocated log that has not wrapped yet reads: the look-ahead
+/// (16 MiB, every block: the block after the tail is never written) and about 512 probes of 4
+/// KiB past it — not the whole log, as the probes did through the reader's 64-block windows
+/// (a tester: 128 MiB per open of 2 x 64 MiB). Counted in bytes, not timed.
+#[test]
+fn an_open_of_a_young_large_log_reads_a_bounded_amount() {
+    for block in [LogBlockSize::B512, LogBlockSize::B4096] {
+        let sim = SimFs::new(SimConfig::seeded(16).sector_size(512));
+        let dir = Path::new("/db/log");
+        let c = LogConfig {
+            block_size: block,
+            write_ahead_size: block.bytes(),
+            files: LogFiles::Preallocated {
+                file_size: 64 << 20,
+                files: 2,
+            },
+            buffer_size: 8 << 20,
+            ..LogConfig::default()
+        };
+        write(&sim, dir, &c, 200);
+        let before = sim.counters().snapshot();
+        let r = open(&sim, dir, &c, false).unwrap();
+        assert_eq!(r.groups.len(), 200);
+        let read = sim
+            .counters()
+            .snapshot()
+            .since(&before)
+            .class(FileClass::Log)
+            .read_bytes;
+        println!("{block:?}: an open read {read} bytes of a 128 MiB log");
+        assert!(read < 24 << 20, "{block:?}: {read} bytes read");
+    }
+}
