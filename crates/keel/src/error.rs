@@ -140,8 +140,10 @@ pub enum Error {
         detail: String,
     },
     /// A transaction's redo (with full page images) is larger than the log can take between
-    /// checkpoints; it was rolled back. Use larger or more log files.
-    #[error("transaction too large for the redo log: up to {redo_bytes} bytes of redo, room for {room}; it was rolled back (raise log_file_size or log_file_count)")]
+    /// checkpoints; it was rolled back. Use smaller transactions, larger or more log files (a
+    /// store's log keeps the size it was made with), or, in full-page-writes mode, where every
+    /// page a transaction changes may cost a full image, another torn-page protection.
+    #[error("transaction too large for the redo log: up to {redo_bytes} bytes of redo, room for {room}; it was rolled back (split the transaction; a store made with larger log files (log_file_size, log_file_count) has more room; in full-page-writes mode each page a transaction changes may cost a full page image, which torn_page = doublewrite or atomic do not log)")]
     TxnTooLargeForLog {
         /// Worst-case redo bytes of the transaction.
         redo_bytes: u64,

@@ -374,9 +374,6 @@ fn recover_pages(
     }
     // The doublewrite area against the log, too, before anything is written.
     writer.check_doublewrite_area()?;
-    if !read_only {
-        full_page_room(dir, log, &writer, config)?;
-    }
     // The doublewrite recovery begins in memory: the images are served to reads in place of
     // their home pages (which stay as they are on disk) while the redo is replayed and the
     // meta page checked, so an open refused by those checks writes nothing (`bad_bytes.rs`
@@ -548,60 +545,6 @@ fn group_room(dir: &Path, pool: &BufferPool, recovered: &keel_redo_log::Recovere
         }
     }
     Ok(())
-}
-
-/// The full page images the log must have room for in one transaction in full-page-writes
-/// mode: a one-row insert into a two-level tree that splits its leaf and its root (two pages
-/// each), makes a new root and changes the meta page and a free-list page, with one to spare.
-/// The least that lets a tree grow past its first levels; deeper trees need more, and a
-/// transaction past the room is refused at commit as too large for the log. (Kept low so that
-/// a store made with a small log in another mode, whose transactions fit, still opens in this
-/// one.)
-pub(crate) const MIN_FPW_TXN_PAGES: u64 = 8;
-
-/// Refuses a full-page-writes open whose log leaves one transaction less room than
-/// [`MIN_FPW_TXN_PAGES`] page images: every page a transaction changes may cost an image, and
-/// such a store could not split its B-tree's root — it accepted a few rows and then refused
-/// every insert as too large for the log, for good, since a store's log files keep the size
-/// they were made with (a 16 KiB-page store with two 64 KiB files took no row at all).
-/// Growing files have no capacity and are never refused.
-fn full_page_room(dir: &Path, log: &RedoLog, writer: &PageWriter, config: &Config) -> Result<()> {
-    if !writer.wants_full_page_images() {
-        return Ok(());
-    }
-    let fraction = config.checkpoint_log_fraction;
-    let (Some(room), Some(cap)) = (
-        crate::checkpointer::txn_log_room(log, fraction),
-        log.capacity(),
-    ) else {
-        return Ok(());
-    };
-    let image = keel_buffer_pool::Record::PageImage {
-        page_id: PageId(0),
-        image: Vec::new(),
-    }
-    .encoded_len() as u64
-        + config.page_size as u64;
-    let need = MIN_FPW_TXN_PAGES.saturating_mul(image);
-    if room >= need {
-        return Ok(());
-    }
-    // The files hold more bytes than the log's capacity counts (block headers, the space a
-    // preallocated log keeps in reserve): the size to name is scaled by the files' own ratio.
-    let files = config
-        .log_file_size
-        .saturating_mul(u64::from(config.log_file_count));
-    let least_cap = need as f64 / (1.0 - crate::checkpointer::sync_point(fraction));
-    let least = (least_cap * files as f64 / cap.max(1) as f64).ceil() as u64;
-    Err(Error::Config(format!(
-        "{}: in full-page-writes mode each page a transaction changes may cost {image} bytes of \
-         redo (its image), and this log of {cap} bytes leaves one transaction {room} bytes \
-         (checkpoint_log_fraction {fraction}): less than the {MIN_FPW_TXN_PAGES} images ({need} \
-         bytes) an insert that splits a two-level tree can need, so the store could not grow. Open it \
-         with another torn_page protection, or create it with a log of at least {least} bytes \
-         (log_file_size × log_file_count)",
-        dir.display()
-    )))
 }
 
 /// The pages replaying `records` holds in the pool: every page a record changes, and every
