@@ -203,6 +203,13 @@ impl PageWriter {
                     })
                 })
                 .collect::<Result<_>>()?;
+            // The images durable in the area before any goes home (`rewrite_and_sync`).
+            if let Err(e) = area.rewrite_and_sync() {
+                let cause = keel_io::PoisonCause::new("sync", area.path(), e)
+                    .with_consequence("never retried: the kernel may have dropped the pages");
+                self.poison.set(cause.clone());
+                return Err(FlushError::Poisoned { cause });
+            }
             let ctx = self.ctx();
             ctx.write_home(&ops, false)?;
             ctx.sync_data_file()?;
