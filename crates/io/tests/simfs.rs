@@ -1366,3 +1366,26 @@ fn a_process_crash_keeps_the_page_cache_and_a_later_power_loss_can_lose_it() {
         "the unsynced write was lost by the power loss"
     );
 }
+
+/// `kill_at_call`: the armed call kills the process before it has any effect; the machine
+/// lives on with every earlier write in its page cache, synced or not, and a power loss after
+/// it can still lose the unsynced ones.
+#[test]
+fn a_kill_point_kills_the_process_at_the_chosen_call() {
+    let fs = SimFs::new(SimConfig::seeded(5));
+    let f = open(&fs, "/k", create());
+    f.write_all_at(b"durable", 0).unwrap();
+    f.sync_all().unwrap();
+    fs.kill_at_call(2);
+    f.write_all_at(b"pending", 8).unwrap();
+    // The second call: killed before it writes.
+    assert!(f.write_all_at(b"never", 16).is_err());
+    assert!(fs.is_crashed());
+    let next = fs.crashed_into().expect("the kill's machine");
+    let got = next.contents(&p("/k")).unwrap();
+    assert_eq!(&got[..15], b"durable\0pending");
+    assert!(got.len() <= 16, "the killed call wrote nothing");
+    // The pending write is still unsynced: a power loss may lose it.
+    let after = next.crash_with(keel_io::CrashPolicy::lose_all());
+    assert_eq!(after.contents(&p("/k")).unwrap(), b"durable");
+}

@@ -44,6 +44,9 @@ pub(super) struct Machine {
     /// fired).
     pub(super) crash_countdown: AtomicU64,
     pub(super) crash_point_policy: Mutex<Option<CrashPolicy>>,
+    /// The armed crash point kills the process ([`SimFs::process_crash`]) instead of failing
+    /// the power ([`SimFs::kill_at_call`]).
+    pub(super) crash_point_kills: std::sync::atomic::AtomicBool,
     /// The file system this one crashed into.
     pub(super) after: Mutex<Option<SimFs>>,
     /// Held locks by path: (exclusive, holders). Not part of the durable state: a crash (a
@@ -103,6 +106,7 @@ impl Machine {
             sabotage,
             crash_countdown: AtomicU64::new(0),
             crash_point_policy: Mutex::new(None),
+            crash_point_kills: std::sync::atomic::AtomicBool::new(false),
             after: Mutex::new(None),
             locks: Mutex::new(std::collections::HashMap::new()),
             calls: Mutex::new((0, 0xcbf2_9ce4_8422_2325)),
@@ -142,7 +146,12 @@ impl Machine {
         if fire {
             let policy = *self.crash_point_policy.lock();
             // No lock of this machine is held here, so crashing cannot deadlock.
-            let _ = SimFs { m: self.clone() }.crash_inner(policy);
+            let fs = SimFs { m: self.clone() };
+            if self.crash_point_kills.load(Ordering::SeqCst) {
+                let _ = fs.process_crash();
+            } else {
+                let _ = fs.crash_inner(policy);
+            }
         }
         self.alive(path)
     }

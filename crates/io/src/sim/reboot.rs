@@ -114,6 +114,19 @@ impl SimFs {
     /// `n == 0` disarms.
     pub fn crash_at_call(&self, n: u64, policy: Option<CrashPolicy>) {
         *self.m.crash_point_policy.lock() = policy;
+        self.m.crash_point_kills.store(false, Ordering::SeqCst);
+        self.m.crash_countdown.store(n, Ordering::SeqCst);
+    }
+
+    /// Arms a kill point: the `n`th mutating call from now kills the process
+    /// ([`SimFs::process_crash`]) before the call has any effect — in the middle of whatever it
+    /// was doing (a batch written to the doublewrite area and not yet synced, say), where a
+    /// kill between calls of the caller never lands. Counted and disarmed as
+    /// [`SimFs::crash_at_call`]; the file system the process crashed into is then
+    /// [`SimFs::crashed_into`], its page cache holding every write made before.
+    pub fn kill_at_call(&self, n: u64) {
+        *self.m.crash_point_policy.lock() = None;
+        self.m.crash_point_kills.store(true, Ordering::SeqCst);
         self.m.crash_countdown.store(n, Ordering::SeqCst);
     }
 
