@@ -299,6 +299,29 @@ impl<'a> FileSource<'a> {
     }
 }
 
+impl FileSource<'_> {
+    /// Reads block `n` into `out` through an aligned piece of `span` bytes around it, kept as
+    /// the window; `false` when no file holds the block.
+    fn read_through(&mut self, n: u64, out: &mut [u8], span: u64) -> Result<bool> {
+        let b = self.set.geo.block as u64;
+        let (fi, off) = self.set.geo.location(n);
+        let Some(file) = self.set.existing(fi) else {
+            return Ok(false);
+        };
+        let len = file.len()? / b * b;
+        if off + b > len {
+            return Ok(false);
+        }
+        let wstart = off / span * span;
+        let wlen = (len - wstart).min(span) as usize;
+        file.read_exact_at(&mut self.buf[..wlen], wstart)?;
+        self.win = Some((fi, wstart, wlen));
+        let s = (off - wstart) as usize;
+        out.copy_from_slice(&self.buf[s..s + b as usize]);
+        Ok(true)
+    }
+}
+
 impl BlockSource for FileSource<'_> {
     fn read_block(&mut self, n: u64, out: &mut [u8]) -> Result<bool> {
         let b = self.set.geo.block as u64;
@@ -310,45 +333,14 @@ impl BlockSource for FileSource<'_> {
                 return Ok(true);
             }
         }
-        let Some(file) = self.set.existing(fi) else {
-            return Ok(false);
-        };
-        let len = file.len()? / b * b;
-        if off + b > len {
-            return Ok(false);
-        }
-        let span = WINDOW_BLOCKS as u64 * b;
-        let wstart = off / span * span;
-        let wlen = (len - wstart).min(span) as usize;
-        file.read_exact_at(&mut self.buf[..wlen], wstart)?;
-        self.win = Some((fi, wstart, wlen));
-        let s = (off - wstart) as usize;
-        out.copy_from_slice(&self.buf[s..s + b as usize]);
-        Ok(true)
+        self.read_through(n, out, WINDOW_BLOCKS as u64 * b)
     }
 
     /// One block, read in an aligned piece of 4 KiB (or the block, if larger) rather than a
     /// whole window: a probe of a large log that has not wrapped read the whole log through
     /// the windows (a tester: 128 MiB per open of a 2 x 64 MiB log).
     fn probe_block(&mut self, n: u64, out: &mut [u8]) -> Result<bool> {
-        let b = self.set.geo.block as u64;
-        let (fi, off) = self.set.geo.location(n);
-        let Some(file) = self.set.existing(fi) else {
-            return Ok(false);
-        };
-        let len = file.len()? / b * b;
-        if off + b > len {
-            return Ok(false);
-        }
-        let piece = b.max(4096);
-        let pstart = off / piece * piece;
-        let plen = (len - pstart).min(piece) as usize;
-        file.read_exact_at(&mut self.buf[..plen], pstart)?;
-        // The window no longer holds what it did.
-        self.win = Some((fi, pstart, plen));
-        let s = (off - pstart) as usize;
-        out.copy_from_slice(&self.buf[s..s + b as usize]);
-        Ok(true)
+        self.read_through(n, out, (self.set.geo.block as u64).max(4096))
     }
 
     fn describe(&self, n: u64) -> String {

@@ -148,15 +148,22 @@ fn load<S: BlockSource>(
     if !src.read_block(n, raw)? {
         return Ok(Err(BlockFault::Missing));
     }
-    Ok(
-        check_block(raw, geo.salt, n, geo.epoch_of(n), verify).map(|hdr| Blk {
-            n,
-            hdr,
-            payload: raw
-                [crate::block::BLOCK_HEADER..crate::block::BLOCK_HEADER + hdr.used as usize]
-                .to_vec(),
-        }),
-    )
+    Ok(checked(geo, raw, n, verify))
+}
+
+/// Block `n` as read into `raw`, checked (`verify`) and with its payload.
+fn checked(
+    geo: &Geometry,
+    raw: &[u8],
+    n: u64,
+    verify: bool,
+) -> std::result::Result<Blk, BlockFault> {
+    check_block(raw, geo.salt, n, geo.epoch_of(n), verify).map(|hdr| Blk {
+        n,
+        hdr,
+        payload: raw[crate::block::BLOCK_HEADER..crate::block::BLOCK_HEADER + hdr.used as usize]
+            .to_vec(),
+    })
 }
 
 impl<S: BlockSource> Stream<'_, S> {
@@ -429,13 +436,7 @@ fn load_probe<S: BlockSource>(
     if !src.probe_block(n, raw)? {
         return Ok(Err(BlockFault::Missing));
     }
-    Ok(
-        check_block(raw, geo.salt, n, geo.epoch_of(n), true).map(|hdr| Blk {
-            n,
-            hdr,
-            payload: Vec::new(),
-        }),
-    )
+    Ok(checked(geo, raw, n, true))
 }
 
 /// The block after `m` that [`look_past`] reads: the next one, or (`sparse`) the next multiple

@@ -41,20 +41,29 @@ impl PageWriter {
             _ => Lsn(0),
         };
         if let Err(e) = self.unsynced.check_read(self.data.path(), id, lsn) {
-            let cause = keel_io::PoisonCause::new(
-                "read",
-                self.data.path(),
-                keel_io::IoError::Os {
-                    op: "pread",
-                    path: self.data.path().to_path_buf(),
-                    source: std::io::Error::other(e.to_string()),
-                },
-            )
-            .with_consequence("the device lost a write; no later sync can be trusted to cover it");
-            self.poison.set(cause);
+            self.poison_by_read(
+                &e,
+                "the device lost a write; no later sync can be trusted to cover it",
+            );
             return Err(e);
         }
         Ok(st)
+    }
+
+    /// Poisons the writer for what a read of the data file found (`found`), which no later
+    /// write can be trusted to get past (`consequence`).
+    fn poison_by_read(&self, found: &FlushError, consequence: &'static str) {
+        let cause = keel_io::PoisonCause::new(
+            "read",
+            self.data.path(),
+            keel_io::IoError::Os {
+                op: "pread",
+                path: self.data.path().to_path_buf(),
+                source: std::io::Error::other(found.to_string()),
+            },
+        )
+        .with_consequence(consequence);
+        self.poison.set(cause);
     }
 
     /// WAL rule, read side: a page reaches the disk only after the log is durable up to its
@@ -88,20 +97,11 @@ impl PageWriter {
                 true
             });
             if running {
-                let cause = keel_io::PoisonCause::new(
-                    "read",
-                    self.data.path(),
-                    keel_io::IoError::Os {
-                        op: "pread",
-                        path: self.data.path().to_path_buf(),
-                        source: std::io::Error::other(e.to_string()),
-                    },
-                )
-                .with_consequence(
+                self.poison_by_read(
+                    &e,
                     "the log lost durable data the data file depends on: a later open refuses \
                      until the log is put back, or opens for salvage with accept_log_loss",
                 );
-                self.poison.set(cause);
             }
             return Err(e);
         }
