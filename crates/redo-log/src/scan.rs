@@ -148,22 +148,15 @@ fn load<S: BlockSource>(
     if !src.read_block(n, raw)? {
         return Ok(Err(BlockFault::Missing));
     }
-    Ok(checked(geo, raw, n, verify))
-}
-
-/// Block `n` as read into `raw`, checked (`verify`) and with its payload.
-fn checked(
-    geo: &Geometry,
-    raw: &[u8],
-    n: u64,
-    verify: bool,
-) -> std::result::Result<Blk, BlockFault> {
-    check_block(raw, geo.salt, n, geo.epoch_of(n), verify).map(|hdr| Blk {
-        n,
-        hdr,
-        payload: raw[crate::block::BLOCK_HEADER..crate::block::BLOCK_HEADER + hdr.used as usize]
-            .to_vec(),
-    })
+    Ok(
+        check_block(raw, geo.salt, n, geo.epoch_of(n), verify).map(|hdr| Blk {
+            n,
+            hdr,
+            payload: raw
+                [crate::block::BLOCK_HEADER..crate::block::BLOCK_HEADER + hdr.used as usize]
+                .to_vec(),
+        }),
+    )
 }
 
 impl<S: BlockSource> Stream<'_, S> {
@@ -357,13 +350,23 @@ fn look_past<S: BlockSource>(
     let mut m = bad;
     let mut sparse = false;
     while m <= last {
-        let loaded = if sparse {
-            load_probe(src, &geo, &mut raw, m)?
+        // Only the header counts here: the block is read and checked, its payload not copied.
+        let present = if sparse {
+            src.probe_block(m, &mut raw)?
         } else {
-            load(src, &geo, &mut raw, m, true)?
+            src.read_block(m, &mut raw)?
         };
-        let hdr = match loaded {
-            Ok(b) => b.hdr,
+        let checked = if present {
+            check_block(&raw, geo.salt, m, geo.epoch_of(m), true)
+        } else {
+            Err(BlockFault::Missing)
+        };
+        match checked {
+            Ok(h) => {
+                if let Some(proof) = proves_durable(src, params, (bad, inc), m, &h) {
+                    return Ok(Some((bad, proof)));
+                }
+            }
             // A growing log's file missing or cut short with a later file present: the gap
             // is no torn tail (files are filled and created in order), so the later files are
             // searched for proof too. Without this, a deleted middle file ended the log there
@@ -380,16 +383,12 @@ fn look_past<S: BlockSource>(
             Err(BlockFault::Number { found, .. }) => {
                 match check_block(&raw, geo.salt, found, geo.epoch_of(found), true) {
                     Ok(h) => {
-                        let older_lap =
-                            geo.preallocated && found < m && (m - found).is_multiple_of(lap);
                         if let Some(proof) = proves_durable(src, params, (bad, inc), m, &h) {
                             return Ok(Some((bad, proof)));
                         }
-                        if older_lap {
-                            if m > bad {
-                                break;
-                            }
-                        } else {
+                        let older_lap =
+                            geo.preallocated && found < m && (m - found).is_multiple_of(lap);
+                        if !older_lap {
                             return Ok(Some((
                                 bad,
                                 format!(
@@ -398,45 +397,23 @@ fn look_past<S: BlockSource>(
                                 ),
                             )));
                         }
-                        m = next_probe(&geo, m, sparse, stride);
-                        continue;
+                        if m > bad {
+                            break;
+                        }
                     }
                     Err(_) if m > bad => break,
-                    Err(_) => {
-                        m = next_probe(&geo, m, sparse, stride);
-                        continue;
-                    }
+                    Err(_) => {}
                 }
             }
             // Its own number with another epoch: stale, as a block of an older lap.
             Err(BlockFault::Epoch { .. }) if m > bad => break,
             // Damaged, torn or never written (zeros): read on.
-            Err(_) => {
-                sparse |= m >= dense_last;
-                m = next_probe(&geo, m, sparse, stride);
-                continue;
-            }
-        };
-        if let Some(proof) = proves_durable(src, params, (bad, inc), m, &hdr) {
-            return Ok(Some((bad, proof)));
+            Err(_) => {}
         }
         sparse |= m >= dense_last;
         m = next_probe(&geo, m, sparse, stride);
     }
     Ok(None)
-}
-
-/// [`load`] of a probe (verified), through [`BlockSource::probe_block`].
-fn load_probe<S: BlockSource>(
-    src: &mut S,
-    geo: &Geometry,
-    raw: &mut [u8],
-    n: u64,
-) -> Result<std::result::Result<Blk, BlockFault>> {
-    if !src.probe_block(n, raw)? {
-        return Ok(Err(BlockFault::Missing));
-    }
-    Ok(checked(geo, raw, n, true))
 }
 
 /// The block after `m` that [`look_past`] reads: the next one, or (`sparse`) the next multiple
