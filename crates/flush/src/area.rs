@@ -573,41 +573,38 @@ impl DoublewriteArea {
 
     /// Reads `buf.len()` bytes at `off`, or as many as the file (of `len` bytes) has; the rest of
     /// `buf` is zero. Returns the bytes read.
-    /// Writes the whole area again as it reads, and syncs it, before a recovery restores
-    /// images from it: the slots may hold images a killed process wrote and never synced, or
-    /// that a failed sync dropped on the device (an O_DIRECT write), which read back as
-    /// written on the same boot. Restored home from such a slot and torn there by a power loss,
-    /// a page had no durable copy anywhere, and the store could not be opened (a tester). As
-    /// the log's recovered blocks are written again (`RedoLog::sync_recovered`): the sync makes
-    /// them durable or fails. Torn by a power loss itself, the rewrite leaves the same bytes
-    /// where they were durable and a slot that fails its checks where they were not — skipped
-    /// by the next recovery, whose home pages are still untouched.
+    /// Writes the whole area again as it reads, before a recovery restores images from it,
+    /// and returns its file for the caller to sync: the slots may hold images a killed process
+    /// wrote and never synced, or that a failed sync dropped on the device (an O_DIRECT write),
+    /// which read back as written on the same boot. Restored home from such a slot and torn
+    /// there by a power loss, a page had no durable copy anywhere, and the store could not be
+    /// opened (a tester). As the log's recovered blocks are written again
+    /// (`RedoLog::sync_recovered`): the sync makes them durable or fails. Torn by a power loss
+    /// itself, the rewrite leaves the same bytes where they were durable and a slot that fails
+    /// its checks where they were not — skipped by the next recovery, whose home pages are
+    /// still untouched. `None` when the area has no file.
     ///
     /// # Errors
     /// An I/O error of the area's file.
-    pub(crate) fn rewrite_and_sync(&self) -> std::result::Result<(), keel_io::IoError> {
+    pub(crate) fn rewrite(&self) -> Result<Option<&Arc<dyn File>>> {
         let Some(file) = self.file.get() else {
-            return Ok(());
+            return Ok(None);
         };
         let len = file.len()?;
-        const CHUNK: u64 = 1 << 20;
-        let mut buf = AlignedBuf::page(CHUNK as usize);
+        const CHUNK: usize = 1 << 20;
+        let mut buf = AlignedBuf::page(CHUNK);
         let mut off = 0u64;
         while off < len {
-            let mut n = (len - off).min(CHUNK);
-            // Direct files move whole 4 KiB blocks; the file is always a multiple of that.
-            if file.is_direct() {
-                n = n / 4096 * 4096;
-            }
+            // Direct files move whole 4 KiB blocks (`read_upto`); the file is always a
+            // multiple of that.
+            let n = self.read_upto(&mut buf, off, len)?;
             if n == 0 {
                 break;
             }
-            let n = n as usize;
-            file.read_exact_at(&mut buf[..n], off)?;
             file.write_all_at(&buf[..n], off)?;
             off += n as u64;
         }
-        file.sync_all()
+        Ok(Some(file))
     }
 
     fn read_upto(&self, buf: &mut [u8], off: u64, len: u64) -> Result<usize> {

@@ -203,14 +203,12 @@ impl PageWriter {
                     })
                 })
                 .collect::<Result<_>>()?;
-            // The images durable in the area before any goes home (`rewrite_and_sync`).
-            if let Err(e) = area.rewrite_and_sync() {
-                let cause = keel_io::PoisonCause::new("sync", area.path(), e)
-                    .with_consequence("never retried: the kernel may have dropped the pages");
-                self.poison.set(cause.clone());
-                return Err(FlushError::Poisoned { cause });
-            }
+            // The images durable in the area before any goes home (`DoublewriteArea::rewrite`);
+            // a failed sync poisons, as every sync of the writer does.
             let ctx = self.ctx();
+            if let Some(file) = area.rewrite()? {
+                ctx.sync(&**file, true)?;
+            }
             ctx.write_home(&ops, false)?;
             ctx.sync_data_file()?;
             for (c, home_lsn) in &restore {
