@@ -962,7 +962,7 @@ mod tests {
         let root = tempfile::tempdir().unwrap();
         let (dest, staging) = staged(root.path());
         publish(&staging, &dest).unwrap();
-        let want: Vec<std::ffi::OsString> = [
+        let mut want: Vec<std::ffi::OsString> = [
             keel::layout::DATA_FILE_NAME,
             keel::LOG_DIR,
             keel::layout::IDENTITY_FILE,
@@ -970,7 +970,6 @@ mod tests {
         .iter()
         .map(Into::into)
         .collect();
-        let mut want = want;
         want.sort();
         assert_eq!(names(&dest), want);
     }

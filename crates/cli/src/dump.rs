@@ -109,8 +109,8 @@ pub fn page(dir: &Path, n: u64, json_out: bool) -> ExitCode {
     // A page that fails verification is read again, up to REREADS times: beside a live
     // writer a buffered read can catch the page mid-write (a sound page was called DAMAGED: a
     // tester, 2 reads in 7 million), as `keel backup` reads again. Damage stays damaged.
-    let mut state = None;
-    for _ in 0..REREADS {
+    let mut reads = 0;
+    let state = loop {
         if let Err(e) = f.read_exact_at(&mut page, offset) {
             let len = f.metadata().map_or(0, |m| m.len());
             eprintln!(
@@ -121,15 +121,11 @@ pub fn page(dir: &Path, n: u64, json_out: bool) -> ExitCode {
             );
             return ExitCode::FAILURE;
         }
+        reads += 1;
         let s = verify(&page, id, identity.checksum, &file);
-        let done = s.is_ok();
-        state = Some(s);
-        if done {
-            break;
+        if s.is_ok() || reads >= REREADS {
+            break s;
         }
-    }
-    let Some(state) = state else {
-        return ExitCode::FAILURE;
     };
     let verdict = match &state {
         Ok(PageState::Valid(_)) => "valid".to_string(),

@@ -201,15 +201,14 @@ pub(crate) fn check_store(inner: &Inner, snap: &Snapshot) -> Result<CheckReport>
     }
     for (name, root) in entries {
         let tree = BTree::open(root, ps);
-        let checked = tree.check_with_pages(&pages);
-        if checked.is_err() {
-            cut_short.push(format!("table {name:?}"));
-        }
-        match checked {
-            Err(e) => acc.problem(
-                Some(root),
-                format!("table {name:?}: {}", about_the_data(e.into())?),
-            ),
+        match tree.check_with_pages(&pages) {
+            Err(e) => {
+                acc.problem(
+                    Some(root),
+                    format!("table {name:?}: {}", about_the_data(e.into())?),
+                );
+                cut_short.push(format!("table {name:?}"));
+            }
             Ok((stats, ids)) => {
                 for id in ids {
                     acc.claim(id, Owner::Table(name.clone()));
